@@ -1,0 +1,218 @@
+"""The invariant checker: safety properties of PROTOCOL.md B10 over a whole event history.
+
+It folds every aggregate with the same reducers the service uses and checks each event against
+what the protocol allows at that point; every violation names the migration and the log
+positions of the events involved. It reads events only, so it runs on any copy of a store.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .migration import Migration, MigrationState, evolve_migration
+from .schedule import Schedule, ScheduleState, evolve_schedule
+
+M, S = Migration, Schedule
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    migration_id: str
+    positions: tuple[int, ...]
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"invariant": self.invariant, "migration_id": self.migration_id,
+                "positions": list(self.positions), "message": self.message}
+
+
+@dataclass
+class _Trace:
+    """What the checker remembers of one migration beyond its folded state."""
+
+    state: MigrationState
+    created_at: int
+    prev: Any = None
+    prev_pos: int = 0
+    answer: tuple[int, Any] | None = None
+    chain: tuple[int, Any] | None = None
+    receipt_at: int | None = None
+    created_answers: list[int] = field(default_factory=list)
+    source_closed_at: int | None = None
+    aborted_at: int | None = None
+
+
+class Checker:
+    def __init__(self) -> None:
+        self.violations: list[Violation] = []
+        self.migrations: dict[str, _Trace] = {}
+        self.schedules: dict[str, ScheduleState] = {}
+        self.fenced_at: dict[str, int] = {}  # schedule id -> position of its current fence
+        self.closes: dict[str, int] = {}  # migration id -> position of ClosedByMigration
+        self.releases: dict[str, int] = {}  # migration id -> position of FenceReleased
+
+    def flag(self, inv: str, mid: str, positions: Iterable[int], message: str) -> None:
+        self.violations.append(Violation(inv, mid, tuple(sorted(set(positions))), message))
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def add(self, pos: int, event: Any) -> None:
+        topic = getattr(type(event), "TOPIC", "")
+        if topic.startswith("schedfence.migration."):
+            self._migration_event(pos, event)
+        elif topic.startswith("schedfence.schedule."):
+            self._schedule_event(pos, event)
+
+    # -- migrations -------------------------------------------------------------------------
+    def _migration_event(self, pos: int, e: Any) -> None:
+        mid = str(e.originator_id)
+        trace = self.migrations.get(mid)
+        try:
+            new_state = evolve_migration(trace.state if trace else None, e)
+        except Exception as exc:  # the reducer must be total over stored histories
+            self.flag("I0", mid, [pos], f"reducer refused {type(e).__name__}: {exc}")
+            return
+        if trace is None:
+            self.migrations[mid] = _Trace(new_state, pos)
+            return
+        self._check_step(mid, trace, pos, e)
+        trace.state, trace.prev, trace.prev_pos = new_state, e, pos
+
+    def _check_step(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        st = t.state
+        rid = getattr(e, "request_id", st.request_id)
+        if rid != st.request_id:
+            self.flag("I3", mid, [t.created_at, pos], f"{type(e).__name__} carries request id "
+                      f"{rid!r}, the migration's is {st.request_id!r}")
+        if st.request_id is None and isinstance(
+                e, (M.StartClaimConsumed, M.DestinationStartIssued, M.OwnershipAccepted,
+                    M.SourceClosed)):
+            self.flag("I6", mid, [t.created_at, pos],
+                      f"identity-less migration acted: {type(e).__name__}")
+        if st.phase in ("completed", "aborted"):
+            self.flag("I8", mid, [pos], f"{type(e).__name__} after the migration was {st.phase}")
+        if st.receipt is not None and not isinstance(e, M.SourceClosed):
+            self.flag("I8", mid, [t.receipt_at or pos, pos],
+                      f"{type(e).__name__} after the receipt (only SourceClosed may follow)")
+        handler = _STEP_CHECKS.get(type(e))
+        if handler:
+            handler(self, mid, t, pos, e)
+
+    def _claim(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        if not t.state.claim_armed:
+            self.flag("I4", mid, [pos], "start claim consumed while not armed")
+
+    def _start(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        if not isinstance(t.prev, M.StartClaimConsumed):
+            self.flag("I4", mid, [t.prev_pos, pos], "start issued without a claim consumed "
+                      "directly before it")
+        if (e.input.get("paused"), e.input.get("notes")) != (t.state.pre_paused,
+                                                             t.state.pre_notes):
+            self.flag("I11", mid, [t.created_at, pos],
+                      "start input does not carry the pre-migration pause and notes")
+
+    def _answer(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.answer = (pos, e)
+        if e.kind == "created":
+            t.created_answers.append(pos)
+            if len(t.created_answers) > 1:
+                self.flag("I4", mid, t.created_answers, "more than one destination chain "
+                          "created by this migration")
+
+    def _chain(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.chain = (pos, e)
+
+    def _accept(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.receipt_at = pos
+        rid, first = t.state.request_id, e.destination_first_run_id
+        if e.evidence == "chain_head":
+            ok = t.chain is not None and t.chain[1].verdict == "owned" and \
+                t.chain[1].first_run_id == first and rid in t.chain[1].head_request_ids
+            proof = t.chain
+        else:
+            a = t.answer[1] if t.answer else None
+            want = {"start_created": "created", "start_deduplicated": "deduplicated",
+                    "already_started_same_id": "already_started"}[e.evidence]
+            ok = a is not None and a.kind == want and \
+                (a.first_execution_run_id or a.run_id) == first and \
+                (want != "already_started" or a.start_request_id == rid)
+            proof = t.answer
+        if not ok:
+            self.flag("I2", mid, [pos] + ([proof[0]] if proof else []),
+                      f"ownership accepted ({e.evidence}) without matching proof")
+
+    def _close(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.source_closed_at = pos
+        if t.state.receipt is None or e.destination_first_run_id != t.state.receipt:
+            self.flag("I2", mid, [pos], "source closed without an ownership receipt")
+
+    def _rearm(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        if not t.state.no_commit_proven:
+            self.flag("I9", mid, [pos], "claim re-armed while a start may have committed")
+
+    def _abort(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.aborted_at = pos
+        if not t.state.no_commit_proven or t.state.receipt is not None:
+            self.flag("I9", mid, [pos], "source restored after a start that may have committed")
+        if (e.restored_paused, e.restored_notes) != (t.state.pre_paused, t.state.pre_notes):
+            self.flag("I11", mid, [t.created_at, pos], "restore does not give back the "
+                      "pre-migration pause and notes")
+
+    # -- schedules --------------------------------------------------------------------------
+    def _schedule_event(self, pos: int, e: Any) -> None:
+        sid = str(e.originator_id)
+        before = self.schedules.get(sid)
+        try:
+            self.schedules[sid] = evolve_schedule(before, e)
+        except Exception as exc:
+            self.flag("I0", "", [pos], f"schedule reducer refused {type(e).__name__}: {exc}")
+            return
+        if before is None:
+            return
+        fence = before.fence_migration_id
+        if isinstance(e, (S.Paused, S.NotesUpdated, S.Deleted)) and fence:
+            self.flag("I1", fence, [self.fenced_at.get(sid, pos), pos],
+                      f"source mutated ({type(e).__name__}) while a migration held the fence")
+        if isinstance(e, S.FencedForMigration):
+            if fence:
+                self.flag("I7", e.migration_id, [self.fenced_at.get(sid, pos), pos],
+                          f"second migration fenced the source while {fence} was open")
+            self.fenced_at[sid] = pos
+        if isinstance(e, (S.ClosedByMigration, S.FenceReleased)):
+            if fence != e.migration_id or before.fence_request_id != e.request_id:
+                self.flag("I10", e.migration_id, [pos], f"{type(e).__name__} by a migration "
+                          "that does not hold the fence")
+            target = self.closes if isinstance(e, S.ClosedByMigration) else self.releases
+            target[e.migration_id] = pos
+
+    def finish(self) -> list[Violation]:
+        """Cross-aggregate pairs that must land together in one append."""
+        for mid, t in self.migrations.items():
+            pairs = (("SourceClosed", t.source_closed_at, self.closes.get(mid)),
+                     ("MigrationAborted", t.aborted_at, self.releases.get(mid)))
+            for name, at_migration, at_source in pairs:
+                if (at_migration is None) != (at_source is None):
+                    where = [p for p in (at_migration, at_source) if p is not None]
+                    self.flag("I10", mid, where, f"{name} recorded on one side only "
+                              "(migration and source disagree)")
+        return self.violations
+
+
+_STEP_CHECKS = {
+    M.StartClaimConsumed: Checker._claim,
+    M.DestinationStartIssued: Checker._start,
+    M.DestinationAnswered: Checker._answer,
+    M.ChainVerified: Checker._chain,
+    M.OwnershipAccepted: Checker._accept,
+    M.SourceClosed: Checker._close,
+    M.StartClaimRearmed: Checker._rearm,
+    M.MigrationAborted: Checker._abort,
+}
+
+
+def check_history(events: Iterable[tuple[int, Any]]) -> list[Violation]:
+    """Check a whole log given as (position, decoded event) pairs in log order."""
+    checker = Checker()
+    for pos, event in events:
+        checker.add(pos, event)
+    return checker.finish()

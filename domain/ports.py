@@ -1,0 +1,95 @@
+"""The destination port: what schedule-fence needs from a Temporal-style workflow service.
+
+This module is a public contract (tests outside this repository import it), so its names and
+fields are stable. Adapters live in ``infra`` (the simulator, a real Temporal server).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+RunStatus = Literal[
+    "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out"
+]
+RUN_STATUSES: tuple[str, ...] = (
+    "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out",
+)
+ReusePolicy = Literal[
+    "allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running"
+]
+ConflictPolicy = Literal["fail", "use_existing", "terminate_existing"]
+
+
+@dataclass(frozen=True)
+class StartWorkflow:
+    """One StartWorkflowExecution request."""
+
+    namespace: str
+    workflow_id: str
+    request_id: str
+    workflow_type: str
+    input: dict = field(default_factory=dict)
+    id_reuse_policy: ReusePolicy = "allow_duplicate"
+    id_conflict_policy: ConflictPolicy = "fail"
+
+
+@dataclass(frozen=True)
+class StartAccepted:
+    """A start that returned a run: newly created, or deduplicated against the current run."""
+
+    run_id: str
+    first_execution_run_id: str
+    status: RunStatus
+
+
+@dataclass(frozen=True)
+class RunDescription:
+    """One run of a workflow id, as Describe shows it (request ids of that run only)."""
+
+    run_id: str
+    first_execution_run_id: str
+    workflow_type: str
+    status: RunStatus
+    request_ids: frozenset[str] = frozenset()
+
+
+class DestinationError(Exception):
+    """Base of the errors a destination may raise."""
+
+
+class AlreadyStarted(DestinationError):
+    """The current run is running under another request id (conflict policy FAIL).
+
+    ``start_request_id`` is the *current run's* create request id, which after continue-as-new
+    is a random id, not the one that started the chain.
+    """
+
+    def __init__(self, start_request_id: str, run_id: str, first_execution_run_id: str) -> None:
+        super().__init__(
+            f"workflow already started: run {run_id} (first run {first_execution_run_id}, "
+            f"start request id {start_request_id})"
+        )
+        self.start_request_id = start_request_id
+        self.run_id = run_id
+        self.first_execution_run_id = first_execution_run_id
+
+
+class DestinationUnavailable(DestinationError):
+    """The call's outcome is unknown: it may or may not have committed."""
+
+
+class DestinationNotFound(DestinationError):
+    """No such workflow run (never existed, deleted, or removed by retention)."""
+
+
+class InvalidStartRequest(DestinationError):
+    """The destination refused the request before doing anything (e.g. bad policy combination)."""
+
+
+@runtime_checkable
+class Destination(Protocol):
+    def start_workflow(self, request: StartWorkflow) -> StartAccepted: ...
+
+    def describe(
+        self, namespace: str, workflow_id: str, run_id: str | None = None
+    ) -> RunDescription: ...

@@ -1,0 +1,221 @@
+"""The source: a CHASM-style schedule, one aggregate per incarnation of a (namespace, id) key.
+
+While a migration holds the fence the schedule executes nothing and every mutation is refused
+with ``migration_pending`` before anything is written (I1). Only the migration that holds the
+fence may close the source or release the fence (I10).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+from uuid import UUID
+
+from .errors import Closed, MigrationPending
+from .ids import schedule_aggregate_id, schedule_key_id
+from .model import EvolvingAggregate
+
+MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    namespace: str
+    schedule_id: str
+    incarnation: int
+    paused: bool
+    notes: str
+    closed: bool = False
+    close_reason: str = ""
+    fence_request_id: str | None = None
+    fence_migration_id: str | None = None
+    completed_request_id: str | None = None
+    completed_migration_id: str | None = None
+    last_migration_id: str | None = None
+
+    @property
+    def migration_pending(self) -> bool:
+        return self.fence_migration_id is not None
+
+
+def check_mutable(state: ScheduleState) -> None:
+    """Guard for every ordinary mutation (pause, notes, delete, actions)."""
+    if state.closed:
+        raise Closed(f"schedule {state.namespace}/{state.schedule_id} is closed")
+    if state.migration_pending:
+        raise MigrationPending(
+            f"schedule {state.namespace}/{state.schedule_id} has a pending migration to "
+            "workflow; retry later"
+        )
+
+
+def check_fence(state: ScheduleState, request_id: str) -> None:
+    """Guard for a migration's source transition: the fence must still hold this request id."""
+    if state.closed:
+        raise Closed(f"schedule {state.namespace}/{state.schedule_id} is closed")
+    if state.fence_request_id != request_id:
+        raise MigrationPending(
+            f"schedule {state.namespace}/{state.schedule_id} is fenced by "
+            f"{state.fence_request_id!r}, not {request_id!r}"
+        )
+
+
+class Schedule(EvolvingAggregate):
+    TOPIC = "schedfence.Schedule"
+
+    class Created(EvolvingAggregate.Created):
+        TOPIC: ClassVar[str] = "schedfence.schedule.Created"
+        namespace: str
+        schedule_id: str
+        incarnation: int
+        paused: bool
+        notes: str
+
+    class Paused(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
+        paused: bool
+
+    class NotesUpdated(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule.NotesUpdated"
+        notes: str
+
+    class Deleted(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule.Deleted"
+
+    class FencedForMigration(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule.FencedForMigration"
+        request_id: str | None  # None only for identity-less (legacy) migrations
+        migration_id: str
+
+    class ClosedByMigration(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule.ClosedByMigration"
+        request_id: str
+        migration_id: str
+        destination_first_run_id: str
+
+    class FenceReleased(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule.FenceReleased"
+        request_id: str | None
+        migration_id: str
+        restored_paused: bool
+        restored_notes: str
+
+    @staticmethod
+    def evolve(state: ScheduleState | None, event: EvolvingAggregate.Event) -> ScheduleState:
+        return evolve_schedule(state, event)
+
+    @classmethod
+    def create(
+        cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str
+    ) -> Schedule:
+        return cls._create(
+            cls.Created,
+            id=schedule_aggregate_id(namespace, schedule_id, incarnation),
+            namespace=namespace, schedule_id=schedule_id, incarnation=incarnation,
+            paused=paused, notes=notes,
+        )
+
+    def set_paused(self, paused: bool) -> None:
+        check_mutable(self.state)
+        if self.state.paused != paused:
+            self.trigger_event(self.Paused, paused=paused)
+
+    def set_notes(self, notes: str) -> None:
+        check_mutable(self.state)
+        if self.state.notes != notes:
+            self.trigger_event(self.NotesUpdated, notes=notes)
+
+    def delete(self) -> None:
+        check_mutable(self.state)
+        self.trigger_event(self.Deleted)
+
+    def fence_for_migration(self, request_id: str | None, migration_id: UUID) -> None:
+        check_mutable(self.state)
+        self.trigger_event(self.FencedForMigration, request_id=request_id,
+                           migration_id=str(migration_id))
+
+    def close_for_migration(self, request_id: str, destination_first_run_id: str) -> None:
+        check_fence(self.state, request_id)
+        self.trigger_event(self.ClosedByMigration, request_id=request_id,
+                           migration_id=self.state.fence_migration_id,
+                           destination_first_run_id=destination_first_run_id)
+
+    def release_fence(self, request_id: str | None, paused: bool, notes: str) -> None:
+        check_fence(self.state, request_id)  # type: ignore[arg-type]
+        self.trigger_event(self.FenceReleased, request_id=request_id,
+                           migration_id=self.state.fence_migration_id,
+                           restored_paused=paused, restored_notes=notes)
+
+
+def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState:
+    """Pure reducer of the source's events."""
+    if isinstance(event, Schedule.Created):
+        return ScheduleState(event.namespace, event.schedule_id, event.incarnation,
+                             event.paused, event.notes)
+    assert state is not None, f"{type(event).__name__} before Created"
+    if isinstance(event, Schedule.Paused):
+        return replace(state, paused=event.paused)
+    if isinstance(event, Schedule.NotesUpdated):
+        return replace(state, notes=event.notes)
+    if isinstance(event, Schedule.Deleted):
+        return replace(state, closed=True, close_reason="deleted")
+    if isinstance(event, Schedule.FencedForMigration):
+        return replace(state, paused=True, notes=MIGRATION_NOTE,
+                       fence_request_id=event.request_id, fence_migration_id=event.migration_id,
+                       last_migration_id=event.migration_id)
+    if isinstance(event, Schedule.ClosedByMigration):
+        return replace(state, closed=True, close_reason="migrated", fence_request_id=None,
+                       fence_migration_id=None, completed_request_id=event.request_id,
+                       completed_migration_id=event.migration_id)
+    if isinstance(event, Schedule.FenceReleased):
+        return replace(state, paused=event.restored_paused, notes=event.restored_notes,
+                       fence_request_id=None, fence_migration_id=None)
+    raise TypeError(f"unknown schedule event {type(event).__name__}")
+
+
+@dataclass(frozen=True)
+class KeyState:
+    namespace: str
+    schedule_id: str
+    incarnation: int = 0
+
+    @property
+    def current_schedule_id(self) -> UUID | None:
+        if self.incarnation == 0:
+            return None
+        return schedule_aggregate_id(self.namespace, self.schedule_id, self.incarnation)
+
+
+class ScheduleKey(EvolvingAggregate):
+    """Maps a (namespace, schedule id) key to its current incarnation."""
+
+    TOPIC = "schedfence.ScheduleKey"
+
+    class Created(EvolvingAggregate.Created):
+        TOPIC: ClassVar[str] = "schedfence.schedule_key.Created"
+        namespace: str
+        schedule_id: str
+
+    class IncarnationStarted(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.schedule_key.IncarnationStarted"
+        incarnation: int
+        schedule_aggregate_id: str
+
+    @staticmethod
+    def evolve(state: KeyState | None, event: object) -> KeyState:
+        if isinstance(event, ScheduleKey.Created):
+            return KeyState(event.namespace, event.schedule_id)
+        if isinstance(event, ScheduleKey.IncarnationStarted):
+            assert state is not None
+            return replace(state, incarnation=event.incarnation)
+        raise TypeError(f"unknown schedule key event {type(event).__name__}")
+
+    @classmethod
+    def create(cls, namespace: str, schedule_id: str) -> ScheduleKey:
+        return cls._create(cls.Created, id=schedule_key_id(namespace, schedule_id),
+                           namespace=namespace, schedule_id=schedule_id)
+
+    def start_incarnation(self) -> int:
+        n = self.state.incarnation + 1
+        sid = schedule_aggregate_id(self.state.namespace, self.state.schedule_id, n)
+        self.trigger_event(self.IncarnationStarted, incarnation=n, schedule_aggregate_id=str(sid))
+        return n

@@ -1,0 +1,267 @@
+"""The application service: admin commands, the worker loop and read views over one store."""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any, Callable
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from domain import decisions as d
+from domain.errors import (AlreadyExists, InvalidArgument, NotFound, RecoveryRefused, SentinelBlocked,
+                           Unavailable)
+from domain.ids import (DUMMY_WORKFLOW_TYPE, derive_request_id, destination_workflow_id,
+                        migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
+                        validate_id)
+from domain.invariants import Violation, check_history
+from domain.migration import Migration
+from domain.ports import Destination, DestinationNotFound, DestinationUnavailable
+from domain.schedule import Schedule, ScheduleKey
+
+from .store import FenceApplication, open_application, parse_store_url
+from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
+from .worker import CrashHook, TaskWorker
+
+MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC, Migration.LegacyRollbackRequested.TOPIC)
+KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
+OCC_RETRIES = 20
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class MigrationService:
+    def __init__(self, app: FenceApplication, destination: Destination, *,
+                 worker_id: str | None = None, crash_hook: CrashHook | None = None,
+                 on_close: Callable[[], None] | None = None) -> None:
+        self.app = app
+        self.destination = destination
+        self.worker_id = worker_id or default_worker_id()
+        self.worker = TaskWorker(app, destination, self.worker_id, crash_hook)
+        self._on_close = on_close
+
+    def close(self) -> None:
+        self.app.close()
+        if self._on_close:
+            self._on_close()
+
+    def __enter__(self) -> MigrationService:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- loading ----------------------------------------------------------------------------
+    def _key(self, namespace: str, schedule_id: str) -> ScheduleKey | None:
+        return self.app.find(schedule_key_id(namespace, schedule_id))
+
+    def _current(self, namespace: str, schedule_id: str) -> Schedule:
+        validate_id("namespace", namespace)
+        validate_id("schedule id", schedule_id)
+        key = self._key(namespace, schedule_id)
+        if key is None or key.state.current_schedule_id is None:
+            raise NotFound(f"schedule {namespace}/{schedule_id} not found")
+        return self.app.repository.get(key.state.current_schedule_id)
+
+    def _migration(self, migration_id: str | UUID | None) -> Migration | None:
+        if migration_id is None:
+            return None
+        return self.app.find(UUID(str(migration_id)))
+
+    # -- admin ------------------------------------------------------------------------------
+    def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
+                        notes: str = "") -> ScheduleView:
+        validate_id("namespace", namespace)
+        validate_id("schedule id", schedule_id)
+        if not isinstance(notes, str) or len(notes) > 10_000:
+            raise_invalid("notes must be a string of at most 10000 characters")
+        for _ in range(OCC_RETRIES):
+            key = self._key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
+            if key.state.current_schedule_id is not None:
+                current = self.app.repository.get(key.state.current_schedule_id)
+                if not current.state.closed:
+                    raise AlreadyExists(f"schedule {namespace}/{schedule_id} exists "
+                                        f"(incarnation {current.state.incarnation})")
+            n = key.start_incarnation()
+            schedule = Schedule.create(namespace, schedule_id, n, bool(paused), notes)
+            try:
+                self.app.save(key, schedule)
+            except IntegrityError:
+                continue
+            return ScheduleView.of(schedule.state)
+        raise AlreadyExists(f"schedule {namespace}/{schedule_id} is being created concurrently")
+
+    def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
+                        notes: str | None = None, delete: bool = False) -> ScheduleView:
+        """Ordinary source mutations; all refused with ``migration_pending`` while fenced."""
+        schedule = self._current(namespace, schedule_id)
+        if paused is not None:
+            schedule.set_paused(paused)
+        if notes is not None:
+            schedule.set_notes(notes)
+        if delete:
+            schedule.delete()
+        self.app.save(schedule)
+        return ScheduleView.of(schedule.state)
+
+    def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
+                 actor: str = "") -> RollbackResult:
+        if request_id is not None:
+            validate_id("request id", request_id)
+        for _ in range(OCC_RETRIES):
+            try:
+                return self._rollback_once(namespace, schedule_id, request_id, actor)
+            except IntegrityError:
+                continue  # a concurrent request changed the source: decide again
+        raise AlreadyExists("the schedule kept changing under concurrent rollbacks; retry")
+
+    def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
+                       actor: str) -> RollbackResult:
+        source = self._current(namespace, schedule_id)
+        st = source.state
+        origin = "caller" if request_id is not None else "derived"
+        rid = request_id if request_id is not None else derive_request_id(
+            namespace, schedule_id, st.incarnation)
+        mid = migration_aggregate_id(namespace, schedule_id, rid)
+        same = self._migration(mid)
+        pending = self._migration(st.fence_migration_id)
+        outcome = d.decide_rollback(st, rid, same and same.state, pending and pending.state)
+        if outcome != "accept":
+            existing = same.state if same else pending.state  # type: ignore[union-attr]
+            return RollbackResult(outcome, rid, existing.origin, existing.migration_id)
+        self._sentinel_gate(namespace, schedule_id)
+        migration = Migration.assign_request_id(
+            mid, namespace=namespace, schedule_id=schedule_id, source_id=str(source.id),
+            incarnation=st.incarnation, workflow_id=destination_workflow_id(schedule_id),
+            request_id=rid, origin=origin, pre_paused=st.paused, pre_notes=st.notes,
+            claim_armed=True, actor=actor or self.worker_id)
+        source.fence_for_migration(rid, mid)
+        self.worker._save("rollback", source, migration)  # one atomic append, both aggregates
+        return RollbackResult("accepted", rid, origin, str(mid))
+
+    def _sentinel_gate(self, namespace: str, schedule_id: str) -> None:
+        """Only a *running* dummy blocks (F4, I12); a TOCTOU optimisation, not a proof."""
+        try:
+            current = self.destination.describe(namespace, destination_workflow_id(schedule_id))
+        except DestinationNotFound:
+            return
+        except DestinationUnavailable as exc:
+            raise Unavailable(f"destination unavailable for the sentinel check: {exc}") from exc
+        if current.workflow_type == DUMMY_WORKFLOW_TYPE and current.status == "running":
+            raise SentinelBlocked(f"a running sentinel workflow holds "
+                                  f"{destination_workflow_id(schedule_id)}; retry after it ends")
+
+    def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
+        """Cancel the open migration and restore the source, only where A2.4 allows it."""
+        validate_id("reason", reason)
+        validate_id("actor", actor)
+        source = self._current(namespace, schedule_id)
+        migration = self._migration(source.state.fence_migration_id)
+        if migration is None:
+            raise RecoveryRefused(f"schedule {namespace}/{schedule_id} has no open migration")
+        facts = d.decide_abort(migration.state, actor, reason)
+        migration.record(facts)
+        source.release_fence(migration.state.request_id, migration.state.pre_paused,
+                             migration.state.pre_notes)
+        self.worker._save("abort", source, migration)
+        return MigrationView.of(migration.state, migration.version)
+
+    # -- worker -----------------------------------------------------------------------------
+    def open_migration_ids(self) -> list[UUID]:
+        ids = [n.originator_id for n in self.app.notifications(MIGRATION_TOPICS)]
+        return [i for i in ids if self.app.repository.get(i).state.is_open]
+
+    def run_until_idle(self, max_attempts: int = 1000) -> int:
+        """Attempt every open migration until a whole pass changes nothing; returns attempts."""
+        if max_attempts < 1:
+            raise_invalid("max_attempts must be at least 1")
+        attempts, backed_off = 0, set()
+        while attempts < max_attempts:
+            progressed = False
+            for mid in self.open_migration_ids():
+                if mid in backed_off or attempts >= max_attempts:
+                    continue
+                attempts += 1
+                result = self.worker.attempt(mid)
+                progressed |= result == "progress"
+                if result == "backoff":
+                    backed_off.add(mid)
+            if not progressed:
+                break
+        return attempts
+
+    # -- views ------------------------------------------------------------------------------
+    def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
+        return ScheduleView.of(self._current(namespace, schedule_id).state)
+
+    def migration(self, namespace: str, schedule_id: str) -> MigrationView:
+        """The open migration of the key, else its most recent one."""
+        source = self._current(namespace, schedule_id)
+        for n in range(source.state.incarnation, 0, -1):
+            s = self.app.repository.get(schedule_aggregate_id(namespace, schedule_id, n))
+            m = self._migration(s.state.fence_migration_id or s.state.last_migration_id)
+            if m is not None:
+                return MigrationView.of(m.state, m.version)
+        raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
+
+    def list_schedules(self) -> list[ScheduleView]:
+        views = []
+        for note in self.app.notifications(KEY_TOPICS):
+            key = self.app.repository.get(note.originator_id)
+            sid = key.state.current_schedule_id
+            if sid is not None:
+                views.append(ScheduleView.of(self.app.repository.get(sid).state))
+        return views
+
+    def history(self, namespace: str, schedule_id: str) -> list[HistoryEntry]:
+        """Every event of the key, its incarnations and their migrations, in log order."""
+        source = self._current(namespace, schedule_id)
+        kinds: dict[UUID, str] = {schedule_key_id(namespace, schedule_id): "key"}
+        for n in range(1, source.state.incarnation + 1):
+            kinds[schedule_aggregate_id(namespace, schedule_id, n)] = "schedule"
+        entries = []
+        for note in self.app.notifications():
+            kind = kinds.get(note.originator_id)
+            if kind is None:
+                continue
+            entry = self._entry(note, kind)
+            if note.topic == Schedule.FencedForMigration.TOPIC:
+                # The fence lands in the same append as the migration's first event, before it.
+                kinds[UUID(entry.data["migration_id"])] = "migration"
+            entries.append(entry)
+        return entries
+
+    def _entry(self, note: Any, kind: str) -> HistoryEntry:
+        ev = self.app.mapper.to_domain_event(note)
+        return HistoryEntry(note.id, kind, str(note.originator_id), note.originator_version,
+                            note.topic, ev.timestamp.isoformat(), ev.payload())
+
+    def event_count(self) -> int:
+        return self.app.event_count()
+
+    def verify(self) -> list[Violation]:
+        events = ((n.id, self.app.mapper.to_domain_event(n)) for n in self.app.notifications())
+        return check_history(events)
+
+
+def raise_invalid(message: str) -> None:
+    raise InvalidArgument(message)
+
+
+def open_service(store: str, destination: Destination | None = None, *,
+                 worker_id: str | None = None,
+                 crash_hook: CrashHook | None = None) -> MigrationService:
+    """Open a service on ``store`` (``sqlite:///path.db`` or ``sqlite:///:memory:``).
+
+    ``destination=None`` means the simulator persisted beside the events in the same store, so
+    separate processes share it.
+    """
+    url = parse_store_url(store)
+    app = open_application(url)
+    if destination is None:
+        from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
+        state = InMemorySimState() if url.kind == "sqlite-memory" else SqlSimState(url.url)
+        destination = SimulatedDestination(state)
+    return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook)

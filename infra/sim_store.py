@@ -1,0 +1,130 @@
+"""Where the simulated destination keeps its state: in memory, or in one SQL row.
+
+The simulator treats its whole state as one plain-JSON dict read and written inside a single
+serialised transaction, so stores only need "lock, load, save" and no schema of their own.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol, runtime_checkable
+
+from sqlalchemy import Column, MetaData, String, Table, Text, create_engine, event, select
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+TABLE_NAME = "schedfence_sim_destination"
+
+
+@runtime_checkable
+class SimState(Protocol):
+    def transaction(self) -> Iterator[dict]:
+        """Context manager yielding the whole mutable state; committed if the block exits cleanly."""
+        ...
+
+
+class InMemorySimState:
+    """State in a dict, one transaction at a time; a failed block leaves the state untouched."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: dict = {}
+
+    @contextmanager
+    def transaction(self) -> Iterator[dict]:
+        with self._lock:
+            # Work on a copy so an exception inside the block behaves like a rollback.
+            working = copy.deepcopy(self._state)
+            yield working
+            self._state = working
+
+
+_metadata = MetaData()
+_table = Table(
+    TABLE_NAME,
+    _metadata,
+    Column("name", String(200), primary_key=True),
+    Column("state", Text, nullable=False),
+)
+
+
+def _is_memory_sqlite(url: str) -> bool:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return database in ("", ":memory:") or parsed.query.get("mode") == "memory"
+
+
+def _make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url)
+    # Driver-level autocommit so that the 'begin' hook below decides how transactions start;
+    # BEGIN IMMEDIATE takes the write lock up front, serialising read-modify-write across processes.
+    engine = create_engine(url, connect_args={"timeout": 30, "isolation_level": None})
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+class SqlSimState:
+    """State as JSON text in one row of ``schedfence_sim_destination``, locked per transaction.
+
+    SQLite serialises with BEGIN IMMEDIATE; other databases (PostgreSQL) with SELECT ... FOR UPDATE.
+    """
+
+    def __init__(self, url: str, name: str = "default") -> None:
+        if _is_memory_sqlite(url):
+            raise ValueError(
+                "SqlSimState needs a database shared between connections; an in-memory SQLite URL "
+                f"({url!r}) is private to one connection. Use InMemorySimState instead."
+            )
+        self.url = url
+        self.name = name
+        self._engine = _make_engine(url)
+        self._ready = False
+
+    def _ensure_row(self) -> None:
+        """Create the table and this state's row once, tolerating another process racing us."""
+        if self._ready:
+            return
+        try:
+            with self._engine.begin() as conn:
+                _metadata.create_all(conn, checkfirst=True)
+        except DBAPIError:
+            # A concurrent CREATE TABLE may win on PostgreSQL; the table then exists, which is all we need.
+            pass
+        try:
+            with self._engine.begin() as conn:
+                if conn.execute(self._select()).first() is None:
+                    conn.execute(_table.insert().values(name=self.name, state="{}"))
+        except IntegrityError:
+            pass  # another process inserted the row between our select and insert
+        self._ready = True
+
+    def _select(self):
+        return select(_table.c.state).where(_table.c.name == self.name)
+
+    @contextmanager
+    def transaction(self) -> Iterator[dict]:
+        self._ensure_row()
+        with self._engine.begin() as conn:
+            row = conn.execute(self._select().with_for_update()).one()
+            state = json.loads(row.state)
+            yield state
+            text = json.dumps(state)
+            if text != row.state:  # reads need no write-back
+                conn.execute(
+                    _table.update().where(_table.c.name == self.name).values(state=text)
+                )
+
+    def dispose(self) -> None:
+        """Close pooled connections (tests and short-lived scripts)."""
+        self._engine.dispose()

@@ -1,0 +1,330 @@
+"""A deterministic in-process stand-in for Temporal History's StartWorkflowExecution and Describe.
+
+It models PROTOCOL.md B0/B1: dedupe only against the current run's request ids (running or closed),
+conflict policy while running, reuse policy once closed, continue-as-new with a server-generated
+create request id, deletion freeing the id. Faults are scripted or seeded so runs replay exactly.
+"""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import uuid
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import get_args
+
+from domain.ports import (
+    AlreadyStarted,
+    ConflictPolicy,
+    DestinationNotFound,
+    DestinationUnavailable,
+    InvalidStartRequest,
+    ReusePolicy,
+    RunDescription,
+    StartAccepted,
+    StartWorkflow,
+)
+from infra.sim_store import InMemorySimState, SimState, SqlSimState
+
+__all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
+
+REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
+CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
+CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
+FAULTS = ("unavailable", "fail_before_commit", "lose_response")
+FAULT_OPS = ("start", "describe")
+_PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Per-call probabilities of each fault; their sum should be at most 1."""
+
+    lose_response: float = 0.0
+    fail_before_commit: float = 0.0
+    unavailable: float = 0.0
+
+
+# --- helpers over the plain-JSON state --------------------------------------------------------
+
+def _root(state: dict) -> dict:
+    state.setdefault("counter", 0)
+    state.setdefault("workflows", {})
+    state.setdefault("log", [])
+    return state
+
+
+def _key(namespace: str, workflow_id: str) -> str:
+    # JSON keys must be strings; a JSON pair is unambiguous whatever the ids contain.
+    return json.dumps([namespace, workflow_id])
+
+
+def _runs(state: dict, namespace: str, workflow_id: str) -> list[dict]:
+    return _root(state)["workflows"].get(_key(namespace, workflow_id), [])
+
+
+def _current(runs: list[dict]) -> dict | None:
+    # Deleting the latest run removes the id's current record, so older runs never become current.
+    if runs and not runs[-1]["deleted"]:
+        return runs[-1]
+    return None
+
+
+def _find(state: dict, namespace: str, workflow_id: str, run_id: str | None) -> dict:
+    runs = _runs(state, namespace, workflow_id)
+    if run_id is None:
+        run = _current(runs)
+    else:
+        run = next((r for r in runs if r["run_id"] == run_id and not r["deleted"]), None)
+    if run is None:
+        which = "current run" if run_id is None else f"run {run_id}"
+        raise DestinationNotFound(f"{namespace}/{workflow_id}: no {which}")
+    return run
+
+
+def _description(run: dict) -> RunDescription:
+    return RunDescription(
+        run_id=run["run_id"],
+        first_execution_run_id=run["first_execution_run_id"],
+        workflow_type=run["workflow_type"],
+        status=run["status"],
+        request_ids=frozenset(run["request_ids"]),
+    )
+
+
+def _accepted(run: dict) -> StartAccepted:
+    return StartAccepted(run["run_id"], run["first_execution_run_id"], run["status"])
+
+
+def _already_started(run: dict) -> AlreadyStarted:
+    return AlreadyStarted(
+        start_request_id=run["create_request_id"],
+        run_id=run["run_id"],
+        first_execution_run_id=run["first_execution_run_id"],
+    )
+
+
+def _validate(req: StartWorkflow) -> str | None:
+    """Request-validation errors, which Temporal returns before any dedupe (B0.1)."""
+    if not req.workflow_id:
+        return "workflow_id is empty"
+    if req.id_reuse_policy not in REUSE_POLICIES:
+        return f"unknown id_reuse_policy {req.id_reuse_policy!r}"
+    if req.id_conflict_policy not in CONFLICT_POLICIES:
+        return f"unknown id_conflict_policy {req.id_conflict_policy!r}"
+    if req.id_reuse_policy == "terminate_if_running" and req.id_conflict_policy != "fail":
+        return f"terminate_if_running cannot be combined with conflict policy {req.id_conflict_policy!r}"
+    return None
+
+
+class SimulatedDestination:
+    """Implements ``domain.ports.Destination`` over a ``SimState``, plus environment operations."""
+
+    def __init__(
+        self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None
+    ) -> None:
+        self._state = state if state is not None else InMemorySimState()
+        self.seed = seed
+        self.faults = faults or FaultRates()
+        self._rng = random.Random(seed)
+        self._scripted: dict[str, deque[str]] = {op: deque() for op in FAULT_OPS}
+        self._fault_lock = threading.Lock()
+
+    # --- faults -------------------------------------------------------------------------------
+
+    def inject(self, op: str, fault: str, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``op`` fail with ``fault`` (FIFO, process-local)."""
+        if op not in FAULT_OPS:
+            raise ValueError(f"op must be one of {FAULT_OPS}, got {op!r}")
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        with self._fault_lock:
+            self._scripted[op].extend([fault] * times)
+
+    def _next_fault(self, op: str) -> str | None:
+        with self._fault_lock:
+            # Always draw, so scripted faults do not shift the random sequence of later calls.
+            draw = self._rng.random()
+            if self._scripted[op]:
+                return self._scripted[op].popleft()
+        rates = self.faults
+        for fault, rate in (
+            ("lose_response", rates.lose_response),
+            ("fail_before_commit", rates.fail_before_commit),
+            ("unavailable", rates.unavailable),
+        ):
+            if draw < rate:
+                return fault
+            draw -= rate
+        return None
+
+    # --- ids ----------------------------------------------------------------------------------
+
+    def _next_id(self, state: dict, kind: str) -> str:
+        # The counter lives in the state, so ids stay unique and replayable across processes.
+        root = _root(state)
+        root["counter"] += 1
+        infix = "" if kind == "run" else f"{kind}/"
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sim/{self.seed}/{infix}{root['counter']}"))
+
+    def _add_run(self, state: dict, req: StartWorkflow, request_id: str, first: str | None) -> dict:
+        run_id = self._next_id(state, "run")
+        run = {
+            "run_id": run_id,
+            "first_execution_run_id": first or run_id,
+            "workflow_type": req.workflow_type,
+            "status": "running",
+            "create_request_id": request_id,
+            "request_ids": [request_id],
+            "input": dict(req.input),
+            "deleted": False,
+            "by_start": first is None,
+        }
+        workflows = _root(state)["workflows"]
+        workflows.setdefault(_key(req.namespace, req.workflow_id), []).append(run)
+        return run
+
+    # --- the port -----------------------------------------------------------------------------
+
+    def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        fault = self._next_fault("start")
+        with self._state.transaction() as state:
+            if fault in _PRE_COMMIT_OUTCOME:
+                outcome = _PRE_COMMIT_OUTCOME[fault]
+                result: StartAccepted | Exception = DestinationUnavailable(f"start: {outcome}")
+            else:
+                outcome, result = self._start(state, request)
+                if fault == "lose_response":
+                    outcome = "lost_response"
+                    result = DestinationUnavailable("start committed but its response was lost")
+            _root(state)["log"].append({"request": asdict(request), "outcome": outcome})
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _start(self, state: dict, req: StartWorkflow) -> tuple[str, StartAccepted | Exception]:
+        """B1 StartWorkflowExecution; returns (log outcome, result or error to raise)."""
+        problem = _validate(req)
+        if problem is not None:
+            return "invalid", InvalidStartRequest(problem)
+        request_id = req.request_id or self._next_id(state, "req")  # B0.6
+        current = _current(_runs(state, req.namespace, req.workflow_id))
+        if current is not None and request_id in current["request_ids"]:
+            return "deduplicated", _accepted(current)  # B1.2: ignores type, input, policies
+        if current is not None and current["status"] == "running":
+            return self._start_over_running(state, req, request_id, current)
+        if current is not None and (
+            req.id_reuse_policy == "reject_duplicate"
+            or (req.id_reuse_policy == "allow_duplicate_failed_only" and current["status"] == "completed")
+        ):
+            return "already_started", _already_started(current)
+        return "created", _accepted(self._add_run(state, req, request_id, None))
+
+    def _start_over_running(
+        self, state: dict, req: StartWorkflow, request_id: str, current: dict
+    ) -> tuple[str, StartAccepted | Exception]:
+        if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
+            current["status"] = "terminated"
+            return "created", _accepted(self._add_run(state, req, request_id, None))
+        if req.id_conflict_policy == "use_existing":
+            return "use_existing", _accepted(current)
+        return "already_started", _already_started(current)
+
+    def describe(self, namespace: str, workflow_id: str, run_id: str | None = None) -> RunDescription:
+        fault = self._next_fault("describe")
+        if fault in _PRE_COMMIT_OUTCOME:
+            raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
+        with self._state.transaction() as state:
+            description = _description(_find(state, namespace, workflow_id, run_id))
+        if fault == "lose_response":
+            raise DestinationUnavailable("describe response was lost")
+        return description
+
+    # --- environment operations ---------------------------------------------------------------
+
+    def continue_as_new(self, namespace: str, workflow_id: str, input: dict | None = None) -> str:
+        """Close the running current run as continued_as_new; the next run gets a fresh request id (B1.5)."""
+        with self._state.transaction() as state:
+            current = _find(state, namespace, workflow_id, None)
+            if current["status"] != "running":
+                raise ValueError(f"cannot continue-as-new a {current['status']} run")
+            current["status"] = "continued_as_new"
+            req = StartWorkflow(
+                namespace, workflow_id, "", current["workflow_type"],
+                current["input"] if input is None else input,
+            )
+            request_id = self._next_id(state, "req")
+            return self._add_run(state, req, request_id, current["first_execution_run_id"])["run_id"]
+
+    def close(self, namespace: str, workflow_id: str, status: str, run_id: str | None = None) -> None:
+        if status not in CLOSED_STATUSES:
+            raise ValueError(f"close status must be one of {CLOSED_STATUSES}, got {status!r}")
+        with self._state.transaction() as state:
+            run = _find(state, namespace, workflow_id, run_id)
+            if run["status"] != "running":
+                raise ValueError(f"run {run['run_id']} is already {run['status']}")
+            run["status"] = status
+
+    def complete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
+        self.close(namespace, workflow_id, "completed", run_id)
+
+    def terminate(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
+        self.close(namespace, workflow_id, "terminated", run_id)
+
+    def delete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
+        """DeleteWorkflowExecution or retention; a running run is terminated first, as Temporal does."""
+        with self._state.transaction() as state:
+            run = _find(state, namespace, workflow_id, run_id)
+            if run["status"] == "running":
+                run["status"] = "terminated"
+            run["deleted"] = True
+
+    def attach_request_id(
+        self, namespace: str, workflow_id: str, request_id: str, run_id: str | None = None
+    ) -> None:
+        """Record an extra request id on a run (USE_EXISTING + attach_request_id in Temporal)."""
+        with self._state.transaction() as state:
+            run = _find(state, namespace, workflow_id, run_id)
+            if request_id not in run["request_ids"]:
+                run["request_ids"].append(request_id)
+
+    # --- inspection ---------------------------------------------------------------------------
+
+    def runs(self, namespace: str, workflow_id: str) -> list[RunDescription]:
+        with self._state.transaction() as state:
+            runs = _runs(state, namespace, workflow_id)
+            return [_description(r) for r in runs if not r["deleted"]]
+
+    def chains(self, namespace: str, workflow_id: str) -> list[str]:
+        with self._state.transaction() as state:
+            firsts = (r["first_execution_run_id"] for r in _runs(state, namespace, workflow_id))
+            return list(dict.fromkeys(firsts))
+
+    def created_count(self, namespace: str, workflow_id: str, request_id: str | None = None) -> int:
+        """Runs created by start_workflow (not by continue-as-new), deleted ones included."""
+        with self._state.transaction() as state:
+            return sum(
+                1
+                for r in _runs(state, namespace, workflow_id)
+                if r["by_start"] and (request_id is None or r["create_request_id"] == request_id)
+            )
+
+    def start_log(
+        self, namespace: str | None = None, workflow_id: str | None = None
+    ) -> list[tuple[StartWorkflow, str]]:
+        with self._state.transaction() as state:
+            entries = list(_root(state)["log"])
+        result = []
+        for entry in entries:
+            req = StartWorkflow(**entry["request"])
+            if namespace is not None and req.namespace != namespace:
+                continue
+            if workflow_id is not None and req.workflow_id != workflow_id:
+                continue
+            result.append((req, entry["outcome"]))
+        return result
+
+    def workflow_ids(self) -> list[tuple[str, str]]:
+        with self._state.transaction() as state:
+            return [tuple(json.loads(k)) for k in _root(state)["workflows"]]

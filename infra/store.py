@@ -1,0 +1,80 @@
+"""Opening the event store from a URL (eventsourcing's own persistence)."""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.utils import get_topic
+
+from domain.errors import InvalidArgument
+from .codec import JSONBytes, PydanticMapper
+
+DEFAULT_STORE = "sqlite:///schedfence.db"
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    url: str
+    kind: str  # sqlite-file | sqlite-memory
+    path: str = ""
+
+
+def parse_store_url(url: str) -> StoreURL:
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidArgument("store URL is empty (expected sqlite:///PATH)")
+    if url in ("sqlite:///:memory:", "sqlite://"):
+        return StoreURL(url, "sqlite-memory")
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if not path:
+            raise InvalidArgument(f"store URL {url!r} names no file")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise InvalidArgument(f"store URL {url!r}: directory {directory} does not exist")
+        return StoreURL(url, "sqlite-file", path)
+    if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        raise InvalidArgument("PostgreSQL stores are not supported by this release yet "
+                              "(use sqlite:///PATH)")
+    raise InvalidArgument(f"unsupported store URL {url!r} (expected sqlite:///PATH)")
+
+
+class FenceApplication(Application[UUID]):
+    """The event store of schedules and migrations. It only loads and saves."""
+
+    name = "schedfence"
+    env = {"MAPPER_TOPIC": get_topic(PydanticMapper), "TRANSCODER_TOPIC": get_topic(JSONBytes),
+           "AGGREGATE_CACHE_MAXSIZE": "0"}
+
+    def find(self, aggregate_id: UUID) -> Any | None:
+        try:
+            return self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def notifications(self, topics: tuple[str, ...] = (), start: int = 1) -> Iterator[Any]:
+        """Every stored notification from ``start`` in log order, paged."""
+        while True:
+            page = self.recorder.select_notifications(start=start, limit=PAGE, topics=topics)
+            yield from page
+            if len(page) < PAGE:
+                return
+            start = page[-1].id + 1
+
+    def event_count(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+
+def open_application(store: StoreURL) -> FenceApplication:
+    if store.kind == "sqlite-memory":
+        # A private shared-cache memory database: isolated per service, shared by its pool.
+        name = f"file:schedfence-{uuid.uuid4().hex}?mode=memory&cache=shared"
+    else:
+        name = store.path
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name,
+           "SQLITE_LOCK_TIMEOUT": "30"}
+    return FenceApplication(env=env)

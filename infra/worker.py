@@ -1,0 +1,170 @@
+"""Task attempts: at-least-once, idempotent, safe to crash anywhere (PROTOCOL.md A2.2–A2.3).
+
+Every attempt reloads the migration, asks the pure ``next_step`` what it may do, makes at most
+the destination calls that step allows, and appends the decision's events. The claim is
+consumed durably *before* the only start call, so a crash between them leaves a migration that
+can only reconcile, never start twice.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Literal
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from domain import decisions as d
+from domain.errors import DomainError
+from domain.migration import Migration
+from domain.ports import (Destination, DestinationError, DestinationNotFound,
+                          DestinationUnavailable, RunDescription)
+from domain.schedule import check_fence
+
+from .store import FenceApplication
+
+AttemptResult = Literal["progress", "idle", "backoff"]
+CrashHook = Callable[[str], None]
+
+
+class TaskWorker:
+    def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
+                 crash_hook: CrashHook | None = None) -> None:
+        self.app, self.destination, self.worker_id = app, destination, worker_id
+        self.crash_hook = crash_hook or (lambda point: None)
+
+    # -- boundaries: every append and every destination call is a crash point -------------
+    def _save(self, label: str, *aggregates: Any) -> None:
+        self.crash_hook(f"{label}.before_append")
+        self.app.save(*aggregates)
+        self.crash_hook(f"{label}.after_append")
+
+    def _call(self, label: str, fn: Callable[[], Any]) -> Any:
+        self.crash_hook(f"{label}.before_call")
+        try:
+            return fn()
+        finally:
+            self.crash_hook(f"{label}.after_call")
+
+    # -- one attempt ------------------------------------------------------------------------
+    def attempt(self, migration_id: UUID) -> AttemptResult:
+        """Run steps for one migration until it needs nothing more, or must back off."""
+        result: AttemptResult = "idle"
+        attempt = self.app.repository.get(migration_id).state.attempts + 1
+        for _ in range(8):  # a full rollback is at most claim, answer, chain, close
+            try:
+                step = self._step(migration_id, attempt)
+            except IntegrityError:
+                step = "progress"  # another worker moved it; reload and look again
+            if step != "progress":
+                return "backoff" if step == "backoff" else result
+            result = "progress"
+        return result
+
+    def _step(self, migration_id: UUID, attempt: int) -> AttemptResult:
+        mig = self.app.repository.get(migration_id)
+        step = d.next_step(mig.state)
+        if step in ("drop", "fail_closed", "idle"):
+            return "idle"
+        if step == "close":
+            return self._close(mig, attempt)
+        if step == "claim_and_start":
+            return self._claim_and_start(mig, attempt)
+        if step == "reconcile":
+            return self._reconcile(mig, attempt)
+        return self._check_foreign(mig, attempt)
+
+    def _close(self, mig: Migration, attempt: int) -> AttemptResult:
+        source = self.app.repository.get(UUID(mig.state.source_id))
+        try:
+            source.close_for_migration(mig.state.request_id, mig.state.receipt)
+        except DomainError:
+            return "idle"  # the fence no longer holds this id (I10): change nothing
+        mig.record(d.close_facts(mig.state, attempt, self.worker_id))
+        self._save("close", source, mig)
+        return "progress"
+
+    def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
+        source = self.app.repository.get(UUID(mig.state.source_id))
+        try:
+            check_fence(source.state, mig.state.request_id or "")
+        except DomainError:
+            return "idle"
+        mig.record(d.claim_facts(mig.state, attempt, self.worker_id))
+        self._save("claim", mig)
+        request = d.start_request(mig.state)
+        try:
+            answer: Any = self._call("start", lambda: self.destination.start_workflow(request))
+        except DestinationError as exc:  # the destination's answer, whatever it is, becomes data
+            answer = exc
+        outcome = d.outcome_of_start(answer)
+        facts, head = d.decide_start_outcome(mig.state, outcome, attempt, self.worker_id)
+        mig.record(facts)
+        self._save("answer", mig)
+        if head is not None:
+            obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
+                                     outcome.run_id, outcome.status)
+            mig.record(d.decide_chain(mig.state, obs, attempt, self.worker_id))
+            self._save("chain", mig)
+        return "backoff" if outcome.kind == "unavailable" else "progress"
+
+    def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
+        obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
+        mig.record(d.decide_chain(mig.state, obs, attempt, self.worker_id))
+        self._save("chain", mig)
+        return "backoff" if obs.failure == "unavailable" else "progress"
+
+    def _check_foreign(self, mig: Migration, attempt: int) -> AttemptResult:
+        st = mig.state
+        try:
+            current = self._describe(st.namespace, st.workflow_id)
+        except DestinationUnavailable:
+            return "backoff"
+        facts = d.decide_foreign_check(st, current, attempt, self.worker_id)
+        if not facts:
+            return "idle"
+        mig.record(facts)
+        self._save("rearm", mig)
+        return "progress"
+
+    # -- reading the destination ------------------------------------------------------------
+    def _describe(self, namespace: str, workflow_id: str,
+                  run_id: str | None = None) -> RunDescription | None:
+        try:
+            return self._call("describe", lambda: self.destination.describe(
+                namespace, workflow_id, run_id))
+        except DestinationNotFound:
+            return None
+
+    def _observe_chain(self, namespace: str, workflow_id: str) -> d.ChainObservation:
+        try:
+            current = self._describe(namespace, workflow_id)
+        except DestinationUnavailable as exc:
+            return d.ChainObservation(failure="unavailable", detail=str(exc))
+        if current is None:
+            return d.ChainObservation(failure="no_current_run",
+                                      detail=f"no current run at {workflow_id}")
+        if not current.first_execution_run_id:
+            return d.ChainObservation(failure="no_first_run_identity",
+                                      current_run_id=current.run_id,
+                                      current_status=current.status)
+        if current.first_execution_run_id == current.run_id:
+            return d.ChainObservation(current_run_id=current.run_id,
+                                      current_status=current.status,
+                                      first_run_id=current.run_id, head=current)
+        return self._observe_head(namespace, workflow_id, current.first_execution_run_id,
+                                  current.run_id, current.status)
+
+    def _observe_head(self, namespace: str, workflow_id: str, first: str,
+                      current_run_id: str, current_status: str) -> d.ChainObservation:
+        seen = {"current_run_id": current_run_id, "current_status": current_status,
+                "first_run_id": first}
+        if not first:
+            return d.ChainObservation(failure="no_first_run_identity", **seen)
+        try:
+            head = self._describe(namespace, workflow_id, first)
+        except DestinationUnavailable as exc:
+            return d.ChainObservation(failure="unavailable", detail=str(exc), **seen)
+        if head is None:
+            return d.ChainObservation(failure="head_missing",
+                                      detail=f"first run {first} is gone (retention or delete)",
+                                      **seen)
+        return d.ChainObservation(head=head, **seen)
