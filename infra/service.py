@@ -26,6 +26,7 @@ from .worker import CrashHook, TaskWorker
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC, Migration.LegacyRollbackRequested.TOPIC)
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
 OCC_RETRIES = 20
+MAX_NOTES = 10_000
 
 
 def default_worker_id() -> str:
@@ -75,8 +76,7 @@ class MigrationService:
                         notes: str = "") -> ScheduleView:
         validate_id("namespace", namespace)
         validate_id("schedule id", schedule_id)
-        if not isinstance(notes, str) or len(notes) > 10_000:
-            raise_invalid("notes must be a string of at most 10000 characters")
+        check_notes(notes)
         for _ in range(OCC_RETRIES):
             key = self._key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
             if key.state.current_schedule_id is not None:
@@ -96,6 +96,8 @@ class MigrationService:
     def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
                         notes: str | None = None, delete: bool = False) -> ScheduleView:
         """Ordinary source mutations; all refused with ``migration_pending`` while fenced."""
+        if notes is not None:
+            check_notes(notes)
         schedule = self._current(namespace, schedule_id)
         if paused is not None:
             schedule.set_paused(paused)
@@ -221,17 +223,12 @@ class MigrationService:
         kinds: dict[UUID, str] = {schedule_key_id(namespace, schedule_id): "key"}
         for n in range(1, source.state.incarnation + 1):
             kinds[schedule_aggregate_id(namespace, schedule_id, n)] = "schedule"
-        entries = []
-        for note in self.app.notifications():
-            kind = kinds.get(note.originator_id)
-            if kind is None:
-                continue
-            entry = self._entry(note, kind)
-            if note.topic == Schedule.FencedForMigration.TOPIC:
-                # The fence lands in the same append as the migration's first event, before it.
-                kinds[UUID(entry.data["migration_id"])] = "migration"
-            entries.append(entry)
-        return entries
+        for note in self.app.notifications((Schedule.FencedForMigration.TOPIC,)):
+            if kinds.get(note.originator_id) == "schedule":
+                fence = self.app.mapper.to_domain_event(note)
+                kinds[UUID(fence.migration_id)] = "migration"
+        return [self._entry(note, kinds[note.originator_id])
+                for note in self.app.notifications() if note.originator_id in kinds]
 
     def _entry(self, note: Any, kind: str) -> HistoryEntry:
         ev = self.app.mapper.to_domain_event(note)
@@ -250,6 +247,11 @@ def raise_invalid(message: str) -> None:
     raise InvalidArgument(message)
 
 
+def check_notes(notes: object) -> None:
+    if not isinstance(notes, str) or len(notes) > MAX_NOTES:
+        raise_invalid(f"notes must be a string of at most {MAX_NOTES} characters")
+
+
 def open_service(store: str, destination: Destination | None = None, *,
                  worker_id: str | None = None,
                  crash_hook: CrashHook | None = None) -> MigrationService:
@@ -260,8 +262,14 @@ def open_service(store: str, destination: Destination | None = None, *,
     """
     url = parse_store_url(store)
     app = open_application(url)
+    on_close: Callable[[], None] | None = None
     if destination is None:
         from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
-        state = InMemorySimState() if url.kind == "sqlite-memory" else SqlSimState(url.url)
-        destination = SimulatedDestination(state)
-    return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook)
+        if url.kind == "sqlite-memory":
+            destination = SimulatedDestination(InMemorySimState())
+        else:
+            state = SqlSimState(url.url)
+            destination = SimulatedDestination(state)
+            on_close = state.dispose
+    return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
+                            on_close=on_close)

@@ -1,0 +1,339 @@
+"""The ``schedfence`` command line: admin commands, the worker, read views and the demo.
+
+Every failure leaves through ``FenceGroup.invoke``: one ``error: <code>: <message>`` line on
+stderr (or a JSON error object on stdout under ``--json``) and a non-zero exit, never a
+traceback. Exit codes: 0 ok, 1 domain error or invariant violations, 2 usage error.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import click
+
+from domain.errors import DomainError, InvalidArgument, NotFound
+from domain.ids import validate_id
+
+from . import cli_output as out
+from .service import MigrationService, open_service
+from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
+from .store import DEFAULT_STORE, parse_store_url
+
+JSON_KEY = "schedfence.json"
+
+
+@dataclass
+class CliState:
+    """Group options, and the service opened on first use (so --help never opens a store)."""
+
+    store: str
+    worker_id: str | None
+    _service: MigrationService | None = None
+    _sim: Any = None
+
+    def service(self) -> MigrationService:
+        if self._service is None:
+            self._service, self._sim = open_cli_service(self.store, self.worker_id)
+        return self._service
+
+    def close(self) -> None:
+        if self._service is not None:
+            self._service.close()
+            if isinstance(self._sim, SqlSimState):
+                self._sim.dispose()
+            self._service = None
+
+
+def open_cli_service(store: str, worker_id: str | None) -> tuple[MigrationService, Any]:
+    """Open the store with the simulator persisted beside it (shared by every invocation).
+
+    Any failure to open is the caller's store/URL problem, so it is reported as invalid_argument.
+    """
+    url = parse_store_url(store)
+    if worker_id is not None:
+        validate_id("worker id", worker_id)
+    try:
+        sim = InMemorySimState() if url.kind == "sqlite-memory" else SqlSimState(url.url)
+        service = open_service(store, SimulatedDestination(sim), worker_id=worker_id)
+        service.event_count()  # read now, so a file that is not a store fails here, clearly
+    except DomainError:
+        raise
+    except Exception as exc:
+        raise InvalidArgument(f"cannot open store {store!r}: {type(exc).__name__}: "
+                              f"{exc}") from exc
+    return service, sim
+
+
+class FenceGroup(click.Group):
+    """Catches every error of every subcommand centrally and applies the error contract."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            try:
+                return super().invoke(ctx)
+            finally:
+                if isinstance(ctx.obj, CliState):
+                    ctx.obj.close()
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # usage errors (exit 2) and deliberate exits keep click's handling
+        except DomainError as exc:
+            self._fail(ctx, exc.code, exc.message)
+        except Exception as exc:  # anything unexpected: still one line, never a traceback
+            self._fail(ctx, "internal", f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _fail(ctx: click.Context, code: str, message: str) -> None:
+        out.emit_error(code, message, bool(ctx.meta.get(JSON_KEY)))
+        ctx.exit(1)
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    # ctx.meta is shared by the whole context chain, so the group's handler can see it.
+    if value:
+        ctx.meta[JSON_KEY] = True
+    return value
+
+
+def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, callback=_remember_json,
+                        help="Print one JSON document instead of text.")(fn)
+
+
+def _service() -> MigrationService:
+    return click.get_current_context().find_object(CliState).service()
+
+
+def _emit(as_json: bool, doc: Any, lines: list[str]) -> None:
+    if as_json:
+        out.emit_json(doc)
+    else:
+        out.emit_lines(lines)
+
+
+@click.group(cls=FenceGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", envvar="SCHEDFENCE_STORE", default=DEFAULT_STORE, show_default=True,
+              help="Event store URL (sqlite:///PATH); env SCHEDFENCE_STORE.")
+@click.option("--worker-id", default=None, help="Identity recorded on worker/admin events.")
+@click.pass_context
+def cli(ctx: click.Context, store: str, worker_id: str | None) -> None:
+    """schedfence: fenced handoff of schedules to a workflow-backed scheduler."""
+    ctx.obj = CliState(store, worker_id)
+
+
+# -- schedule (the source) ---------------------------------------------------------------------
+@cli.group()
+def schedule() -> None:
+    """Create and change source schedules.
+
+    Every change is refused with migration_pending while a migration holds the fence."""
+
+
+def _schedule_out(view: Any, as_json: bool) -> None:
+    _emit(as_json, view.to_dict(), out.schedule_lines(view.to_dict()))
+
+
+@schedule.command("create")
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.option("--paused", is_flag=True, help="Create it paused.")
+@click.option("--notes", default="", help="Free-text notes.")
+@json_option
+def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str,
+                    as_json: bool) -> None:
+    """Create a schedule (or a new incarnation)."""
+    _schedule_out(_service().create_schedule(namespace, schedule_id, paused, notes), as_json)
+
+
+def _updater(name: str, doc: str, **change: Any) -> None:
+    @schedule.command(name, help=doc)
+    @click.argument("namespace")
+    @click.argument("schedule_id")
+    @json_option
+    def command(namespace: str, schedule_id: str, as_json: bool) -> None:
+        _schedule_out(_service().update_schedule(namespace, schedule_id, **change), as_json)
+
+
+_updater("pause", "Pause a schedule.", paused=True)
+_updater("unpause", "Unpause a schedule.", paused=False)
+_updater("delete", "Delete (close) a schedule.", delete=True)
+
+
+@schedule.command("notes")
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.argument("text")
+@json_option
+def schedule_notes(namespace: str, schedule_id: str, text: str, as_json: bool) -> None:
+    """Replace a schedule's notes."""
+    _schedule_out(_service().update_schedule(namespace, schedule_id, notes=text), as_json)
+
+
+# -- migration commands ------------------------------------------------------------------------
+@cli.command()
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.option("--request-id", default=None, help="Idempotency id (derived if omitted).")
+@click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@json_option
+def rollback(namespace: str, schedule_id: str, request_id: str | None, actor: str,
+             as_json: bool) -> None:
+    """Hand a schedule over to the workflow side.
+
+    Idempotent per request id; an omitted id is derived from the source incarnation."""
+    result = _service().rollback(namespace, schedule_id, request_id, actor).to_dict()
+    _emit(as_json, result, out.rollback_lines(result))
+
+
+@cli.command()
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.option("--reason", required=True, help="Why the migration is cancelled.")
+@click.option("--actor", required=True, help="The operator cancelling it.")
+@json_option
+def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bool) -> None:
+    """Cancel an open migration, restoring the source.
+
+    Refused (failed_precondition) once a start may have committed."""
+    view = _service().abort(namespace, schedule_id, reason, actor).to_dict()
+    _emit(as_json, view, out.migration_lines(view))
+
+
+@cli.command()
+@click.option("--until-idle", is_flag=True, help="One run until nothing progresses, then exit.")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Task attempts per run.")
+@click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds between passes when polling.")
+@json_option
+def worker(until_idle: bool, max_attempts: int, poll_interval: float, as_json: bool) -> None:
+    """Run migration tasks.
+
+    Without --until-idle, poll until Ctrl-C, printing one line per pass that wrote events
+    (with --json: one JSON object per such line)."""
+    service = _service()
+    if not until_idle:
+        _poll(service, max_attempts, poll_interval, as_json)
+        return
+    before = service.event_count()
+    attempts = service.run_until_idle(max_attempts)
+    doc = {"attempts": attempts, "events_written": service.event_count() - before,
+           "migrations": out.migration_states(service)}
+    _emit(as_json, doc, [f"attempts: {attempts}",
+                         f"events written: {doc['events_written']}",
+                         f"migrations: {out.states_summary(doc['migrations'])}"])
+
+
+def _poll(service: MigrationService, max_attempts: int, interval: float,
+          as_json: bool) -> None:
+    if not as_json:
+        click.echo(f"worker {service.worker_id}: polling every {interval:g}s (Ctrl-C stops)")
+    passes = 0
+    try:
+        while True:
+            passes += 1
+            before = service.event_count()
+            attempts = service.run_until_idle(max_attempts)
+            written = service.event_count() - before  # includes other writers' events
+            if written:
+                doc = {"pass": passes, "attempts": attempts, "events_written": written,
+                       "migrations": out.migration_states(service)}
+                click.echo(json.dumps(doc) if as_json else
+                           f"{time.strftime('%H:%M:%S')} pass {passes}: {attempts} attempts, "
+                           f"{written} new events; migrations: "
+                           f"{out.states_summary(doc['migrations'])}")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        # Every attempt is crash-safe, so stopping mid-pass loses nothing.
+        if not as_json:
+            click.echo(f"worker stopped after {passes} passes")
+
+
+# -- read views --------------------------------------------------------------------------------
+@cli.command()
+@click.argument("namespace")
+@click.argument("schedule_id")
+@json_option
+def status(namespace: str, schedule_id: str, as_json: bool) -> None:
+    """Show a schedule and its latest migration."""
+    service = _service()
+    view = service.schedule(namespace, schedule_id).to_dict()
+    try:
+        mig: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
+    except NotFound:
+        mig = None
+    _emit(as_json, {"schedule": view, "migration": mig},
+          out.schedule_lines(view) + out.migration_lines(mig))
+
+
+@cli.command("list")
+@json_option
+def list_(as_json: bool) -> None:
+    """One row per schedule key (its current incarnation)."""
+    service = _service()
+    rows = []
+    for view in service.list_schedules():
+        row = view.to_dict()
+        try:
+            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
+        except NotFound:
+            row["migration_state"] = None
+        rows.append(row)
+    _emit(as_json, {"schedules": rows}, out.list_lines(rows))
+
+
+@cli.command()
+@click.argument("namespace")
+@click.argument("schedule_id")
+@json_option
+def history(namespace: str, schedule_id: str, as_json: bool) -> None:
+    """Events of a schedule and its migrations, in order."""
+    entries = []
+    for entry in _service().history(namespace, schedule_id):
+        doc = entry.to_dict()
+        doc["short_type"] = out.short_type(entry.type)
+        entries.append(doc)
+    _emit(as_json, {"namespace": namespace, "schedule_id": schedule_id, "events": entries},
+          out.history_lines(entries))
+
+
+@cli.command()
+@json_option
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Check the log against the protocol invariants.
+
+    Exits 1 if any invariant is violated."""
+    doc = out.verdict(_service())
+    _emit(as_json, doc, out.verdict_lines(doc))
+    if not doc["ok"]:
+        ctx.exit(1)
+
+
+@cli.command()
+@click.option("--store", "demo_store", default=None,
+              help="Store for the demo (must be empty); default: a new temporary file.")
+@json_option
+@click.pass_context
+def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
+    """Play the rollback failure modes on a new store.
+
+    Each failure mode of PROTOCOL.md B3 that applies to rollback runs on its own schedule;
+    exits 1 if any outcome differs from Part A or the invariant checker finds a violation."""
+    from .demo import run_demo  # the demo is the only user of its scenario code
+
+    report = run_demo(demo_store, (lambda line: None) if as_json else click.echo)
+    if as_json:
+        out.emit_json(report)
+    if not report["passed"]:
+        ctx.exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point (standalone mode: click turns exits and usage errors into codes)."""
+    cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
+
+
+if __name__ == "__main__":
+    main()

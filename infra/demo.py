@@ -1,0 +1,449 @@
+"""``schedfence demo``: every rollback failure mode of PROTOCOL.md B3 played on a fresh store.
+
+Each scenario scripts the simulated destination, drives the real service and worker, and prints
+what the fenced protocol did by reading the migration's own events back from the log, then
+checks the outcome against Part A. The whole store is run through the invariant checker last.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from domain.errors import (AlreadyExists, Closed, DomainError, InvalidArgument, MigrationPending,
+                           SentinelBlocked)
+from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
+                        destination_workflow_id, schedule_aggregate_id)
+from domain.migration import Migration
+from domain.ports import StartWorkflow
+
+from . import cli_output as out
+from .service import MigrationService, open_service
+from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
+from .store import parse_store_url
+
+NS = "demo"
+Echo = Callable[[str], None]
+
+
+class SimulatedCrash(Exception):
+    """Raised by the crash hook: the worker process 'dies' at that boundary (args[0])."""
+
+
+class CrashOnce:
+    """A crash hook that raises once, at the boundary it was armed for."""
+
+    point: str | None = None
+
+    def arm(self, point: str) -> None:
+        self.point = point
+
+    def __call__(self, point: str) -> None:
+        if point == self.point:
+            self.point = None
+            raise SimulatedCrash(point)
+
+
+@dataclass
+class Scenario:
+    code: str
+    title: str
+    expected: str
+    schedule_ids: list[str]
+    steps: list[str] = field(default_factory=list)
+    checks: list[tuple[str, bool]] = field(default_factory=list)
+    observed: str = ""
+    error: str | None = None
+    seen: int = 0  # last log position already rendered
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and bool(self.checks) and all(ok for _, ok in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "title": self.title, "schedule_ids": self.schedule_ids,
+                "expected": self.expected, "observed": self.observed, "passed": self.passed,
+                "steps": self.steps, "failed_checks": [c for c, ok in self.checks if not ok],
+                "error": self.error}
+
+
+class DemoRun:
+    """The scenarios' toolbox: one service, one scriptable destination, one crash hook."""
+
+    def __init__(self, service: MigrationService, dest: SimulatedDestination, crash: CrashOnce,
+                 echo: Echo) -> None:
+        self.service, self.dest, self.crash, self.echo = service, dest, crash, echo
+        self.current: Scenario | None = None
+
+    # -- narration --------------------------------------------------------------------------
+    def step(self, actor: str, text: str) -> None:
+        assert self.current is not None
+        line = f"{actor:<6}  {text}"
+        self.current.steps.append(line)
+        self.echo(f"  {line}")
+
+    def sync(self) -> int:
+        """Narrate the events the scenario's schedules gained since the last sync."""
+        sc = self.current
+        assert sc is not None
+        entries = [e for sid in sc.schedule_ids for e in self._history(sid) if e.position > sc.seen]
+        for entry in sorted(entries, key=lambda e: e.position):
+            rendered = out.render_event(out.short_type(entry.type), entry.data)
+            if rendered:
+                self.step(*rendered)
+        sc.seen = self.service.event_count()
+        return len(entries)
+
+    def _history(self, sid: str) -> list[Any]:
+        try:
+            return self.service.history(NS, sid)
+        except DomainError:
+            return []  # the schedule does not exist yet
+
+    def check(self, label: str, ok: bool) -> bool:
+        assert self.current is not None
+        self.current.checks.append((label, bool(ok)))
+        return bool(ok)
+
+    # -- actions ----------------------------------------------------------------------------
+    def create(self, sid: str, notes: str = "") -> None:
+        assert self.current is not None
+        self.service.create_schedule(NS, sid, notes=notes)
+        if sid not in self.current.schedule_ids:
+            self.current.schedule_ids.append(sid)
+        self.current.seen = self.service.event_count()
+        self.step("admin", f"schedule {NS}/{sid} created" + (f", notes {notes!r}" if notes else ""))
+
+    def rollback(self, sid: str, request_id: str | None = None) -> Any:
+        result = self.service.rollback(NS, sid, request_id)
+        if result.outcome == "accepted":
+            self.sync()
+        else:
+            self.step("admin", f"rollback again -> {result.outcome}, request id "
+                      f"{out.short(result.request_id)} ({result.request_id_origin}); "
+                      "nothing written")
+        return result
+
+    def worker(self, idle_note: str = "") -> None:
+        """One worker run until idle; a simulated crash ends it like a dead process."""
+        try:
+            self.service.run_until_idle()
+        except SimulatedCrash as crash:
+            self.sync()
+            self.step("crash", f"worker process died at {crash.args[0]}; nothing appended")
+            return
+        if not self.sync():
+            self.step("worker", "nothing to do" + (f" ({idle_note})" if idle_note else ""))
+
+    def refused(self, label: str, fn: Callable[[], Any], expected: type[DomainError]) -> None:
+        """Run an action that Part A says must fail with ``expected`` and write nothing."""
+        before = self.service.event_count()
+        try:
+            fn()
+        except DomainError as exc:
+            same = self.service.event_count() == before
+            self.step("admin", f"{label} -> {exc.code}: {exc.message}; "
+                      + ("nothing written" if same else "EVENTS WRITTEN"))
+            self.check(f"{label} refused with {expected.code}", isinstance(exc, expected))
+            self.check(f"{label} wrote nothing", same)
+            return
+        self.step("admin", f"{label} -> accepted")
+        self.check(f"{label} refused with {expected.code}", False)
+
+    def start_foreign(self, sid: str, request_id: str, workflow_type: str) -> str:
+        wid = destination_workflow_id(sid)
+        run = self.dest.start_workflow(StartWorkflow(NS, wid, request_id, workflow_type))
+        self.step("env", f"{workflow_type} started at {wid} by request {request_id} "
+                  f"(run {out.short(run.run_id)})")
+        return run.run_id
+
+    # -- observations -----------------------------------------------------------------------
+    def migration(self, sid: str) -> Any:
+        return self.service.migration(NS, sid)
+
+    def source(self, sid: str) -> Any:
+        return self.service.schedule(NS, sid)
+
+    def starts(self, sid: str) -> int:
+        return len(self.dest.start_log(NS, destination_workflow_id(sid)))
+
+    def evidence(self, sid: str) -> str | None:
+        accepted = [e for e in self._history(sid) if e.type.endswith("OwnershipAccepted")]
+        return accepted[-1].data["evidence"] if accepted else None
+
+    def created_by(self, sid: str, request_id: str) -> int:
+        return self.dest.created_count(NS, destination_workflow_id(sid), request_id)
+
+    def expect_parked_foreign(self, sid: str) -> str:
+        m, s = self.migration(sid), self.source(sid)
+        self.check("migration parked as foreign_destination",
+                   m.state == "parked" and m.park_reason == "foreign_destination")
+        self.check("source kept paused and fenced, not closed",
+                   s.paused and s.migration_pending and not s.closed)
+        self.check("no run created with our request id", self.created_by(sid, m.request_id) == 0)
+        state = "closed" if s.closed else "open and " + ("paused" if s.paused else "running")
+        return f"{m.state} {m.park_reason or ''}".rstrip() + f"; source {state}"
+
+    def expect_unknown_outcome(self, sid: str) -> None:
+        m = self.migration(sid)
+        self.check("after the lost response: claim consumed, no receipt, not closed",
+                   m.state == "claimed" and not m.claim_armed and
+                   (m.last_answer or {}).get("kind") == "unavailable")
+
+    def expect_completed(self, sid: str, chains: int = 1) -> str:
+        m, s = self.migration(sid), self.source(sid)
+        self.check("migration completed", m.state == "completed")
+        self.check("source closed by the migration", s.closed and s.close_reason == "migrated")
+        self.check("exactly one start issued", m.starts_issued == 1)
+        self.check("exactly one run created with our request id",
+                   self.created_by(sid, m.request_id) == 1)
+        n = len(self.dest.chains(NS, destination_workflow_id(sid)))
+        self.check(f"{chains} chain(s) at the workflow id", n == chains)
+        return (f"{m.state}, source closed; {m.starts_issued} start, {n} chain"
+                f"{'s' if n != 1 else ''} at the workflow id")
+
+
+# -- the scenarios (B3) ------------------------------------------------------------------------
+def f1(run: DemoRun) -> str:
+    run.create("f1-foreign", notes="nightly export")
+    run.start_foreign("f1-foreign", "order-7781", "order-fulfilment-workflow")
+    run.rollback("f1-foreign")
+    run.worker()
+    run.worker("the foreign run is still running")
+    return run.expect_parked_foreign("f1-foreign")
+
+
+def f2(run: DemoRun) -> str:
+    sid = "f2-close-crash"
+    run.create(sid)
+    run.rollback(sid)
+    run.crash.arm("close.before_append")
+    run.worker()
+    run.check("after the crash: receipt kept, source still fenced",
+              run.migration(sid).state == "receipted" and run.source(sid).migration_pending)
+    run.refused("user deletes the schedule",
+                lambda: run.service.update_schedule(NS, sid, delete=True), MigrationPending)
+    run.dest.terminate(NS, destination_workflow_id(sid))
+    run.step("env", "the destination run is terminated (the delete's other half)")
+    run.step("worker", "a new worker process takes over")
+    run.worker()
+    run.check("the one start was never repeated", run.starts(sid) == 1)
+    return run.expect_completed(sid) + "; nothing resurrected"
+
+
+def f3(run: DemoRun) -> str:
+    sid = "f3-lost-response"
+    run.create(sid)
+    run.rollback(sid)
+    run.dest.inject("start", "lose_response")
+    run.step("env", "the next start will commit but lose its response")
+    run.worker()
+    run.expect_unknown_outcome(sid)
+    run.worker()
+    run.check("ownership evidence is the chain head", run.evidence(sid) == "chain_head")
+    return run.expect_completed(sid)
+
+
+def f4(run: DemoRun) -> str:
+    done, running = "f4-dummy-done", "f4-dummy-running"
+    run.create(done)
+    run.start_foreign(done, "sentinel-create-1", DUMMY_WORKFLOW_TYPE)
+    run.dest.complete(NS, destination_workflow_id(done))
+    run.step("env", "the dummy completes (its closed record stays until retention)")
+    run.rollback(done)
+    run.worker()
+    observed = run.expect_completed(done, chains=2)
+    run.create(running)
+    run.start_foreign(running, "sentinel-create-2", DUMMY_WORKFLOW_TYPE)
+    run.refused("rollback", lambda: run.service.rollback(NS, running), SentinelBlocked)
+    s = run.source(running)
+    run.check("blocked source unchanged (not paused, not fenced)",
+              not s.paused and not s.migration_pending)
+    return f"after a completed dummy: {observed}; behind a running one: sentinel_blocked"
+
+
+def f5(run: DemoRun) -> str:
+    sid = "f5-derived-id"
+    run.create(sid)
+    first = run.rollback(sid)
+    before = run.service.event_count()
+    second = run.rollback(sid)
+    derived = derive_request_id(NS, sid, run.source(sid).incarnation)
+    run.check("first accepted with the derived id",
+              first.outcome == "accepted" and first.request_id == derived)
+    run.check("retry already_pending with the same id",
+              second.outcome == "already_pending" and second.request_id == first.request_id)
+    run.check("retry wrote nothing", run.service.event_count() == before)
+    run.worker()
+    return f"retry {second.outcome} with the same derived id; {run.expect_completed(sid)}"
+
+
+def f6(run: DemoRun) -> str:
+    owned, foreign = "f6-continued", "f6-foreign-chain"
+    run.create(owned)
+    run.rollback(owned)
+    run.dest.inject("start", "lose_response")
+    run.step("env", "the next start will commit but lose its response")
+    run.worker()
+    run.expect_unknown_outcome(owned)
+    run.dest.continue_as_new(NS, destination_workflow_id(owned))
+    run.step("env", "our run continues-as-new (the new run has a random request id)")
+    run.worker()
+    run.check("ownership evidence is the chain head", run.evidence(owned) == "chain_head")
+    first = run.expect_completed(owned)
+    run.create(foreign)
+    run.start_foreign(foreign, "v1-create-req", SCHEDULER_WORKFLOW_TYPE)
+    run.dest.continue_as_new(NS, destination_workflow_id(foreign))
+    run.step("env", "that foreign chain continues-as-new")
+    run.rollback(foreign)
+    run.worker()
+    return f"own chain: {first}; foreign chain: {run.expect_parked_foreign(foreign)}"
+
+
+def f7(run: DemoRun) -> str:
+    sid = "f7-other-id"
+    run.create(sid)
+    run.rollback(sid, "rollback-X")
+    run.refused("rollback with request id rollback-Y",
+                lambda: run.service.rollback(NS, sid, "rollback-Y"), AlreadyExists)
+    run.check("the pending migration keeps rollback-X",
+              run.migration(sid).request_id == "rollback-X")
+    run.worker()
+    return f"rollback-Y already_exists; rollback-X {run.expect_completed(sid)}"
+
+
+def f8(run: DemoRun) -> str:
+    sid = "f8-legacy"
+    run.create(sid, notes="old release")
+    view = run.source(sid)
+    source = run.service.app.repository.get(schedule_aggregate_id(NS, sid, view.incarnation))
+    legacy = Migration.legacy(uuid.uuid4(), namespace=NS, schedule_id=sid,
+                              source_id=str(source.id), incarnation=view.incarnation,
+                              workflow_id=destination_workflow_id(sid),
+                              pre_paused=view.paused, pre_notes=view.notes)
+    source.fence_for_migration(None, legacy.id)
+    run.service.app.save(source, legacy)
+    run.sync()
+    before = run.service.event_count()
+    run.worker("fail closed: no durable request id")
+    m = run.migration(sid)
+    run.check("legacy migration stays legacy_pending", m.state == "legacy_pending")
+    run.check("worker wrote nothing and never started",
+              run.service.event_count() == before and run.starts(sid) == 0)
+    run.refused("rollback", lambda: run.service.rollback(NS, sid), AlreadyExists)
+    return f"{m.state}, never started, source fenced; a new rollback is already_exists"
+
+
+def f11(run: DemoRun) -> str:
+    sid = "f11-after-done"
+    run.create(sid)
+    run.rollback(sid, "rollback-F11")
+    run.worker()
+    done = run.expect_completed(sid)
+    before = run.service.event_count()
+    again = run.rollback(sid, "rollback-F11")
+    run.check("retry after completion already_completed", again.outcome == "already_completed")
+    run.check("retry wrote nothing", run.service.event_count() == before)
+    run.refused("rollback with a new id", lambda: run.service.rollback(NS, sid, "rollback-new"),
+                Closed)
+    return f"{done}; the retry is {again.outcome}"
+
+
+SCENARIOS: list[tuple[str, str, str, Callable[[DemoRun], str]]] = [
+    ("F1", "foreign destination: an unrelated workflow runs at the workflow id",
+     "parked foreign_destination, source kept paused, not closed", f1),
+    ("F2", "crash before the source close, then the destination run is terminated",
+     "close from the receipt only: no second start, one chain", f2),
+    ("F3", "committed start, lost response",
+     "claim stays consumed; reconcile accepts; one start, one chain, closed", f3),
+    ("F4", "dummy sentinel: completed vs running",
+     "only a running dummy blocks (sentinel_blocked, nothing written)", f4),
+    ("F5", "omitted request id, retried",
+     "same derived id; the retry is already_pending, nothing written", f5),
+    ("F6", "continue-as-new before the source closes",
+     "accept via the chain head's request ids; a foreign chain parks", f6),
+    ("F7", "a different request id while one is pending",
+     "already_exists, nothing written", f7),
+    ("F8", "identity-less (legacy) pending migration",
+     "fail closed as legacy_pending; a new rollback is already_exists", f8),
+    ("F11", "retry after completion",
+     "the same id is already_completed, nothing written", f11),
+]
+
+
+def _open(store_url: str | None) -> tuple[str, MigrationService, SimulatedDestination, Any,
+                                           CrashOnce]:
+    """Open a *fresh* store; the destination is persisted beside it so the store stays whole."""
+    if store_url is None:
+        path = os.path.join(tempfile.mkdtemp(prefix="schedfence-demo-"), "demo.db")
+        store_url = f"sqlite:///{path}"
+    url = parse_store_url(store_url)
+    state = InMemorySimState() if url.kind == "sqlite-memory" else SqlSimState(url.url)
+    dest, crash = SimulatedDestination(state), CrashOnce()
+    try:
+        service = open_service(store_url, dest, worker_id="demo-worker", crash_hook=crash)
+        count, workflows = service.event_count(), dest.workflow_ids()
+    except Exception as exc:
+        _dispose(state)
+        raise InvalidArgument(f"cannot open store {store_url!r}: {type(exc).__name__}: "
+                              f"{exc}") from exc
+    if count or workflows:
+        service.close()
+        _dispose(state)
+        raise InvalidArgument(f"the demo needs an empty store; {store_url} already holds "
+                              f"{count} events")
+    return store_url, service, dest, state, crash
+
+
+def _dispose(state: Any) -> None:
+    if isinstance(state, SqlSimState):
+        state.dispose()
+
+
+def _play(run: DemoRun, code: str, title: str, expected: str,
+          fn: Callable[[DemoRun], str]) -> Scenario:
+    sc = Scenario(code, title, expected, [])
+    run.current = sc
+    run.echo(f"{code} {title}")
+    try:
+        sc.observed = fn(run)
+    except Exception as exc:  # a scenario that blows up is a failed scenario, not a crash
+        sc.error = f"{type(exc).__name__}: {exc}"
+        run.echo(f"  !! unexpected error: {out.one_line(sc.error)}")
+    if sc.passed:
+        run.echo(f"  => OK, as Part A requires: {sc.observed}")
+    else:
+        failed = "; ".join(c for c, ok in sc.checks if not ok) or "-"
+        run.echo(f"  => MISMATCH: {sc.observed or 'no outcome'}; Part A requires: {expected}; "
+                 f"failed checks: {failed}")
+    return sc
+
+
+def run_demo(store_url: str | None, echo: Echo) -> dict[str, Any]:
+    """Play every scenario on a fresh store; returns the JSON-ready report."""
+    store_url, service, dest, state, crash = _open(store_url)
+    try:
+        echo("schedfence demo: the rollback failure modes of PROTOCOL.md B3 against the "
+             "fenced protocol")
+        kept = "in memory, gone when the demo ends" if isinstance(state, InMemorySimState) else \
+            f"kept, with its simulated destination; try schedfence --store {store_url} list"
+        echo(f"store: {store_url} ({kept})")
+        echo("")
+        run = DemoRun(service, dest, crash, echo)
+        scenarios = []
+        for code, title, expected, fn in SCENARIOS:
+            scenarios.append(_play(run, code, title, expected, fn))
+            echo("")
+        doc = out.verdict(service)
+        for line in out.verdict_lines(doc):
+            echo(line)
+        passed = doc["ok"] and all(sc.passed for sc in scenarios)
+        echo(f"demo: {sum(sc.passed for sc in scenarios)}/{len(scenarios)} scenarios match "
+             f"Part A; {'PASS' if passed else 'FAIL'}")
+        return {"store": store_url, "passed": passed,
+                "scenarios": [sc.to_dict() for sc in scenarios], "invariants": doc}
+    finally:
+        service.close()
+        _dispose(state)
