@@ -235,9 +235,13 @@ class SimulatedDestination:
         fault = self._next_fault("describe")
         if fault in _PRE_COMMIT_OUTCOME:
             raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
-        with self._state.transaction() as state:
-            description = _description(_find(state, namespace, workflow_id, run_id))
-        if fault == "lose_response":
+        try:
+            with self._state.transaction() as state:
+                description = _description(_find(state, namespace, workflow_id, run_id))
+        except DestinationNotFound:
+            if fault != "lose_response":
+                raise
+        if fault == "lose_response":  # a lost answer is lost whatever it was, NotFound too
             raise DestinationUnavailable("describe response was lost")
         return description
 
