@@ -197,6 +197,11 @@ def decide_abort(state: MigrationState, actor: str, reason: str) -> Facts:
     if state.receipt is not None:
         raise RecoveryRefused("ownership was already accepted by the destination; "
                               "the source can only be closed")
+    if state.request_id is None:
+        # An older release started with a fresh id on every attempt; any of them may have
+        # committed, and nothing in our log can prove otherwise.
+        raise RecoveryRefused("identity-less (legacy) migration: an older release may have "
+                              "started the destination; it must be adopted, not aborted")
     if not state.no_commit_proven:
         raise RecoveryRefused(
             f"a start was issued ({state.starts_issued}) and no answer proves it committed "

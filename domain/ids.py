@@ -1,6 +1,7 @@
 """Identifier rules: validation of caller input and the derived (fallback) request id."""
 from __future__ import annotations
 
+import unicodedata
 import uuid
 
 from .errors import InvalidArgument
@@ -19,7 +20,8 @@ def validate_id(kind: str, value: object) -> str:
         raise InvalidArgument(f"{kind} is required")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidArgument(f"{kind} is longer than {MAX_ID_LENGTH} characters ({len(value)})")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    # C0/C1 controls and line/paragraph separators break logs, terminals and one-line errors.
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
         raise InvalidArgument(f"{kind} contains a control character")
     if value != value.strip():
         raise InvalidArgument(f"{kind} has leading or trailing white space")

@@ -77,6 +77,8 @@ class MigrationService:
         validate_id("namespace", namespace)
         validate_id("schedule id", schedule_id)
         check_notes(notes)
+        if not isinstance(paused, bool):
+            raise_invalid("paused must be true or false")
         for _ in range(OCC_RETRIES):
             key = self._key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
             if key.state.current_schedule_id is not None:
@@ -98,6 +100,8 @@ class MigrationService:
         """Ordinary source mutations; all refused with ``migration_pending`` while fenced."""
         if notes is not None:
             check_notes(notes)
+        if paused is not None and not isinstance(paused, bool):
+            raise_invalid("paused must be true or false")
         schedule = self._current(namespace, schedule_id)
         if paused is not None:
             schedule.set_paused(paused)

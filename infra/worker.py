@@ -13,7 +13,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from domain import decisions as d
-from domain.errors import DomainError
+from domain.errors import Closed, DomainError, MigrationPending
 from domain.migration import Migration
 from domain.ports import (Destination, DestinationError, DestinationNotFound,
                           DestinationUnavailable, RunDescription)
@@ -44,6 +44,14 @@ class TaskWorker:
         finally:
             self.crash_hook(f"{label}.after_call")
 
+    def _append(self, label: str, mig: Migration, facts: d.Facts) -> None:
+        """Record a decision; a receipt first rechecks that the source's fence holds our id."""
+        if any(cls is Migration.OwnershipAccepted for cls, _ in facts):
+            source = self.app.repository.get(UUID(mig.state.source_id))
+            check_fence(source.state, mig.state.request_id or "")  # raises: change nothing
+        mig.record(facts)
+        self._save(label, mig)
+
     # -- one attempt ------------------------------------------------------------------------
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Run steps for one migration until it needs nothing more, or must back off."""
@@ -54,6 +62,8 @@ class TaskWorker:
                 step = self._step(migration_id, attempt)
             except IntegrityError:
                 step = "progress"  # another worker moved it; reload and look again
+            except (MigrationPending, Closed):
+                return result  # the fence no longer holds this id (I10): change nothing
             if step != "progress":
                 return "backoff" if step == "backoff" else result
             result = "progress"
@@ -97,19 +107,16 @@ class TaskWorker:
             answer = exc
         outcome = d.outcome_of_start(answer)
         facts, head = d.decide_start_outcome(mig.state, outcome, attempt, self.worker_id)
-        mig.record(facts)
-        self._save("answer", mig)
+        self._append("answer", mig, facts)
         if head is not None:
             obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
                                      outcome.run_id, outcome.status)
-            mig.record(d.decide_chain(mig.state, obs, attempt, self.worker_id))
-            self._save("chain", mig)
+            self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
         return "backoff" if outcome.kind == "unavailable" else "progress"
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
-        mig.record(d.decide_chain(mig.state, obs, attempt, self.worker_id))
-        self._save("chain", mig)
+        self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
         return "backoff" if obs.failure == "unavailable" else "progress"
 
     def _check_foreign(self, mig: Migration, attempt: int) -> AttemptResult:
