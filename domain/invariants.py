@@ -138,7 +138,9 @@ class Checker:
                 (want != "already_started" or a.start_request_id == rid)
             proof = t.answer
         if not ok:
-            self.flag("I2", mid, [pos] + ([proof[0]] if proof else []),
+            # A chain-head receipt without an owned head is the continue-as-new hole (I13).
+            inv = "I13" if e.evidence == "chain_head" else "I2"
+            self.flag(inv, mid, [pos] + ([proof[0]] if proof else []),
                       f"ownership accepted ({e.evidence}) without matching proof")
 
     def _close(self, mid: str, t: _Trace, pos: int, e: Any) -> None:

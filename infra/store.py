@@ -47,8 +47,7 @@ class FenceApplication(Application[UUID]):
     """The event store of schedules and migrations. It only loads and saves."""
 
     name = "schedfence"
-    env = {"MAPPER_TOPIC": get_topic(PydanticMapper), "TRANSCODER_TOPIC": get_topic(JSONBytes),
-           "AGGREGATE_CACHE_MAXSIZE": "0"}
+    env = {"MAPPER_TOPIC": get_topic(PydanticMapper), "TRANSCODER_TOPIC": get_topic(JSONBytes)}
 
     def find(self, aggregate_id: UUID) -> Any | None:
         try:

@@ -1,0 +1,408 @@
+"""A bounded explorer over the pure decider (PROTOCOL.md B9 ``TestTransitionBoundedExplorer``).
+
+No store and no service: our side is ``domain.decisions`` folded by ``evolve_migration`` and
+``evolve_schedule``; the other side is a tiny pure model of the destination written here (runs,
+current run, chain heads, request ids; B1 start semantics under ALLOW_DUPLICATE/FAIL). A BFS
+applies every input (worker step outcomes, crashes, environment changes, an abort request) to
+every reached state up to a depth and checks, at each state: determinism, no input mutation, the
+invariant checker over the path's events, safety against the destination model, and that
+replaying the path rebuilds the state.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+from uuid import UUID
+
+from domain import decisions as d
+from domain.errors import DomainError, RecoveryRefused
+from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from domain.invariants import check_history
+from domain.migration import Migration, MigrationState, evolve_migration
+from domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
+                          StartAccepted)
+from domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
+
+NS, SID, RID, WORKER = "model", "explored", "rid-1", "explorer"
+WID = destination_workflow_id(SID)
+T = datetime(2024, 1, 1, tzinfo=timezone.utc)  # fixed: events must compare equal across runs
+MAX_DEPTH = 6
+
+
+# -- the destination model -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    first: str
+    create_id: str
+    request_ids: frozenset[str]
+    workflow_type: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Dest:
+    runs: tuple[Run, ...] = ()  # retained runs; deletion removes them
+    current: str | None = None  # None: never started, or the current run was deleted
+    counter: int = 0
+    created: tuple[tuple[str, str], ...] = ()  # (run id, create request id) of every start
+
+    def run(self, run_id: str | None) -> Run | None:
+        wanted = self.current if run_id is None else run_id
+        return next((r for r in self.runs if r.run_id == wanted), None)
+
+    def describe(self, run_id: str | None = None) -> RunDescription | None:
+        r = self.run(run_id)
+        if r is None:
+            return None
+        return RunDescription(r.run_id, r.first, r.workflow_type, r.status, r.request_ids)
+
+    def _add(self, create_id: str, wtype: str, first: str | None, by_start: bool) -> Dest:
+        n = self.counter + 1
+        rid = f"run-{n}"
+        run = Run(rid, first or rid, create_id, frozenset({create_id}), wtype, "running")
+        created = self.created + ((rid, create_id),) if by_start else self.created
+        return Dest(self.runs + (run,), rid, n, created)
+
+    def _set(self, run_id: str, **changes: Any) -> Dest:
+        runs = tuple(replace(r, **changes) if r.run_id == run_id else r for r in self.runs)
+        return replace(self, runs=runs)
+
+    def start(self, request_id: str, wtype: str) -> tuple[Dest, StartAccepted | Exception]:
+        """B1: dedupe against the current run, conflict FAIL while running, else a new chain."""
+        cur = self.run(None)
+        if cur is not None and request_id in cur.request_ids:
+            return self, StartAccepted(cur.run_id, cur.first, cur.status)
+        if cur is not None and cur.status == "running":
+            return self, AlreadyStarted(cur.create_id, cur.run_id, cur.first)
+        new = self._add(request_id, wtype, None, True)
+        return new, StartAccepted(new.current, new.current, "running")
+
+    def continue_as_new(self) -> Dest | None:
+        cur = self.run(None)
+        if cur is None or cur.status != "running":
+            return None
+        closed = self._set(cur.run_id, status="continued_as_new")
+        return closed._add(f"can-{self.counter + 1}", cur.workflow_type, cur.first, False)
+
+    def terminate(self) -> Dest | None:
+        cur = self.run(None)
+        if cur is None or cur.status != "running":
+            return None
+        return self._set(cur.run_id, status="terminated")
+
+    def foreign_start(self) -> Dest | None:
+        cur = self.run(None)
+        if cur is not None and cur.status == "running":
+            return None
+        new, _ = self.start(f"foreign-{self.counter + 1}", "user-workflow")
+        return new
+
+    def delete_head(self) -> Dest | None:
+        """Retention or DeleteWorkflowExecution of the latest chain's first run."""
+        if not self.runs:
+            return None
+        head = self.runs[-1].first
+        if self.run(head) is None:
+            return None
+        runs = tuple(r for r in self.runs if r.run_id != head)
+        return replace(self, runs=runs, current=None if self.current == head else self.current)
+
+
+# -- the world: our side plus the destination ------------------------------------------------
+
+@dataclass(frozen=True)
+class World:
+    m: MigrationState
+    s: ScheduleState
+    dest: Dest
+    mv: int  # aggregate versions, for the events' originator_version
+    sv: int
+
+
+def _key(w: World) -> str:
+    return repr(w)  # MigrationState holds dicts, so the repr is the hashable identity
+
+
+def _migration_events(w: World, facts: d.Facts) -> list[Any]:
+    mid = UUID(w.m.migration_id)
+    return [cls(originator_id=mid, originator_version=w.mv + i, timestamp=T, **fields)
+            for i, (cls, fields) in enumerate(facts, start=1)]
+
+
+def _schedule_event(w: World, cls: type, **fields: Any) -> Any:
+    return cls(originator_id=UUID(w.m.source_id), originator_version=w.sv + 1, timestamp=T,
+               **fields)
+
+
+def _apply(w: World, events: list[Any], dest: Dest | None = None) -> World:
+    m, s, mv, sv = w.m, w.s, w.mv, w.sv
+    for e in events:
+        if isinstance(e, Migration.Event):
+            m, mv = evolve_migration(m, e), e.originator_version
+        else:
+            s, sv = evolve_schedule(s, e), e.originator_version
+    return World(m, s, w.dest if dest is None else dest, mv, sv)
+
+
+def _observe(dest: Dest, fault: str) -> d.ChainObservation:
+    """What the worker's reconcile reads: the current run, then its chain head by run id."""
+    if fault == "unavailable":
+        return d.ChainObservation(failure="unavailable", detail="describe: unavailable")
+    cur = dest.describe()
+    if cur is None:
+        return d.ChainObservation(failure="no_current_run")
+    return _observe_head(dest, cur.first_execution_run_id, cur.run_id, cur.status)
+
+
+def _observe_head(dest: Dest, first: str, run_id: str, status: str) -> d.ChainObservation:
+    seen = dict(current_run_id=run_id, current_status=status, first_run_id=first)
+    head = dest.describe(first)
+    if head is None:
+        return d.ChainObservation(failure="head_missing", **seen)
+    return d.ChainObservation(head=head, **seen)
+
+
+START_FAULTS = ("ok", "lost", "unavailable", "crash_after_claim", "crash_after_call")
+
+
+def _claim_and_start(w: World, fault: str, attempt: int) -> tuple[World, list[Any]]:
+    check_fence(w.s, w.m.request_id or "")
+    events = _migration_events(w, d.claim_facts(w.m, attempt, WORKER))
+    w = _apply(w, events)
+    if fault == "crash_after_claim":
+        return w, events
+    req = d.start_request(w.m)
+    dest, answer = w.dest, DestinationUnavailable("start: unavailable")
+    if fault != "unavailable":
+        dest, answer = w.dest.start(req.request_id, req.workflow_type)
+        if fault == "lost":
+            answer = DestinationUnavailable("start committed, response lost")
+    w = replace(w, dest=dest)
+    if fault == "crash_after_call":
+        return w, events
+    outcome = d.outcome_of_start(answer)
+    facts, head = d.decide_start_outcome(w.m, outcome, attempt, WORKER)
+    more = _migration_events(w, facts)
+    w = _apply(w, more)
+    if head is not None:
+        obs = _observe_head(w.dest, head, outcome.run_id, outcome.status)
+        chain = _migration_events(w, d.decide_chain(w.m, obs, attempt, WORKER))
+        w, more = _apply(w, chain), more + chain
+    return w, events + more
+
+
+def _worker(w: World, fault: str) -> tuple[World, list[Any]] | None:
+    """One worker step (a whole ``TaskWorker._step``), with ``fault`` on its destination call."""
+    step, attempt = d.next_step(w.m), w.m.attempts + 1
+    if step == "claim_and_start":
+        return _claim_and_start(w, fault, attempt)
+    if step == "reconcile" and fault in ("ok", "unavailable"):
+        events = _migration_events(w, d.decide_chain(w.m, _observe(w.dest, fault), attempt,
+                                                     WORKER))
+        return _apply(w, events), events
+    if step == "check_foreign" and fault == "ok":
+        facts = d.decide_foreign_check(w.m, w.dest.describe(), attempt, WORKER)
+        events = _migration_events(w, facts)
+        return (_apply(w, events), events) if events else None
+    if step == "close" and fault == "ok":
+        check_fence(w.s, w.m.request_id or "")
+        close = _schedule_event(w, Schedule.ClosedByMigration, request_id=w.m.request_id,
+                                migration_id=w.m.migration_id,
+                                destination_first_run_id=w.m.receipt)
+        events = [close] + _migration_events(w, d.close_facts(w.m, attempt, WORKER))
+        return _apply(w, events), events
+    return None  # drop, fail_closed, idle, or a fault this step cannot meet
+
+
+def _may_abort(m: MigrationState) -> bool:
+    return m.is_open and m.receipt is None and m.request_id is not None and m.no_commit_proven
+
+
+def _abort(w: World) -> tuple[World, list[Any]] | None:
+    try:
+        facts = d.decide_abort(w.m, "operator", "explorer abort")
+    except RecoveryRefused:
+        # Refused exactly when it is over, a receipt exists, a start may have committed, or
+        # it has no identity (an older release may have started the destination).
+        assert not _may_abort(w.m)
+        return None
+    assert _may_abort(w.m)
+    check_fence(w.s, w.m.request_id)  # type: ignore[arg-type]
+    release = _schedule_event(w, Schedule.FenceReleased, request_id=w.m.request_id,
+                              migration_id=w.m.migration_id, restored_paused=w.m.pre_paused,
+                              restored_notes=w.m.pre_notes)
+    events = [release] + _migration_events(w, facts)
+    return _apply(w, events), events
+
+
+ENV = {"foreign_start": Dest.foreign_start, "continue_as_new": Dest.continue_as_new,
+       "terminate": Dest.terminate, "delete_head": Dest.delete_head}
+INPUTS = [("worker", f) for f in START_FAULTS] + [("abort", "")] + [("env", e) for e in ENV]
+
+
+def step(w: World, inp: tuple[str, str]) -> tuple[World, list[Any]] | None:
+    """The whole transition function: pure, total over INPUTS (None = not applicable)."""
+    kind, arg = inp
+    try:
+        if kind == "worker":
+            return _worker(w, arg)
+        if kind == "abort":
+            return _abort(w)
+    except DomainError:
+        return None  # a fence recheck refused the transition: nothing is written
+    dest = ENV[arg](w.dest)
+    return None if dest is None else (replace(w, dest=dest), [])
+
+
+# -- roots -----------------------------------------------------------------------------------
+
+def _root(legacy: bool) -> tuple[World, list[Any]]:
+    schedule = Schedule.create(NS, SID, 1, paused=False, notes="pre notes")
+    fields = dict(namespace=NS, schedule_id=SID, source_id=str(schedule.id), incarnation=1,
+                  workflow_id=WID, pre_paused=False, pre_notes="pre notes")
+    mid = UUID(int=1)
+    if legacy:
+        mig = Migration.legacy(mid, **fields)
+        schedule.fence_for_migration(None, mid)
+    else:
+        mig = Migration.assign_request_id(mid, request_id=RID, origin="caller",
+                                          claim_armed=True, **fields)
+        schedule.fence_for_migration(RID, mid)
+    events = [e.model_copy(update={"timestamp": T})
+              for e in [*schedule.collect_events(), *mig.collect_events()]]
+    s = m = None
+    for e in events:
+        if isinstance(e, Migration.Event):
+            m = evolve_migration(m, e)
+        else:
+            s = evolve_schedule(s, e)
+    return World(m, s, Dest(), 1, 2), events
+
+
+# -- checks at every state -------------------------------------------------------------------
+
+def _replay(events: list[Any]) -> tuple[MigrationState, ScheduleState]:
+    m = s = None
+    for e in events:
+        if isinstance(e, Migration.Event):
+            m = evolve_migration(m, e)
+        else:
+            s = evolve_schedule(s, e)
+    return m, s
+
+
+def _check_safety(w: World) -> None:
+    m, s, dest = w.m, w.s, w.dest
+    ours = [run for run, rid in dest.created if rid == m.request_id]
+    assert len(ours) <= 1, f"more than one chain created by {m.request_id}: {ours}"
+    if m.request_id is None:
+        assert m.starts_issued == 0
+        assert all(rid.startswith("foreign-") for _, rid in dest.created)
+    if m.phase == "completed":
+        assert s.closed and s.close_reason == "migrated"
+        assert ours == [m.receipt], "closed on a chain this migration did not create"
+    if m.receipt is not None:
+        assert ours == [m.receipt]
+    if m.is_open:
+        assert s.paused and s.fence_migration_id == m.migration_id and not s.closed
+    if m.phase == "aborted":
+        assert (s.paused, s.notes, s.fence_migration_id) == (m.pre_paused, m.pre_notes, None)
+        assert not ours, "the source was restored while a chain of ours exists"
+
+
+def _check_state(root: World, inputs: list, events: list[Any], w: World) -> None:
+    assert check_history(list(enumerate(events, start=1))) == []
+    _check_safety(w)
+    assert _replay(events) == (w.m, w.s)
+    again = root
+    for inp in inputs:
+        result = step(again, inp)
+        assert result is not None
+        again = result[0]
+    assert again == w
+
+
+def explore(legacy: bool, depth: int = MAX_DEPTH) -> dict[str, Any]:
+    root, root_events = _root(legacy)
+    seen = {_key(root)}
+    queue = deque([(root, [], root_events, 0)])
+    stats: dict[str, Any] = {"states": 1, "transitions": 0, "max_depth": 0, "phases": set()}
+    _check_state(root, [], root_events, root)
+    while queue:
+        w, inputs, events, level = queue.popleft()
+        if level == depth:
+            continue
+        for inp in INPUTS:
+            before = copy.deepcopy(w)
+            result = step(w, inp)
+            assert w == before, f"{inp} mutated its input state"
+            if result is None:
+                continue
+            assert step(w, inp) == result, f"{inp} is not deterministic"
+            stats["transitions"] += 1
+            nxt, new_events = result
+            key = _key(nxt)
+            if key in seen:
+                continue
+            seen.add(key)
+            path, log = inputs + [inp], events + new_events
+            _check_state(root, path, log, nxt)
+            stats["states"] += 1
+            stats["max_depth"] = max(stats["max_depth"], level + 1)
+            stats["phases"].add((nxt.m.phase, nxt.m.park_reason))
+            queue.append((nxt, path, log, level + 1))
+    return stats
+
+
+def test_bounded_explorer_over_the_rollback_decider():
+    started = time.monotonic()
+    stats = explore(legacy=False)
+    assert stats["states"] > 20, stats
+    assert stats["max_depth"] == MAX_DEPTH
+    assert time.monotonic() - started < 20, stats
+
+
+def test_explorer_reaches_every_outcome_the_protocol_names():
+    """The inputs are rich enough to drive the decider into each phase and park reason."""
+    reached = explore(legacy=False, depth=4)["phases"]
+    assert {("claimed", None), ("receipted", None), ("completed", None), ("aborted", None),
+            ("parked", "foreign_destination"), ("parked", "head_missing"),
+            ("pending", None)} <= reached
+
+
+def test_explorer_over_an_identity_less_migration():
+    stats = explore(legacy=True, depth=4)
+    # Only the environment acts; the worker and the abort never do (fail closed, I6).
+    assert 5 < stats["states"] < 50, stats
+    root, _ = _root(legacy=True)
+    for fault in START_FAULTS:
+        assert step(root, ("worker", fault)) is None
+    assert step(root, ("abort", "")) is None  # it must be adopted, never aborted
+
+
+def test_destination_model_follows_b1():
+    """The model the explorer trusts: dedupe on the current run, FAIL while running, new
+    chain once closed, continue-as-new keeps the head with a fresh request id."""
+    dest, first = Dest().start("X", SCHEDULER_WORKFLOW_TYPE)
+    assert isinstance(first, StartAccepted) and first.run_id == first.first_execution_run_id
+    same, again = dest.start("X", "other")
+    assert (same, again) == (dest, first)
+    _, conflict = dest.start("Y", "other")
+    assert isinstance(conflict, AlreadyStarted) and conflict.start_request_id == "X"
+    can = dest.continue_as_new()
+    cur = can.describe()
+    assert cur.first_execution_run_id == first.run_id and "X" not in cur.request_ids
+    _, after_can = can.start("X", "t")
+    assert isinstance(after_can, AlreadyStarted) and after_can.start_request_id != "X"
+    closed = can.terminate()
+    reborn, fresh = closed.start("X", "t")
+    assert isinstance(fresh, StartAccepted) and fresh.first_execution_run_id != first.run_id
+    assert len(reborn.created) == 2  # exactly the hole a consumed claim must close (F2)
+    gone = dest.delete_head()
+    assert gone.describe() is None and gone.describe(first.run_id) is None

@@ -1,0 +1,300 @@
+"""Stateful property test: admin calls, worker attempts, crashes, faults and a hostile
+destination interleaved at random over several schedules (PROTOCOL.md A2, B3, B10).
+
+After every step the service's own invariant checker must find nothing, and the destination
+must agree with the event log: a source closed by migration names a chain its migration
+created, no migration ever created two runs, and an open migration keeps its source paused.
+``SCHEDFENCE_HYPOTHESIS_EXAMPLES`` raises the number of examples (default keeps the file fast).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from uuid import UUID
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+                                 rule)
+
+from domain.errors import DomainError, MigrationPending, SentinelBlocked
+from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id,
+                        schedule_aggregate_id)
+from domain.migration import Migration
+from domain.ports import DestinationError, StartWorkflow
+from domain.schedule import Schedule
+from infra.service import MIGRATION_TOPICS, MigrationService, open_service
+from infra.simulator import InMemorySimState, SimulatedDestination
+
+NS = "sm"
+SIDS = ("alpha", "beta", "gamma")
+REQUEST_IDS = (None, "r1", "r2")  # None: the derived (fallback) id
+OCCUPANTS = (None, None, SCHEDULER_WORKFLOW_TYPE, "user-workflow", DUMMY_WORKFLOW_TYPE,
+             "dummy_completed")
+EXAMPLES = int(os.environ.get("SCHEDFENCE_HYPOTHESIS_EXAMPLES", "200"))
+BOUNDARIES = tuple(f"{label}.{when}" for label in
+                   ("rollback", "claim", "answer", "chain", "close", "rearm", "abort")
+                   for when in ("before_append", "after_append")) + tuple(
+    f"{call}.{when}" for call in ("start", "describe") for when in ("before_call", "after_call"))
+
+
+class SimulatedCrash(Exception):
+    pass
+
+
+class ArmedCrash:
+    """Raises once at the armed boundary; disarmed after the next service call either way."""
+
+    def __init__(self) -> None:
+        self.point: str | None = None
+
+    def __call__(self, point: str) -> None:
+        if point == self.point:
+            self.point = None
+            raise SimulatedCrash(point)
+
+
+class RollbackMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw = InMemorySimState()  # ours, so invariants read runs without consuming faults
+        self.sim = SimulatedDestination(self.raw, seed=11)
+        self.hook = ArmedCrash()
+        self.svc = open_service("sqlite:///:memory:", self.sim, worker_id="w0",
+                                crash_hook=self.hook)
+        self.restarts = itertools.count(1)
+        self.foreign = itertools.count(1)
+        self.foreign_ids: set[str] = set()
+
+    def teardown(self) -> None:
+        self.svc.close()
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _restart(self) -> None:
+        """After a crash: a fresh service (and worker) on the same store, as a new process."""
+        self.svc = MigrationService(self.svc.app, self.sim, worker_id=f"w{next(self.restarts)}",
+                                    crash_hook=self.hook)
+
+    def _call(self, fn, *args, **kwargs):
+        """Run one service call: crashes restart, domain errors must have written nothing."""
+        before = self.svc.event_count()
+        try:
+            return fn(*args, **kwargs)
+        except SimulatedCrash:
+            self._restart()
+        except DomainError as exc:
+            assert self.svc.event_count() == before, f"{exc.code} wrote events"
+            return exc
+        finally:
+            self.hook.point = None
+        return None
+
+    def _runs(self, sid: str) -> list[dict]:
+        with self.raw.transaction() as state:
+            return state.get("workflows", {}).get(json.dumps([NS, destination_workflow_id(sid)]),
+                                                  [])
+
+    def _current(self, sid: str) -> dict | None:
+        runs = self._runs(sid)
+        return runs[-1] if runs and not runs[-1]["deleted"] else None
+
+    def _migrations(self) -> list:
+        ids = [n.originator_id for n in self.svc.app.notifications(MIGRATION_TOPICS)]
+        return [self.svc.app.repository.get(i).state for i in ids]
+
+    def _fenced(self, sid: str) -> bool:
+        try:
+            return self.svc.schedule(NS, sid).migration_pending
+        except DomainError:
+            return False
+
+    def _foreign_start(self, sid: str, wtype: str) -> str:
+        rid = f"foreign-{next(self.foreign)}"
+        self.foreign_ids.add(rid)
+        try:
+            self.sim.start_workflow(StartWorkflow(NS, destination_workflow_id(sid), rid, wtype))
+        except DestinationError:
+            pass  # something is running there, or an injected fault hit this start
+        return rid
+
+    # -- admin ------------------------------------------------------------------------------
+    @initialize(pre=st.lists(st.tuples(st.booleans(), st.sampled_from(["", "n"]),
+                                       st.sampled_from(OCCUPANTS)),
+                             min_size=len(SIDS), max_size=len(SIDS)))
+    def schedules(self, pre):
+        """Every example starts with all schedules live, so steps reach migrations sooner, and
+        with the destination id free or already held (F1 foreign run, F4 sentinel)."""
+        for sid, (paused, notes, occupant) in zip(SIDS, pre):
+            self.svc.create_schedule(NS, sid, paused=paused, notes=notes)
+            if occupant == "dummy_completed":
+                self.dummy_sentinel(sid, running=False)
+            elif occupant is not None:
+                self._foreign_start(sid, occupant)
+
+    @rule(sid=st.sampled_from(SIDS), paused=st.booleans(), notes=st.sampled_from(["", "n"]))
+    def create(self, sid, paused, notes):
+        self._call(self.svc.create_schedule, NS, sid, paused=paused, notes=notes)
+
+    @rule(sid=st.sampled_from(SIDS), change=st.sampled_from(["pause", "resume", "notes",
+                                                              "delete"]))
+    def mutate(self, sid, change):
+        fenced = self._fenced(sid)
+        kwargs = {"pause": {"paused": True}, "resume": {"paused": False},
+                  "notes": {"notes": "edited"}, "delete": {"delete": True}}[change]
+        got = self._call(self.svc.update_schedule, NS, sid, **kwargs)
+        if fenced:  # I1: every mutation of a fenced source is refused
+            assert isinstance(got, MigrationPending), got
+
+    @rule(sid=st.sampled_from(SIDS), request_id=st.sampled_from(REQUEST_IDS))
+    def rollback(self, sid, request_id):
+        current = self._current(sid)
+        sentinel = bool(current and current["workflow_type"] == DUMMY_WORKFLOW_TYPE
+                        and current["status"] == "running")
+        got = self._call(self.svc.rollback, NS, sid, request_id=request_id, actor="admin")
+        if sentinel:  # I12: a running dummy never lets a new migration in
+            assert getattr(got, "outcome", None) != "accepted"
+        if got is not None and not isinstance(got, DomainError) and request_id is not None:
+            assert got.request_id == request_id and got.request_id_origin == "caller"
+        if isinstance(got, SentinelBlocked):
+            assert sentinel
+
+    @rule(sid=st.sampled_from(SIDS))
+    def abort(self, sid):
+        self._call(self.svc.abort, NS, sid, reason="operator", actor="ops")
+
+    # -- worker -----------------------------------------------------------------------------
+    @precondition(lambda self: self.svc.open_migration_ids())
+    @rule(data=st.data())
+    def attempt(self, data):
+        mid = data.draw(st.sampled_from(self.svc.open_migration_ids()))
+        self._call(self.svc.worker.attempt, mid)
+
+    @rule()
+    def run_until_idle(self):
+        self._call(self.svc.run_until_idle, max_attempts=50)
+
+    @rule(point=st.sampled_from(BOUNDARIES))
+    def arm_crash(self, point):
+        self.hook.point = point
+
+    @rule(op=st.sampled_from(["start", "describe"]),
+          fault=st.sampled_from(["unavailable", "fail_before_commit", "lose_response"]))
+    def inject(self, op, fault):
+        self.sim.inject(op, fault)
+
+    # -- the destination's environment ------------------------------------------------------
+    @rule(sid=st.sampled_from(SIDS), op=st.sampled_from(["continue_as_new", "terminate",
+                                                          "complete"]))
+    def current_run(self, sid, op):
+        try:
+            getattr(self.sim, op)(NS, destination_workflow_id(sid))
+        except (ValueError, DestinationError):
+            pass  # no current run, or it is not running
+
+    @rule(sid=st.sampled_from(SIDS), which=st.sampled_from(["current", "head"]))
+    def delete_run(self, sid, which):
+        current = self._current(sid)
+        if current is None:
+            return
+        run_id = None if which == "current" else current["first_execution_run_id"]
+        try:
+            self.sim.delete(NS, destination_workflow_id(sid), run_id)
+        except DestinationError:
+            pass  # the head is already gone
+
+    @rule(sid=st.sampled_from(SIDS), wtype=st.sampled_from([SCHEDULER_WORKFLOW_TYPE,
+                                                             "user-workflow"]))
+    def foreign_start(self, sid, wtype):
+        self._foreign_start(sid, wtype)
+
+    @rule(sid=st.sampled_from(SIDS), running=st.booleans())
+    def dummy_sentinel(self, sid, running):
+        self._foreign_start(sid, DUMMY_WORKFLOW_TYPE)
+        current = self._current(sid)
+        if not running and current and current["workflow_type"] == DUMMY_WORKFLOW_TYPE \
+                and current["status"] == "running":
+            self.sim.complete(NS, destination_workflow_id(sid))
+
+    @rule(roll=st.integers(0, 7))
+    def legacy_migration(self, roll):
+        """What an older release left behind: a fence with no durable request id (F8).
+
+        Rare, and on one schedule only: nothing but an operator's adoption unblocks it."""
+        sid = SIDS[-1]
+        if roll:
+            return
+        try:
+            view = self.svc.schedule(NS, sid)
+        except DomainError:
+            return
+        source = self.svc.app.repository.get(schedule_aggregate_id(NS, sid, view.incarnation))
+        if source.state.closed or source.state.migration_pending:
+            return
+        st_ = source.state
+        m = Migration.legacy(UUID(int=len(self._migrations()) + 1), namespace=NS,
+                             schedule_id=sid, source_id=str(source.id),
+                             incarnation=st_.incarnation, workflow_id=destination_workflow_id(sid),
+                             pre_paused=st_.paused, pre_notes=st_.notes)
+        source.fence_for_migration(None, m.id)
+        self.svc.app.save(source, m)
+
+    # -- invariants -------------------------------------------------------------------------
+    @invariant()
+    def checker_finds_nothing(self):
+        assert self.svc.verify() == []
+
+    @invariant()
+    def destination_agrees_with_the_log(self):
+        migrations = self._migrations()
+        # Caller ids repeat across schedules, so a migration is known by (workflow id, id).
+        ours = {(m.workflow_id, m.request_id): m for m in migrations if m.request_id}
+        for m in migrations:
+            runs = self._runs(m.schedule_id)
+            created = [r for r in runs if r["by_start"] and r["create_request_id"] == m.request_id]
+            # One chain per migration, even after a re-armed claim (I4).
+            assert len(created) <= 1, (m.migration_id, created)
+            if m.request_id is None:
+                continue
+            if m.phase == "completed" or m.receipt is not None:
+                # The receipt names a chain head this migration's own request id created.
+                assert [r["run_id"] for r in created] == [m.receipt]
+                assert created[0]["first_execution_run_id"] == m.receipt
+        for sid in SIDS:
+            wid = destination_workflow_id(sid)
+            for run in self._runs(sid):
+                if run["by_start"]:
+                    rid = run["create_request_id"]
+                    assert (wid, rid) in ours or rid in self.foreign_ids, rid
+        for request, _kind in self.sim.start_log():
+            m = ours.get((request.workflow_id, request.request_id))
+            if m is not None:  # every start of ours: the durable id and the pre-migration pause
+                assert (request.input["paused"], request.input["notes"]) == (m.pre_paused,
+                                                                             m.pre_notes)
+            else:
+                assert request.request_id in self.foreign_ids, request
+
+    @invariant()
+    def open_migration_keeps_its_source_paused(self):
+        for m in self._migrations():
+            source = self.svc.app.repository.get(UUID(m.source_id)).state
+            if m.is_open:
+                assert source.paused and not source.closed
+                assert source.fence_migration_id == m.migration_id
+                assert source.fence_request_id == m.request_id
+            elif m.phase == "completed":
+                assert source.closed and source.close_reason == "migrated"
+                assert source.completed_migration_id == m.migration_id
+
+    @invariant()
+    def closed_by_migration_only_with_a_receipt(self):
+        for note in self.svc.app.notifications((Schedule.ClosedByMigration.TOPIC,)):
+            event = self.svc.app.mapper.to_domain_event(note)
+            m = self.svc.app.repository.get(UUID(event.migration_id)).state
+            assert m.phase == "completed" and m.receipt == event.destination_first_run_id
+
+
+RollbackMachine.TestCase.settings = settings(
+    max_examples=EXAMPLES, stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestRollbackMachine = RollbackMachine.TestCase
