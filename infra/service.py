@@ -144,7 +144,7 @@ class MigrationService:
             request_id=rid, origin=origin, pre_paused=st.paused, pre_notes=st.notes,
             claim_armed=True, actor=actor or self.worker_id)
         source.fence_for_migration(rid, mid)
-        self.worker._save("rollback", source, migration)  # one atomic append, both aggregates
+        self.worker.save("rollback", source, migration)  # one atomic append, both aggregates
         return RollbackResult("accepted", rid, origin, str(mid))
 
     def _sentinel_gate(self, namespace: str, schedule_id: str) -> None:
@@ -163,15 +163,23 @@ class MigrationService:
         """Cancel the open migration and restore the source, only where A2.4 allows it."""
         validate_id("reason", reason)
         validate_id("actor", actor)
+        for _ in range(OCC_RETRIES):
+            try:
+                return self._abort_once(namespace, schedule_id, reason, actor)
+            except IntegrityError:
+                continue  # a worker moved the migration: decide again on what it wrote
+        raise RecoveryRefused("the migration kept changing under a running worker; retry")
+
+    def _abort_once(self, namespace: str, schedule_id: str, reason: str,
+                    actor: str) -> MigrationView:
         source = self._current(namespace, schedule_id)
         migration = self._migration(source.state.fence_migration_id)
         if migration is None:
             raise RecoveryRefused(f"schedule {namespace}/{schedule_id} has no open migration")
-        facts = d.decide_abort(migration.state, actor, reason)
-        migration.record(facts)
+        migration.record(d.decide_abort(migration.state, actor, reason))
         source.release_fence(migration.state.request_id, migration.state.pre_paused,
                              migration.state.pre_notes)
-        self.worker._save("abort", source, migration)
+        self.worker.save("abort", source, migration)
         return MigrationView.of(migration.state, migration.version)
 
     # -- worker -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class TaskWorker:
         self.crash_hook = crash_hook or (lambda point: None)
 
     # -- boundaries: every append and every destination call is a crash point -------------
-    def _save(self, label: str, *aggregates: Any) -> None:
+    def save(self, label: str, *aggregates: Any) -> None:
         self.crash_hook(f"{label}.before_append")
         self.app.save(*aggregates)
         self.crash_hook(f"{label}.after_append")
@@ -50,7 +50,7 @@ class TaskWorker:
             source = self.app.repository.get(UUID(mig.state.source_id))
             check_fence(source.state, mig.state.request_id or "")  # raises: change nothing
         mig.record(facts)
-        self._save(label, mig)
+        self.save(label, mig)
 
     # -- one attempt ------------------------------------------------------------------------
     def attempt(self, migration_id: UUID) -> AttemptResult:
@@ -89,7 +89,7 @@ class TaskWorker:
         except DomainError:
             return "idle"  # the fence no longer holds this id (I10): change nothing
         mig.record(d.close_facts(mig.state, attempt, self.worker_id))
-        self._save("close", source, mig)
+        self.save("close", source, mig)
         return "progress"
 
     def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
@@ -99,7 +99,7 @@ class TaskWorker:
         except DomainError:
             return "idle"
         mig.record(d.claim_facts(mig.state, attempt, self.worker_id))
-        self._save("claim", mig)
+        self.save("claim", mig)
         request = d.start_request(mig.state)
         try:
             answer: Any = self._call("start", lambda: self.destination.start_workflow(request))
@@ -129,7 +129,7 @@ class TaskWorker:
         if not facts:
             return "idle"
         mig.record(facts)
-        self._save("rearm", mig)
+        self.save("rearm", mig)
         return "progress"
 
     # -- reading the destination ------------------------------------------------------------
