@@ -8,9 +8,13 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import TopicError, get_topic, resolve_topic
 
+from domain.errors import DomainError
 
-class UndecodableEvent(Exception):
+
+class UndecodableEvent(DomainError):
     """A stored event this code cannot read (unknown type, or a payload that does not fit)."""
+
+    code = "undecodable_event"
 
 
 class JSONBytes(Transcoder):
@@ -45,18 +49,28 @@ class PydanticMapper(Mapper[UUID]):
             data = self.cipher.decrypt(data)
         if self.compressor:
             data = self.compressor.decompress(data)
+        where = _where(stored)
         try:
             cls = resolve_topic(stored.topic)
         except TopicError as exc:
-            raise UndecodableEvent(f"unknown event type {stored.topic!r}") from exc
+            raise UndecodableEvent(f"unknown event type {stored.topic!r}{where}") from exc
         state: dict[str, Any] = self.transcoder.decode(data)
         version, current = state.pop("class_version", 1), getattr(cls, "class_version", 1)
         if version > current:
-            raise UndecodableEvent(f"{stored.topic} v{version} is newer than this code (v{current})")
+            raise UndecodableEvent(f"{stored.topic} v{version}{where} is newer than this code "
+                                   f"(v{current})")
         while version < current:
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
             version += 1
         try:
             return cls(**state)
         except Exception as exc:  # pydantic ValidationError or a bad upcast
-            raise UndecodableEvent(f"cannot decode {stored.topic}: {exc}") from exc
+            raise UndecodableEvent(f"cannot decode {stored.topic}{where}: {exc}") from exc
+
+
+def _where(stored: Any) -> str:
+    """Name the event's place: log position when read from the log, else aggregate/version."""
+    position = getattr(stored, "id", None)
+    if position is not None:
+        return f" at log position {position}"
+    return f" (aggregate {stored.originator_id} version {stored.originator_version})"
