@@ -13,7 +13,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from domain import decisions as d
-from domain.errors import Closed, DomainError, MigrationPending
+from domain.errors import Closed, MigrationPending
 from domain.migration import Migration
 from domain.ports import (Destination, DestinationError, DestinationNotFound,
                           DestinationUnavailable, RunDescription)
@@ -84,20 +84,14 @@ class TaskWorker:
 
     def _close(self, mig: Migration, attempt: int) -> AttemptResult:
         source = self.app.repository.get(UUID(mig.state.source_id))
-        try:
-            source.close_for_migration(mig.state.request_id, mig.state.receipt)
-        except DomainError:
-            return "idle"  # the fence no longer holds this id (I10): change nothing
+        source.close_for_migration(mig.state.request_id, mig.state.receipt)  # rechecks the fence
         mig.record(d.close_facts(mig.state, attempt, self.worker_id))
         self.save("close", source, mig)
         return "progress"
 
     def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
         source = self.app.repository.get(UUID(mig.state.source_id))
-        try:
-            check_fence(source.state, mig.state.request_id or "")
-        except DomainError:
-            return "idle"
+        check_fence(source.state, mig.state.request_id or "")
         mig.record(d.claim_facts(mig.state, attempt, self.worker_id))
         self.save("claim", mig)
         request = d.start_request(mig.state)
