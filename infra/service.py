@@ -9,7 +9,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from domain import decisions as d
-from domain.errors import (AlreadyExists, InvalidArgument, NotFound, RecoveryRefused, SentinelBlocked,
+from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound, RecoveryRefused, SentinelBlocked,
                            Unavailable)
 from domain.ids import (DUMMY_WORKFLOW_TYPE, derive_request_id, destination_workflow_id,
                         migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
@@ -102,15 +102,20 @@ class MigrationService:
             check_notes(notes)
         if paused is not None and not isinstance(paused, bool):
             raise_invalid("paused must be true or false")
-        schedule = self._current(namespace, schedule_id)
-        if paused is not None:
-            schedule.set_paused(paused)
-        if notes is not None:
-            schedule.set_notes(notes)
-        if delete:
-            schedule.delete()
-        self.app.save(schedule)
-        return ScheduleView.of(schedule.state)
+        for _ in range(OCC_RETRIES):
+            schedule = self._current(namespace, schedule_id)
+            if paused is not None:
+                schedule.set_paused(paused)
+            if notes is not None:
+                schedule.set_notes(notes)
+            if delete:
+                schedule.delete()
+            try:
+                self.app.save(schedule)
+            except IntegrityError:
+                continue  # e.g. a rollback fenced it meanwhile: the next read refuses
+            return ScheduleView.of(schedule.state)
+        raise MigrationPending("the schedule kept changing concurrently; retry later")
 
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
                  actor: str = "") -> RollbackResult:
