@@ -9,8 +9,8 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from domain import decisions as d
-from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound, RecoveryRefused, SentinelBlocked,
-                           Unavailable)
+from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
+                           RecoveryRefused, SentinelBlocked, Unavailable)
 from domain.ids import (DUMMY_WORKFLOW_TYPE, derive_request_id, destination_workflow_id,
                         migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
                         validate_id)
