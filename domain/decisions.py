@@ -202,6 +202,10 @@ def decide_abort(state: MigrationState, actor: str, reason: str) -> Facts:
         # committed, and nothing in our log can prove otherwise.
         raise RecoveryRefused("identity-less (legacy) migration: an older release may have "
                               "started the destination; it must be adopted, not aborted")
+    if state.park_reason == "adopted_unverified":
+        # Our log shows no start, but the older release's unknown starts are not in it.
+        raise RecoveryRefused("adopted legacy migration: nothing proves the older release "
+                              "committed no start; use recover resolve after a manual check")
     if not state.no_commit_proven:
         raise RecoveryRefused(
             f"a start was issued ({state.starts_issued}) and no answer proves it committed "

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState, evolve_migration
 from .schedule import Schedule, ScheduleState, evolve_schedule
 
@@ -41,6 +42,7 @@ class _Trace:
     created_answers: list[int] = field(default_factory=list)
     source_closed_at: int | None = None
     aborted_at: int | None = None
+    adopted_at: int | None = None
 
 
 class Checker:
@@ -51,6 +53,7 @@ class Checker:
         self.fenced_at: dict[str, int] = {}  # schedule id -> position of its current fence
         self.closes: dict[str, int] = {}  # migration id -> position of ClosedByMigration
         self.releases: dict[str, int] = {}  # migration id -> position of FenceReleased
+        self.adoptions: dict[str, int] = {}  # migration id -> position of FenceAdopted
 
     def flag(self, inv: str, mid: str, positions: Iterable[int], message: str) -> None:
         self.violations.append(Violation(inv, mid, tuple(sorted(set(positions))), message))
@@ -81,12 +84,13 @@ class Checker:
     def _check_step(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         st = t.state
         rid = getattr(e, "request_id", st.request_id)
-        if rid != st.request_id:
+        if rid != st.request_id and not isinstance(e, M.LegacyMigrationAdopted):
             self.flag("I3", mid, [t.created_at, pos], f"{type(e).__name__} carries request id "
                       f"{rid!r}, the migration's is {st.request_id!r}")
         if st.request_id is None and isinstance(
                 e, (M.StartClaimConsumed, M.DestinationStartIssued, M.OwnershipAccepted,
-                    M.SourceClosed)):
+                    M.SourceClosed, M.StartClaimRearmed, M.MigrationAborted,
+                    M.MigrationResolved)):
             self.flag("I6", mid, [t.created_at, pos],
                       f"identity-less migration acted: {type(e).__name__}")
         if st.phase in ("completed", "aborted"):
@@ -151,14 +155,37 @@ class Checker:
     def _rearm(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         if not t.state.no_commit_proven:
             self.flag("I9", mid, [pos], "claim re-armed while a start may have committed")
+        elif _adopted(t.state) and not _confirmed_no_run(e):
+            self.flag("I9", mid, [pos], "adopted legacy migration re-armed without the "
+                      "operator-attested, live-checked absence of a destination run")
 
     def _abort(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         t.aborted_at = pos
-        if not t.state.no_commit_proven or t.state.receipt is not None:
-            self.flag("I9", mid, [pos], "source restored after a start that may have committed")
+        # An operator's source_kept resolution directly before it attests what no answer proves.
+        attested = isinstance(t.prev, M.MigrationResolved) and \
+            t.prev.resolution == "source_kept"
+        if t.state.receipt is not None or not (attested or (
+                t.state.no_commit_proven and not _adopted(t.state))):
+            self.flag("I9", mid, [pos], "source restored after a start that may have committed "
+                      "(no proof of no commit and no operator attestation)")
         if (e.restored_paused, e.restored_notes) != (t.state.pre_paused, t.state.pre_notes):
             self.flag("I11", mid, [t.created_at, pos], "restore does not give back the "
                       "pre-migration pause and notes")
+
+    def _adopt(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.adopted_at = pos
+        if t.state.phase != "legacy_pending" or t.state.request_id is not None:
+            self.flag("I3", mid, [t.created_at, pos], "adoption of a migration that already "
+                      f"has a durable id ({t.state.request_id!r}, {t.state.phase})")
+
+    def _resolve(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        inv = "I2" if e.resolution == "destination_owns" else "I9"
+        if e.resolution == "destination_owns":
+            t.receipt_at = pos  # the operator-attested receipt
+        if t.state.phase != "parked" or not (e.actor and e.reason and e.attestation) or \
+                (inv == "I2" and not e.destination_first_run_id):
+            self.flag(inv, mid, [pos], f"operator resolution ({e.resolution}) of a "
+                      f"{t.state.phase} migration, or without actor, reason and attestation")
 
     # -- schedules --------------------------------------------------------------------------
     def _schedule_event(self, pos: int, e: Any) -> None:
@@ -180,6 +207,11 @@ class Checker:
                 self.flag("I7", e.migration_id, [self.fenced_at.get(sid, pos), pos],
                           f"second migration fenced the source while {fence} was open")
             self.fenced_at[sid] = pos
+        if isinstance(e, S.FenceAdopted):
+            if fence != e.migration_id or before.fence_request_id is not None:
+                self.flag("I10", e.migration_id, [pos], "FenceAdopted by a migration that does "
+                          "not hold an identity-less fence")
+            self.adoptions[e.migration_id] = pos
         if isinstance(e, (S.ClosedByMigration, S.FenceReleased)):
             if fence != e.migration_id or before.fence_request_id != e.request_id:
                 self.flag("I10", e.migration_id, [pos], f"{type(e).__name__} by a migration "
@@ -191,7 +223,8 @@ class Checker:
         """Cross-aggregate pairs that must land together in one append."""
         for mid, t in self.migrations.items():
             pairs = (("SourceClosed", t.source_closed_at, self.closes.get(mid)),
-                     ("MigrationAborted", t.aborted_at, self.releases.get(mid)))
+                     ("MigrationAborted", t.aborted_at, self.releases.get(mid)),
+                     ("LegacyMigrationAdopted", t.adopted_at, self.adoptions.get(mid)))
             for name, at_migration, at_source in pairs:
                 if (at_migration is None) != (at_source is None):
                     where = [p for p in (at_migration, at_source) if p is not None]
@@ -209,7 +242,25 @@ _STEP_CHECKS = {
     M.SourceClosed: Checker._close,
     M.StartClaimRearmed: Checker._rearm,
     M.MigrationAborted: Checker._abort,
+    M.LegacyMigrationAdopted: Checker._adopt,
+    M.MigrationResolved: Checker._resolve,
 }
+
+
+def _adopted(state: MigrationState) -> bool:
+    """Adopted from a legacy record and not yet verified: an older release's starts are not in
+    this log, so "no start issued" proves nothing."""
+    return state.park_reason == "adopted_unverified"
+
+
+def _confirmed_no_run(e: Any) -> bool:
+    """The re-arm records the operator's confirmation and a live look that backs it."""
+    ev = e.evidence or {}
+    current = (ev.get("observation") or {}).get("current", "missing")
+    if e.actor == "worker" or ev.get("confirm_no_destination_run") is not True:
+        return False
+    return current is None or (isinstance(current, dict) and current.get("status") != "running"
+                               and current.get("workflow_type") != SCHEDULER_WORKFLOW_TYPE)
 
 
 def check_history(events: Iterable[tuple[int, Any]]) -> list[Violation]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
+from pydantic import model_validator
+
 from .model import EvolvingAggregate
 
 Phase = Literal[
@@ -27,7 +29,7 @@ class MigrationState:
     incarnation: int
     workflow_id: str
     request_id: str | None
-    origin: str  # caller | derived | legacy
+    origin: str  # caller | derived | legacy | adopted
     pre_paused: bool
     pre_notes: str
     phase: Phase
@@ -68,32 +70,43 @@ class Migration(EvolvingAggregate):
         TOPIC: ClassVar[str] = "schedfence.migration.Created"
 
     class RequestIdAssigned(Created):
-        """The admin rollback was accepted; persisted with the source's pause and fence."""
+        """The admin rollback was accepted; persisted with the source's pause and fence.
+
+        v2 (this release) carries the durable ``request_id``, its ``origin``, the armed start
+        claim and the ``actor``. v1 is what an older release wrote under the same topic: only
+        ``namespace, schedule_id, source_id, incarnation, workflow_id, pre_paused, pre_notes``
+        (plus the envelope ``originator_id, originator_version, timestamp, originator_topic``)
+        and no ``class_version`` marker. Such a migration has no durable id, so ``upcast_v1_v2``
+        reads it as identity-less: ``request_id=None, origin="legacy", claim_armed=False``; it
+        folds to ``legacy_pending`` and never acts until an operator adopts it (F8, I6).
+        """
 
         TOPIC: ClassVar[str] = "schedfence.migration.RequestIdAssigned"
+        class_version: ClassVar[int] = 2
         namespace: str
         schedule_id: str
         source_id: str
         incarnation: int
         workflow_id: str
-        request_id: str
-        origin: Literal["caller", "derived"]
+        request_id: str | None
+        origin: Literal["caller", "derived", "legacy"]
         pre_paused: bool
         pre_notes: str
         claim_armed: bool = True
         actor: str = ""
 
-    class LegacyRollbackRequested(Created):
-        """What an older release wrote: a pending rollback with no durable request id."""
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(request_id=None, origin="legacy", claim_armed=False, actor="")
 
-        TOPIC: ClassVar[str] = "schedfence.migration.LegacyRollbackRequested"
-        namespace: str
-        schedule_id: str
-        source_id: str
-        incarnation: int
-        workflow_id: str
-        pre_paused: bool
-        pre_notes: str
+        @model_validator(mode="after")
+        def _identity_consistent(self) -> Any:
+            # An id-less record is only ever a v1 upcast; it must never carry an armed claim.
+            if (self.request_id is None) != (self.origin == "legacy"):
+                raise ValueError("origin 'legacy' if and only if there is no request id")
+            if self.request_id is None and self.claim_armed:
+                raise ValueError("an identity-less migration cannot have an armed start claim")
+            return self
 
     class StartClaimConsumed(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.StartClaimConsumed"
@@ -138,6 +151,31 @@ class Migration(EvolvingAggregate):
                         "start_rejected"]
         detail: str = ""
 
+    class LegacyMigrationAdopted(_Event):
+        """An operator gave an identity-less migration a durable id (``request_id`` is the new
+        id). Saved with the source's ``FenceAdopted``. The migration parks as
+        ``adopted_unverified``: an older release may have started the destination with ids we
+        never saw, so nothing is started until the operator resolves or re-arms with a
+        confirmed, live-checked absence of a destination run."""
+
+        TOPIC: ClassVar[str] = "schedfence.migration.LegacyMigrationAdopted"
+        actor: str
+        reason: str
+
+    class MigrationResolved(_Event):
+        """An operator's attested resolution of a parked migration, always followed in the
+        same append by the step it justifies: ``destination_owns`` sets the receipt
+        (``destination_first_run_id``) then ``SourceClosed``; ``source_kept`` then
+        ``MigrationAborted`` (restore). ``observation`` is what the destination showed live."""
+
+        TOPIC: ClassVar[str] = "schedfence.migration.MigrationResolved"
+        actor: str
+        reason: str
+        resolution: Literal["source_kept", "destination_owns"]
+        attestation: str
+        destination_first_run_id: str = ""
+        observation: dict[str, Any] = {}
+
     class StartClaimRearmed(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.StartClaimRearmed"
         actor: str
@@ -164,8 +202,14 @@ class Migration(EvolvingAggregate):
         return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
 
     @classmethod
-    def legacy(cls, migration_id: Any, **fields: Any) -> Migration:
-        return cls._create(cls.LegacyRollbackRequested, id=migration_id, **fields)
+    def legacy(cls, migration_id: Any, **v1_fields: Any) -> Migration:
+        """The *decoded* form of an older release's v1 record, for pure (store-less) code.
+
+        Saving it would write a v2 record; to store what an older release really stored, use
+        ``infra.legacy.plant_legacy_v1``."""
+        fields = dict(v1_fields)
+        cls.RequestIdAssigned.upcast_v1_v2(fields)
+        return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
 
     def record(self, facts: list[tuple[type, dict[str, Any]]]) -> None:
         """Append the events a pure decision returned, in order."""
@@ -196,15 +240,26 @@ def _step(state: MigrationState, event: Any) -> MigrationState:
                    state.last_worker)
 
 
+def _operator(state: MigrationState, e: Any) -> MigrationState:
+    """Operator recovery steps (domain/recovery.py decides when they are allowed)."""
+    if isinstance(e, Migration.LegacyMigrationAdopted):
+        return replace(state, request_id=e.request_id, origin="adopted", phase="parked",
+                       claim_armed=False, park_reason="adopted_unverified",
+                       park_detail=f"adopted by {e.actor}: an older release may have started "
+                                   "the destination with unknown ids")
+    if e.resolution == "destination_owns":
+        return replace(state, receipt=e.destination_first_run_id, phase="receipted",
+                       park_reason=None, park_detail="")
+    return state  # source_kept: the MigrationAborted that follows restores the source
+
+
 def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState:
     """Pure, total reducer: state × event → state. Unknown events raise (never skipped)."""
     M = Migration
     if isinstance(event, M.RequestIdAssigned):
         return _created(event, request_id=event.request_id, origin=event.origin,
-                        phase="pending", armed=event.claim_armed)
-    if isinstance(event, M.LegacyRollbackRequested):
-        return _created(event, request_id=None, origin="legacy", phase="legacy_pending",
-                        armed=False)
+                        phase="pending" if event.request_id else "legacy_pending",
+                        armed=event.claim_armed and event.request_id is not None)
     if state is None:
         raise ValueError(f"{type(event).__name__} before the migration was created")
     state = _step(state, event)
@@ -223,6 +278,8 @@ def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState
     if isinstance(event, M.MigrationParked):
         return replace(state, phase="parked", park_reason=event.reason,
                        park_detail=event.detail)
+    if isinstance(event, (M.LegacyMigrationAdopted, M.MigrationResolved)):
+        return _operator(state, event)
     if isinstance(event, M.StartClaimRearmed):
         return replace(state, claim_armed=True, phase="pending", park_reason=None,
                        park_detail="")

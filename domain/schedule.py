@@ -92,6 +92,14 @@ class Schedule(EvolvingAggregate):
         migration_id: str
         destination_first_run_id: str
 
+    class FenceAdopted(EvolvingAggregate.Event):
+        """An operator gave the identity-less migration holding the fence a durable id, so
+        every later close/release recheck compares against it (saved with the adoption)."""
+
+        TOPIC: ClassVar[str] = "schedfence.schedule.FenceAdopted"
+        request_id: str
+        migration_id: str
+
     class FenceReleased(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.FenceReleased"
         request_id: str | None
@@ -139,6 +147,14 @@ class Schedule(EvolvingAggregate):
                            migration_id=self.state.fence_migration_id,
                            destination_first_run_id=destination_first_run_id)
 
+    def adopt_fence(self, request_id: str, migration_id: str) -> None:
+        if self.state.closed:
+            raise Closed(f"schedule {self.state.namespace}/{self.state.schedule_id} is closed")
+        if self.state.fence_migration_id != migration_id or self.state.fence_request_id:
+            raise MigrationPending(f"the fence is not held by identity-less migration "
+                                   f"{migration_id}")
+        self.trigger_event(self.FenceAdopted, request_id=request_id, migration_id=migration_id)
+
     def release_fence(self, request_id: str | None, paused: bool, notes: str) -> None:
         check_fence(self.state, request_id)  # type: ignore[arg-type]
         self.trigger_event(self.FenceReleased, request_id=request_id,
@@ -166,6 +182,8 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
         return replace(state, closed=True, close_reason="migrated", fence_request_id=None,
                        fence_migration_id=None, completed_request_id=event.request_id,
                        completed_migration_id=event.migration_id)
+    if isinstance(event, Schedule.FenceAdopted):
+        return replace(state, fence_request_id=event.request_id)
     if isinstance(event, Schedule.FenceReleased):
         return replace(state, paused=event.restored_paused, notes=event.restored_notes,
                        fence_request_id=None, fence_migration_id=None)

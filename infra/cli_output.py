@@ -216,11 +216,17 @@ def _answer(d: dict[str, Any]) -> str:
 def render_event(event_type: str, d: dict[str, Any]) -> tuple[str, str] | None:
     """(actor, one human line) for a migration event; None for events the narration skips."""
     rid = short(d.get("request_id"))
+    if event_type == "RequestIdAssigned" and d.get("request_id") is None:
+        return "legacy", "pending migration written by an older release (v1): no request id"
     if event_type == "RequestIdAssigned":
         return "admin", (f"rollback accepted, request id {rid} ({d['origin']}); source paused "
                          "and fenced in the same append")
-    if event_type == "LegacyRollbackRequested":
-        return "legacy", "pending migration written by an older release: no request id"
+    if event_type == "LegacyMigrationAdopted":
+        return "operator", (f"legacy migration adopted by {d['actor']} with request id {rid} "
+                            f"({d['reason']}); parked until verified")
+    if event_type == "MigrationResolved":
+        return "operator", (f"resolved by {d['actor']}: {d['resolution']} ({d['reason']}); "
+                            f"attested: {d['attestation']}")
     if event_type == "StartClaimConsumed":
         return "worker", f"start claim consumed durably (attempt {d['attempt']})"
     if event_type == "DestinationStartIssued":

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-import uuid
 from typing import Any, Callable
 
 from domain.errors import AlreadyExists, Closed, InvalidArgument, MigrationPending, SentinelBlocked
 from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
-                        destination_workflow_id, schedule_aggregate_id)
-from domain.migration import Migration
+                        destination_workflow_id)
 
 from . import cli_output as out
+from .legacy import plant_legacy_v1
 from .service import MigrationService, open_service
 from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
 from .store import parse_store_url
@@ -135,14 +134,7 @@ def f7(run: DemoRun) -> str:
 def f8(run: DemoRun) -> str:
     sid = "f8-legacy"
     run.create(sid, notes="old release")
-    view = run.source(sid)
-    source = run.service.app.repository.get(schedule_aggregate_id(NS, sid, view.incarnation))
-    legacy = Migration.legacy(uuid.uuid4(), namespace=NS, schedule_id=sid,
-                              source_id=str(source.id), incarnation=view.incarnation,
-                              workflow_id=destination_workflow_id(sid),
-                              pre_paused=view.paused, pre_notes=view.notes)
-    source.fence_for_migration(None, legacy.id)
-    run.service.app.save(source, legacy)
+    plant_legacy_v1(run.service, NS, sid)  # the v1 record an older release stored
     run.sync()
     before = run.service.event_count()
     run.worker("fail closed: no durable request id")

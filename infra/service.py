@@ -18,12 +18,15 @@ from domain.invariants import Violation, check_history
 from domain.migration import Migration
 from domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from domain.schedule import Schedule, ScheduleKey
+from projections import service_views as pv
 
+from .recovery import recover as recover_migration
+from .replay import replay_key
 from .store import FenceApplication, open_application, parse_store_url
 from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from .worker import CrashHook, TaskWorker
 
-MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC, Migration.LegacyRollbackRequested.TOPIC)
+MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
 OCC_RETRIES = 20
 MAX_NOTES = 10_000
@@ -44,6 +47,7 @@ class MigrationService:
         self._on_close = on_close
 
     def close(self) -> None:
+        pv.close_views(self)
         self.app.close()
         if self._on_close:
             self._on_close()
@@ -187,6 +191,12 @@ class MigrationService:
         self.worker.save("abort", source, migration)
         return MigrationView.of(migration.state, migration.version)
 
+    def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
+                request_id: str | None = None, **options: Any) -> MigrationView:
+        """Operator recovery: rearm | abort | adopt | resolve (infra/recovery.py)."""
+        return recover_migration(self, kind, namespace, schedule_id, actor=actor,
+                                 reason=reason, request_id=request_id, **options)
+
     # -- worker -----------------------------------------------------------------------------
     def open_migration_ids(self) -> list[UUID]:
         ids = [n.originator_id for n in self.app.notifications(MIGRATION_TOPICS)]
@@ -258,6 +268,30 @@ class MigrationService:
     def verify(self) -> list[Violation]:
         events = ((n.id, self.app.mapper.to_domain_event(n)) for n in self.app.notifications())
         return check_history(events)
+
+    # -- operator read models: projections/service_views.py (caught up before each answer) --
+    def catch_up(self) -> int:
+        return pv.catch_up(self)
+
+    def audit(self, **filters: Any) -> pv.AuditPage:
+        """schedule="NS/ID", request_id, migration_id, actor, since, until, newest_first,
+        limit: see ``projections.service_views.audit``."""
+        return pv.audit(self, **filters)
+
+    def stats(self) -> dict[str, Any]:
+        return pv.stats(self)
+
+    def oncall(self, stuck_after_seconds: float = pv.STUCK_AFTER) -> list[pv.OnCallItem]:
+        return pv.oncall(self, stuck_after_seconds)
+
+    def migrations_by_state(self, state: str | None = None,
+                            limit: int = pv.MAX_ROWS) -> list[pv.MigrationRow]:
+        return pv.migrations_by_state(self, state, limit)
+
+    def replay(self, namespace: str, schedule_id: str, at: int | None = None,
+               migration_id: str | None = None) -> dict[str, Any]:
+        """Forensic replay of a migration from the stored events alone (infra/replay.py)."""
+        return replay_key(self, namespace, schedule_id, at, migration_id)
 
 
 def raise_invalid(message: str) -> None:

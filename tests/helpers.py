@@ -7,7 +7,6 @@ append, or raise ``Crash`` to simulate the process dying at that point.
 """
 from __future__ import annotations
 
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -15,8 +14,8 @@ from typing import Callable, Iterator
 import pytest
 
 from domain.ids import destination_workflow_id, schedule_aggregate_id
-from domain.migration import Migration
 from domain.ports import StartAccepted, StartWorkflow
+from infra.legacy import plant_legacy_v1
 from infra.service import MigrationService, open_service
 from infra.simulator import SimulatedDestination
 
@@ -119,16 +118,8 @@ def start_foreign(dest: SimulatedDestination, sid: str = SID, *,
 
 
 def plant_legacy(service: MigrationService, sid: str = SID, *, ns: str = NS) -> str:
-    """An identity-less pending migration as an older release would have written it (F8)."""
-    view = service.schedule(ns, sid)
-    schedule = service.app.repository.get(schedule_aggregate_id(ns, sid, view.incarnation))
-    m = Migration.legacy(uuid.uuid4(), namespace=ns, schedule_id=sid,
-                         source_id=str(schedule.id), incarnation=view.incarnation,
-                         workflow_id=destination_workflow_id(sid),
-                         pre_paused=schedule.state.paused, pre_notes=schedule.state.notes)
-    schedule.fence_for_migration(None, m.id)
-    service.app.save(schedule, m)
-    return str(m.id)
+    """An identity-less pending migration, stored as the v1 record an older release wrote (F8)."""
+    return plant_legacy_v1(service, ns, sid)
 
 
 @contextmanager

@@ -52,10 +52,12 @@ def assigned(**over) -> Given:
 
 
 def legacy() -> Given:
-    return Given(M.LegacyRollbackRequested(
-        originator_id=MID, originator_version=1, originator_topic=M.TOPIC, namespace=NS,
-        schedule_id=SID, source_id=SOURCE_ID, incarnation=1, workflow_id=WID,
-        pre_paused=False, pre_notes="legacy"))
+    """An older release's v1 RequestIdAssigned (no request id), upcast as the codec does."""
+    v1 = dict(originator_id=MID, originator_version=1, originator_topic=M.TOPIC, namespace=NS,
+              schedule_id=SID, source_id=SOURCE_ID, incarnation=1, workflow_id=WID,
+              pre_paused=False, pre_notes="legacy")
+    M.RequestIdAssigned.upcast_v1_v2(v1)
+    return Given(M.RequestIdAssigned(**v1))
 
 
 def run(run_id: str, first: str | None = None, *, status: str = "running",

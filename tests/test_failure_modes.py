@@ -456,7 +456,8 @@ def test_f8_legacy_pending_fails_closed(world):
         assert w.dest.start_log() == []
         assert w.hooks.seen("start.") == [] and w.hooks.seen("describe.") == []
         assert w.service.migration(NS, SID).state == "legacy_pending"
-        assert w.migration_events() == ["LegacyRollbackRequested"]
+        assert w.migration_events() == ["RequestIdAssigned"]  # the v1 record, upcast
+        assert w.migration_entries()[0].data["request_id"] is None
     with then("no rollback may adopt it, whatever the id"):
         for rid in ("R1", None):
             with refused(w.service, AlreadyExists):

@@ -11,11 +11,12 @@ from typing import Any, Callable
 
 import pytest
 
-from domain.ids import destination_workflow_id, schedule_aggregate_id
+from domain.ids import destination_workflow_id
 from domain.invariants import Violation, check_history
 from domain.migration import Migration
 from domain.ports import StartWorkflow
 from domain.schedule import MIGRATION_NOTE, Schedule
+from infra.legacy import plant_legacy_v1
 from infra.service import MigrationService, open_service
 from infra.simulator import SimulatedDestination
 
@@ -99,15 +100,9 @@ def scenario_legacy() -> tuple[list[Any], str]:
     """An identity-less migration written by an old release; the worker never acts on it."""
     svc, _ = _service()
     svc.create_schedule(NS, "legacy", paused=False, notes=PRE_NOTES)
-    source = svc.app.repository.get(schedule_aggregate_id(NS, "legacy", 1))
-    mid = uuid.uuid4()
-    m = Migration.legacy(mid, namespace=NS, schedule_id="legacy", source_id=str(source.id),
-                         incarnation=1, workflow_id=destination_workflow_id("legacy"),
-                         pre_paused=False, pre_notes=PRE_NOTES)
-    source.fence_for_migration(None, m.id)
-    svc.app.save(source, m)
+    mid = plant_legacy_v1(svc, NS, "legacy")  # the v1 record an older release stored
     svc.run_until_idle()
-    return _events(svc), str(mid)
+    return _events(svc), mid
 
 
 SCENARIOS: dict[str, Callable[[], tuple[list[Any], str]]] = {
@@ -231,7 +226,7 @@ def test_i4_second_created_answer():
 
 def test_i6_identity_less_migration_issues_a_start():
     events, mid = scenario_legacy()
-    created = index_of(events, M.LegacyRollbackRequested)
+    created = index_of(events, M.RequestIdAssigned)
     base = events[created]
     ctx = dict(originator_id=base.originator_id, timestamp=base.timestamp, request_id=None,
                attempt=1, worker="old-binary")
@@ -250,7 +245,7 @@ def test_i6_identity_less_migration_issues_a_start():
 
 def test_i6_identity_less_migration_closes_the_source():
     events, mid = scenario_legacy()
-    created = index_of(events, M.LegacyRollbackRequested)
+    created = index_of(events, M.RequestIdAssigned)
     base = events[created]
     close = M.SourceClosed(originator_id=base.originator_id, originator_version=2,
                            timestamp=base.timestamp, request_id=None,

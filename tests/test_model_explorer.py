@@ -26,10 +26,13 @@ from domain.migration import Migration, MigrationState, evolve_migration
 from domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                           StartAccepted)
 from domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
+from infra.codec import JSONBytes, PydanticMapper
+from infra.legacy import legacy_v1_record
 
 NS, SID, RID, WORKER = "model", "explored", "rid-1", "explorer"
 WID = destination_workflow_id(SID)
 T = datetime(2024, 1, 1, tzinfo=timezone.utc)  # fixed: events must compare equal across runs
+LEGACY_MAPPER = PydanticMapper(transcoder=JSONBytes())
 MAX_DEPTH = 6
 
 
@@ -268,14 +271,15 @@ def _root(legacy: bool) -> tuple[World, list[Any]]:
                   workflow_id=WID, pre_paused=False, pre_notes="pre notes")
     mid = UUID(int=1)
     if legacy:
-        mig = Migration.legacy(mid, **fields)
+        # What an older release stored (v1, no request id), decoded as the store decodes it.
+        created = [LEGACY_MAPPER.to_domain_event(legacy_v1_record(mid, timestamp=T, **fields))]
         schedule.fence_for_migration(None, mid)
     else:
-        mig = Migration.assign_request_id(mid, request_id=RID, origin="caller",
-                                          claim_armed=True, **fields)
+        created = Migration.assign_request_id(mid, request_id=RID, origin="caller",
+                                              claim_armed=True, **fields).collect_events()
         schedule.fence_for_migration(RID, mid)
     events = [e.model_copy(update={"timestamp": T})
-              for e in [*schedule.collect_events(), *mig.collect_events()]]
+              for e in [*schedule.collect_events(), *created]]
     s = m = None
     for e in events:
         if isinstance(e, Migration.Event):

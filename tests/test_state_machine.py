@@ -21,9 +21,9 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
 from domain.errors import DomainError, MigrationPending, SentinelBlocked
 from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id,
                         schedule_aggregate_id)
-from domain.migration import Migration
 from domain.ports import DestinationError, StartWorkflow
 from domain.schedule import Schedule
+from infra.legacy import plant_legacy_v1
 from infra.service import MIGRATION_TOPICS, MigrationService, open_service
 from infra.simulator import InMemorySimState, SimulatedDestination
 
@@ -231,13 +231,8 @@ class RollbackMachine(RuleBasedStateMachine):
         source = self.svc.app.repository.get(schedule_aggregate_id(NS, sid, view.incarnation))
         if source.state.closed or source.state.migration_pending:
             return
-        st_ = source.state
-        m = Migration.legacy(UUID(int=len(self._migrations()) + 1), namespace=NS,
-                             schedule_id=sid, source_id=str(source.id),
-                             incarnation=st_.incarnation, workflow_id=destination_workflow_id(sid),
-                             pre_paused=st_.paused, pre_notes=st_.notes)
-        source.fence_for_migration(None, m.id)
-        self.svc.app.save(source, m)
+        # The v1 record an older release stored, upcast on every read.
+        plant_legacy_v1(self.svc, NS, sid, migration_id=UUID(int=len(self._migrations()) + 1))
 
     # -- invariants -------------------------------------------------------------------------
     @invariant()

@@ -1,0 +1,254 @@
+"""Forensic replay: every step of one migration, re-derived from the stored events alone.
+
+The fold is generic: each event goes through its aggregate's own reducer (the same functions
+the service uses) and through one incremental ``Checker``, so an event type added later (a
+recovery event, an upcast legacy event) replays without a line here. Nothing in this module
+talks to a destination; ``open_offline`` opens a store with a destination that refuses every
+call, so a copy of a production store can be read where nothing else is reachable.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+from uuid import UUID
+
+from domain.decisions import next_step
+from domain.errors import InvalidArgument, NotFound, Unavailable
+from domain.ids import schedule_aggregate_id, schedule_key_id
+from domain.invariants import Checker, Violation
+from domain.migration import MigrationState, evolve_migration
+from domain.schedule import ScheduleKey, evolve_schedule
+
+from .replay_explain import explain
+from .store import FenceApplication, open_application, parse_store_url
+
+PREFIXES = (("schedfence.migration.", "migration"), ("schedfence.schedule_key.", "key"),
+            ("schedfence.schedule.", "schedule"))
+REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
+    "migration": evolve_migration, "schedule": evolve_schedule, "key": ScheduleKey.evolve}
+
+
+def topic_of(event: Any) -> str:
+    return getattr(type(event), "TOPIC", type(event).__name__)
+
+
+def kind_of(event: Any) -> str:
+    topic = topic_of(event)
+    return next((kind for prefix, kind in PREFIXES if topic.startswith(prefix)), "other")
+
+
+def as_dict(state: Any) -> dict[str, Any] | None:
+    return None if state is None else asdict(state)
+
+
+def diff_states(before: Any, after: Any) -> list[dict[str, Any]]:
+    """Changed fields, in the dataclass's field order; every field when the state is created."""
+    old, new = as_dict(before) or {}, as_dict(after) or {}
+    names = list(new) + [k for k in old if k not in new]
+    return [{"field": k, "before": old.get(k), "after": new.get(k)} for k in names
+            if (k not in old) or old.get(k) != new.get(k)]
+
+
+@dataclass
+class Folded:
+    """One event after folding: its aggregate's state before and after, and new violations."""
+
+    position: int
+    event: Any
+    kind: str
+    aggregate_id: str
+    before: Any
+    after: Any
+    error: str | None
+    violations: list[Violation] = field(default_factory=list)
+
+
+class Folder:
+    """Folds a log one event at a time with today's reducers and an incremental checker."""
+
+    def __init__(self) -> None:
+        self.checker = Checker()
+        self.states: dict[str, Any] = {}
+
+    def add(self, position: int, event: Any) -> Folded:
+        kind, aid = kind_of(event), str(event.originator_id)
+        before, error = self.states.get(aid), None
+        after = before
+        reducer = REDUCERS.get(kind)
+        if reducer is not None:
+            try:
+                after = reducer(before, event)
+            except Exception as exc:  # shown at its step; the checker reports it as I0
+                error = f"reducer refused {type(event).__name__}: {exc}"
+        self.states[aid] = after
+        seen = len(self.checker.violations)
+        self.checker.add(position, event)
+        return Folded(position, event, kind, aid, before, after, error,
+                      self.checker.violations[seen:])
+
+    def finish(self) -> list[Violation]:
+        """Cross-aggregate checks that need the whole history (paired appends)."""
+        seen = len(self.checker.violations)
+        return self.checker.finish()[seen:]
+
+
+def fold(events: Iterable[tuple[int, Any]]) -> Iterator[Folded]:
+    folder = Folder()
+    for position, event in events:
+        yield folder.add(position, event)
+
+
+# -- one migration's replay -----------------------------------------------------------------
+def _belongs(f: Folded, mid: str, source_id: str | None) -> str | None:
+    """'migration' or 'source' if the replay of ``mid`` shows this step, else None."""
+    if f.kind == "migration" and f.aggregate_id == mid:
+        return "migration"
+    if f.kind == "schedule" and f.aggregate_id == source_id:
+        names_us = str(getattr(f.event, "migration_id", "")) == mid
+        flagged = any(v.migration_id == mid for v in f.violations)
+        return "source" if names_us or flagged else None
+    return None
+
+
+def _source_of(events: list[tuple[int, Any]], mid: str) -> str | None:
+    """The source aggregate: named by the migration's creation, else by the fence naming it."""
+    for _, e in events:
+        if str(e.originator_id) == mid and getattr(e, "source_id", None):
+            return str(e.source_id)
+    for _, e in events:
+        if kind_of(e) == "schedule" and str(getattr(e, "migration_id", "")) == mid:
+            return str(e.originator_id)
+    return None
+
+
+def _step(f: Folded, role: str, ctx: dict[str, Any]) -> dict[str, Any]:
+    e = f.event
+    payload = e.payload()
+    return {
+        "position": f.position, "role": role, "aggregate_id": f.aggregate_id,
+        "version": e.originator_version, "timestamp": e.timestamp.isoformat(),
+        "type": type(e).__name__, "topic": topic_of(e), "payload": payload,
+        "attempt": payload.get("attempt"), "worker": payload.get("worker"),
+        "diff": diff_states(f.before, f.after), "error": f.error,
+        "decision": explain(role, e, f.before, f.after, ctx),
+        "checks": [v.to_dict() for v in f.violations],
+    }
+
+
+def _cut(events: list[tuple[int, Any]], mid: str, at: int | None) -> int | None:
+    """The log position of the migration's event at version ``at`` (None: the whole log)."""
+    if at is None:
+        return None
+    versions = {e.originator_version: p for p, e in events if str(e.originator_id) == mid}
+    if at not in versions:
+        raise InvalidArgument(f"--at {at}: migration {mid} has versions 1..{max(versions)}")
+    return versions[at]
+
+
+def replay_migration(events: Iterable[tuple[int, Any]], migration_id: str,
+                     at: int | None = None) -> dict[str, Any]:
+    """The replay document of one migration, from a key's decoded (position, event) pairs.
+
+    ``events`` must hold the key's whole history (its schedules and migrations) in log order,
+    so the checker sees what the migration's invariants depend on."""
+    events = list(events)
+    mid = str(migration_id)
+    if not any(str(e.originator_id) == mid and kind_of(e) == "migration" for _, e in events):
+        raise NotFound(f"migration {mid} not found in this schedule's history")
+    cut, source_id = _cut(events, mid, at), _source_of(events, mid)
+    folder, steps, ctx = Folder(), [], {}
+    state: MigrationState | None = None
+    version = 0
+    for position, event in events:
+        if cut is not None and position > cut:
+            break
+        f = folder.add(position, event)
+        role = _belongs(f, mid, source_id)
+        if role is None:
+            continue
+        steps.append(_step(f, role, ctx))
+        if role == "migration":
+            state, version = f.after, event.originator_version
+    final = [] if cut is not None else [v for v in folder.finish()
+                                        if v.migration_id == mid]
+    violations = [v for s in steps for v in s["checks"]] + [v.to_dict() for v in final]
+    return {
+        "namespace": state.namespace if state else "", "schedule_id":
+            state.schedule_id if state else "",
+        "migration_id": mid, "source_id": source_id, "request_id":
+            state.request_id if state else None,
+        "at": at, "version": version, "steps": steps, "state": as_dict(state),
+        "next_step": next_step(state) if state else None,
+        "final_checks": [v.to_dict() for v in final], "violations": violations,
+        "ok": not violations,
+    }
+
+
+# -- reading a store --------------------------------------------------------------------------
+def replay_key(service: Any, namespace: str, schedule_id: str, at: int | None = None,
+               migration_id: str | None = None) -> dict[str, Any]:
+    """``MigrationService.replay``: the key's latest migration unless one is named."""
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 1):
+        raise InvalidArgument(f"--at must be a migration version >= 1, got {at!r}")
+    incarnation = service.schedule(namespace, schedule_id).incarnation  # NotFound first
+    if migration_id is None:
+        migration_id = service.migration(namespace, schedule_id).migration_id
+    try:
+        mid = str(UUID(str(migration_id)))
+    except ValueError:
+        raise InvalidArgument(f"--migration {migration_id!r} is not a migration id") from None
+    events = key_events(service.app, namespace, schedule_id, incarnation)
+    return replay_migration(events, mid, at)
+
+
+def key_events(app: FenceApplication, namespace: str, schedule_id: str,
+               incarnation: int) -> list[tuple[int, Any]]:
+    """Every event of the key, its incarnations and their migrations, decoded, in log order.
+
+    A migration belongs to the key if a source fence names it or its creation names the key;
+    both come before the migration's later events, so one pass over the log finds them all."""
+    ids = {schedule_key_id(namespace, schedule_id)} | {
+        schedule_aggregate_id(namespace, schedule_id, n) for n in range(1, incarnation + 1)}
+    out = []
+    for note in app.notifications():
+        created = note.originator_version == 1 and note.topic.startswith(PREFIXES[0][0])
+        if note.originator_id not in ids and not created:
+            continue
+        event = app.mapper.to_domain_event(note)
+        if note.originator_id not in ids:  # a migration's creation: is it this key's?
+            if (getattr(event, "namespace", None), getattr(event, "schedule_id", None)) != (
+                    namespace, schedule_id):
+                continue
+            ids.add(note.originator_id)
+        migration_id = getattr(event, "migration_id", None)
+        if kind_of(event) == "schedule" and migration_id:
+            ids.add(UUID(str(migration_id)))
+        out.append((note.id, event))
+    return out
+
+
+class OfflineDestination:
+    """A destination that refuses every call: replay must never need one."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise Unavailable("no destination is configured for replay (offline)")
+
+    start_workflow = describe = _refuse
+
+
+def open_offline(store: str) -> Any:
+    """A service over ``store`` that can read and replay, and never reaches a destination."""
+    from .service import MigrationService  # the service imports this module
+
+    url = parse_store_url(store)
+    if url.kind == "sqlite-file" and not os.path.isfile(url.path):
+        raise InvalidArgument(f"store {store!r}: no such file (replay never creates one)")
+    try:
+        service = MigrationService(open_application(url), OfflineDestination(),
+                                   worker_id="replay")
+        service.event_count()  # a file that is not a store fails here, clearly
+    except Exception as exc:
+        raise InvalidArgument(f"cannot open store {store!r}: {type(exc).__name__}: "
+                              f"{exc}") from exc
+    return service

@@ -1,0 +1,254 @@
+"""The ``Destination`` port over a real Temporal server (PROTOCOL.md B0).
+
+It speaks the raw gRPC WorkflowService, not the SDK's high-level client, because the port needs
+what the high-level client hides: the explicit request id, both id policies, the
+``WorkflowExecutionAlreadyStartedFailure`` details and Describe's ``request_id_infos``.
+
+The SDK is async and the port is sync, so each adapter owns a private event loop on a daemon
+thread; every call is submitted to it and waited for with a deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, TypeVar
+
+from temporalio.api.common.v1 import Payloads, WorkflowExecution, WorkflowType
+from temporalio.api.enums.v1 import (WorkflowExecutionStatus, WorkflowIdConflictPolicy,
+                                     WorkflowIdReusePolicy)
+from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionRequest,
+                                               StartWorkflowExecutionRequest)
+from temporalio.client import Client
+from temporalio.converter import default as default_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationUnavailable,
+                          InvalidStartRequest, RunDescription, StartAccepted, StartWorkflow)
+
+# The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
+# per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
+DEFAULT_TASK_QUEUE = "schedfence-destination"
+DEFAULT_RPC_TIMEOUT = 5.0
+
+T = TypeVar("T")
+
+_REUSE = {
+    "allow_duplicate": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+    "allow_duplicate_failed_only":
+        WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+    "reject_duplicate": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+    "terminate_if_running": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING,
+}
+_CONFLICT = {
+    "fail": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+    "use_existing": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+    "terminate_existing": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+}
+_S = WorkflowExecutionStatus
+_STATUS = {
+    _S.WORKFLOW_EXECUTION_STATUS_RUNNING: "running",
+    # A paused workflow is still open: it holds the id exactly like a running one.
+    _S.WORKFLOW_EXECUTION_STATUS_PAUSED: "running",
+    _S.WORKFLOW_EXECUTION_STATUS_COMPLETED: "completed",
+    _S.WORKFLOW_EXECUTION_STATUS_FAILED: "failed",
+    _S.WORKFLOW_EXECUTION_STATUS_CANCELED: "canceled",
+    _S.WORKFLOW_EXECUTION_STATUS_TERMINATED: "terminated",
+    _S.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: "continued_as_new",
+    _S.WORKFLOW_EXECUTION_STATUS_TIMED_OUT: "timed_out",
+}
+# Codes that prove the server refused the start before doing anything. Everything else
+# (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, INTERNAL, UNKNOWN, RESOURCE_EXHAUSTED, ...) may
+# hide a commit, so it is "outcome unknown".
+_REFUSALS = {RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.PERMISSION_DENIED,
+             RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.FAILED_PRECONDITION,
+             RPCStatusCode.UNIMPLEMENTED, RPCStatusCode.NOT_FOUND}
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread, for sync callers of async code."""
+
+    def __init__(self, name: str = "temporal-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, factory: Callable[[], Awaitable[T]], timeout: float) -> T:
+        """Run ``factory()`` on the loop; give up after ``timeout`` s (concurrent TimeoutError)."""
+        async def wrapper() -> T:
+            return await factory()
+        future = asyncio.run_coroutine_threadsafe(wrapper(), self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def status_name(status: int) -> str:
+    try:
+        return _STATUS[status]
+    except KeyError:
+        raise DestinationUnavailable(f"server reported an unknown run status {status}") from None
+
+
+def already_started_details(exc: RPCError) -> WorkflowExecutionAlreadyStartedFailure | None:
+    for detail in exc.grpc_status.details:
+        failure = WorkflowExecutionAlreadyStartedFailure()
+        if detail.Is(failure.DESCRIPTOR):
+            detail.Unpack(failure)
+            return failure
+    return None
+
+
+def _has_detail(exc: RPCError, name: str) -> bool:
+    return any(d.type_url.endswith("." + name) for d in exc.grpc_status.details)
+
+
+def start_error(exc: RPCError) -> Exception:
+    """The port's error for a failed StartWorkflowExecution."""
+    if exc.status == RPCStatusCode.ALREADY_EXISTS:
+        failure = already_started_details(exc)
+        if failure is not None:
+            return AlreadyStarted(failure.start_request_id, failure.run_id,
+                                  failure.first_execution_run_id)
+    if exc.status in _REFUSALS:
+        return InvalidStartRequest(f"{exc.status.name}: {exc.message}")
+    return DestinationUnavailable(f"start: {exc.status.name}: {exc.message}")
+
+
+def describe_error(exc: RPCError) -> Exception:
+    """The port's error for a failed Describe.
+
+    Only a *workflow* NOT_FOUND means "no such run"; a missing namespace says nothing about the
+    workflow, so it is unavailable (retry), never "free to start". A run id that is not a uuid
+    cannot name a run, which the server reports as INVALID_ARGUMENT "Invalid RunId".
+    """
+    if exc.status == RPCStatusCode.NOT_FOUND and not _has_detail(exc, "NamespaceNotFoundFailure"):
+        return DestinationNotFound(exc.message)
+    if exc.status == RPCStatusCode.INVALID_ARGUMENT and "RunId" in exc.message:
+        return DestinationNotFound(exc.message)
+    return DestinationUnavailable(f"describe: {exc.status.name}: {exc.message}")
+
+
+class TemporalDestination:
+    """``domain.ports.Destination`` on one namespace of a Temporal server."""
+
+    def __init__(self, target: str, namespace: str = "default", *,
+                 task_queue: str = DEFAULT_TASK_QUEUE, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
+                 identity: str = "schedfence") -> None:
+        self.target, self.namespace, self.task_queue = target, namespace, task_queue
+        self.rpc_timeout, self.identity = rpc_timeout, identity
+        self._loop: LoopThread | None = LoopThread(f"temporal-destination:{target}")
+        self._client: Client | None = None
+        self._converter = default_converter().payload_converter
+
+    # -- plumbing ---------------------------------------------------------------------------
+    async def _connected(self) -> Client:
+        # Connect lazily and again after a failure, so a server that comes up later is used.
+        if self._client is None:
+            try:
+                self._client = await Client.connect(
+                    self.target, namespace=self.namespace, identity=self.identity,
+                    connect_timeout=timedelta(seconds=self.rpc_timeout))
+            except RuntimeError as exc:  # the bridge reports connect failures this way
+                raise DestinationUnavailable(f"cannot connect to {self.target}: {exc}") from exc
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[Client], Awaitable[T]]) -> T:
+        if self._loop is None:
+            raise DestinationUnavailable(f"{what}: the destination is closed")
+
+        async def call() -> T:
+            return await fn(await self._connected())
+        try:
+            # The gRPC deadline is rpc_timeout; the extra second covers connect and scheduling.
+            return self._loop.run(call, self.rpc_timeout + 1.0)
+        except concurrent.futures.TimeoutError:
+            raise DestinationUnavailable(f"{what}: no answer within {self.rpc_timeout}s") from None
+
+    def _check_namespace(self, namespace: str) -> None:
+        if namespace != self.namespace:
+            raise InvalidStartRequest(f"this destination serves namespace {self.namespace!r}, "
+                                      f"not {namespace!r}")
+
+    @property
+    def _deadline(self) -> timedelta:
+        return timedelta(seconds=self.rpc_timeout)
+
+    # -- the port ---------------------------------------------------------------------------
+    def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        self._check_namespace(request.namespace)
+        try:
+            reuse, conflict = _REUSE[request.id_reuse_policy], _CONFLICT[request.id_conflict_policy]
+        except KeyError as exc:
+            raise InvalidStartRequest(f"unknown id policy {exc.args[0]!r}") from None
+        rpc = StartWorkflowExecutionRequest(
+            namespace=request.namespace, workflow_id=request.workflow_id,
+            workflow_type=WorkflowType(name=request.workflow_type),
+            task_queue=TaskQueue(name=self.task_queue),
+            input=Payloads(payloads=self._converter.to_payloads([request.input])),
+            identity=self.identity, request_id=request.request_id,
+            workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict)
+
+        async def start(client: Client) -> Any:
+            try:
+                return await client.workflow_service.start_workflow_execution(
+                    rpc, timeout=self._deadline)
+            except RPCError as exc:
+                raise start_error(exc) from exc
+        resp = self._call("start", start)
+        return StartAccepted(resp.run_id, resp.first_execution_run_id, status_name(resp.status))
+
+    def describe(self, namespace: str, workflow_id: str,
+                 run_id: str | None = None) -> RunDescription:
+        if namespace != self.namespace:
+            # Not NotFound: a namespace we do not serve says nothing about its workflows.
+            raise DestinationUnavailable(f"this destination serves namespace "
+                                         f"{self.namespace!r}, not {namespace!r}")
+        rpc = DescribeWorkflowExecutionRequest(
+            namespace=namespace,
+            execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""))
+
+        async def describe(client: Client) -> Any:
+            try:
+                return await client.workflow_service.describe_workflow_execution(
+                    rpc, timeout=self._deadline)
+            except RPCError as exc:
+                raise describe_error(exc) from exc
+        resp = self._call("describe", describe)
+        info = resp.workflow_execution_info
+        return RunDescription(
+            run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
+            workflow_type=info.type.name, status=status_name(info.status),
+            request_ids=frozenset(resp.workflow_extended_info.request_id_infos))
+
+    def close(self) -> None:
+        """Drop the client on its own loop, then stop the loop (idempotent)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+
+        async def drop() -> None:
+            self._client = None  # the bridge closes its connection when the client is freed
+        try:
+            loop.run(drop, 5.0)
+        finally:
+            loop.stop()
+
+    def __enter__(self) -> TemporalDestination:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,63 @@
+"""A SQLAlchemy engine on the event store's own database, for the projection tables.
+
+The store is opened by eventsourcing from its environment; the engine is derived from that same
+environment, so the read models always sit beside the events they are built from.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.pool import StaticPool
+
+WRITE = "schedfence_write"  # execution option: this transaction will write (see _sqlite_engine)
+
+
+def engine_for_application(app: Any, url: str | None = None) -> Engine:
+    """An engine on ``app``'s database; ``url`` overrides the derivation (any SQLAlchemy URL)."""
+    if url is not None:
+        return _sqlite_engine(url) if url.startswith("sqlite") else create_engine(url)
+    module = app.env.get("PERSISTENCE_MODULE") or ""
+    if module == "eventsourcing.sqlite":
+        return _sqlite_engine(_sqlite_url(app.env.get("SQLITE_DBNAME") or ""))
+    if module == "eventsourcing.postgres":
+        return _postgres_engine(app.env)
+    raise ValueError(f"projections need an SQL event store, not {module or 'popo'!r}")
+
+
+def _sqlite_url(name: str) -> str:
+    if name == ":memory:":
+        return "sqlite://"  # private to one connection: see _sqlite_engine's StaticPool
+    if name.startswith("file:"):
+        # The store's shared-cache memory database (infra.store.open_application) or a URI.
+        return f"sqlite:///{name}{'&' if '?' in name else '?'}uri=true"
+    return f"sqlite:///{name}"
+
+
+def _sqlite_engine(url: str) -> Engine:
+    """Driver autocommit, so the 'begin' hook decides how transactions start: a writing one
+    takes the write lock up front (BEGIN IMMEDIATE), so two projectors, or a projector and a
+    worker, queue on the lock instead of failing a lock upgrade half way."""
+    kw: dict[str, Any] = {"connect_args": {"timeout": 30, "isolation_level": None}}
+    if url == "sqlite://":
+        kw["poolclass"] = StaticPool
+        kw["connect_args"]["check_same_thread"] = False
+    engine = create_engine(url, **kw)
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(WRITE)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+def _postgres_engine(env: Any) -> Engine:
+    url = URL.create("postgresql+psycopg", username=env.get("POSTGRES_USER"),
+                     password=env.get("POSTGRES_PASSWORD"), host=env.get("POSTGRES_HOST"),
+                     port=int(env.get("POSTGRES_PORT") or 5432),
+                     database=env.get("POSTGRES_DBNAME"))
+    schema = env.get("POSTGRES_SCHEMA")
+    connect_args = {"options": f"-csearch_path={schema}"} if schema else {}
+    return create_engine(url, connect_args=connect_args, pool_pre_ping=True)

@@ -1,0 +1,106 @@
+"""What an operator may do about a migration that needs one, derived from the domain decisions.
+
+Each operator action's verdict is a dry run of the decision that guards it on the folded state
+(``decide_abort``, ``check_rearm``, ``check_resolve``, ``decide_adopt``: each raises where the
+protocol forbids the action), and whether the worker will act by itself is ``next_step``'s
+answer. Only the wording of the advice lives here; nothing is recorded.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from domain import decisions as d
+from domain import recovery as r
+from domain.errors import DomainError
+from domain.migration import MigrationState
+
+STUCK_PHASES = ("pending", "claimed", "receipted")  # open, worker-driven phases
+ALLOWED = "allowed"
+
+
+def _dry_run(decide: Callable[[], object]) -> str:
+    try:
+        decide()
+    except DomainError as exc:
+        return f"refused: {exc.message}"
+    return ALLOWED
+
+
+def verdicts(state: MigrationState) -> dict[str, str]:
+    """Operator action → ``allowed`` or ``refused: <the decision's reason>``."""
+    rearm = _dry_run(lambda: r.check_rearm(state, confirmed=False))
+    if rearm != ALLOWED and _dry_run(lambda: r.check_rearm(state, confirmed=True)) == ALLOWED:
+        rearm = "allowed with --confirm-no-destination-run, after checking the destination"
+    return {
+        "abort": _dry_run(lambda: d.decide_abort(state, "oncall", "dry-run")),
+        "rearm": rearm,
+        "resolve": _dry_run(lambda: r.check_resolve(state, "source_kept", None)),
+        "adopt": _dry_run(lambda: r.decide_adopt(state, "oncall", "dry-run", "dry-run", None)),
+    }
+
+
+def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> str | None:
+    if state.phase == "parked":
+        return "parked"
+    if state.phase == "legacy_pending":
+        return "legacy"
+    if state.phase in STUCK_PHASES and idle_seconds >= stuck_after:
+        return "stuck"
+    return None
+
+
+def actions(state: MigrationState, ns_id: str, idle_seconds: float,
+            allowed: dict[str, str]) -> list[str]:
+    """Advice lines, most useful first; ``ns_id`` is the "NAMESPACE SCHEDULE" argument pair."""
+    cmd = {"abort": f"schedfence abort {ns_id} --reason WHY --actor YOU",
+           "rearm": f"schedfence recover rearm {ns_id}",
+           "resolve": f"schedfence recover resolve {ns_id}"}
+    lines = _situation(state, ns_id, idle_seconds)
+    for action in ("abort", "rearm", "resolve"):
+        if allowed[action] == ALLOWED:
+            lines.append(f"{action} allowed: {cmd[action]}")
+        elif allowed[action].startswith("allowed"):
+            lines.append(f"{action} {allowed[action]}: {cmd[action]}")
+    return lines
+
+
+def _situation(state: MigrationState, ns_id: str, idle_seconds: float) -> list[str]:
+    idle = f"{idle_seconds:.0f}s"
+    if state.phase == "legacy_pending":
+        return [f"identity-less (legacy): recover adopt --request-id NEW (schedfence recover "
+                f"adopt {ns_id} --request-id NEW); an older release may have started the "
+                "destination, so it cannot be aborted"]
+    if state.phase == "pending":
+        return [f"no worker has claimed it for {idle}: check that a worker runs "
+                "(schedfence worker)"]
+    if state.phase == "claimed":
+        return [f"claim consumed {idle} ago, no receipt: reconcile only, never restart; check "
+                "the worker and the destination's availability"]
+    if state.phase == "receipted":
+        return [f"ownership receipted {idle} ago but the source is not closed: check that a "
+                "worker runs; the close needs no destination call"]
+    return _parked(state)
+
+
+def _parked(state: MigrationState) -> list[str]:
+    reason = state.park_reason
+    if reason == "foreign_destination" and d.next_step(state) == "check_foreign":
+        return ["a foreign run holds the workflow id and our start provably committed nothing:"
+                " the claim re-arms automatically when the foreign run closes"]
+    if reason == "foreign_destination":
+        return ["the chain head is foreign and a start may have committed: re-arm only after "
+                "proving nothing committed (recover rearm) or resolve manually"]
+    if reason == "head_missing":
+        return ["the chain's first run is gone (retention or delete), which cannot be told "
+                "apart from a committed chain: re-arm only after proving nothing committed "
+                "(recover rearm) or resolve manually (recover resolve)"]
+    if reason == "no_first_run_identity":
+        return ["the destination shows no first-run identity: verify the chain by hand, then "
+                "resolve manually (recover resolve)"]
+    if reason == "start_rejected":
+        return [f"the destination rejected the start ({state.park_detail or 'no detail'}): fix "
+                "the cause, then abort and roll back again with a new --request-id"]
+    if reason == "adopted_unverified":
+        return ["adopted legacy migration: check the destination by hand, then recover rearm "
+                "--confirm-no-destination-run, or recover resolve"]
+    return [f"parked ({reason}): resolve manually"]

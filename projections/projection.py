@@ -1,0 +1,93 @@
+"""The operator projection: eventsourcing's ``Projection`` dispatch over the fence's events.
+
+``process_event(event, tracking)`` dispatches on the aggregate an event belongs to (every event
+class nested in an aggregate subclasses that aggregate's ``Event``, so new event types land in
+the right branch). Each branch stages its view rows and ends with ``insert_tracking`` — the
+runner commits a batch of them in one transaction. Migrations are folded with
+``evolve_migration``, the one reducer: the view never re-implements a transition.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from eventsourcing.dispatch import singledispatchmethod
+from eventsourcing.persistence import Tracking
+from eventsourcing.projection import Projection
+from eventsourcing.utils import get_topic
+
+from domain.migration import Migration, evolve_migration
+from domain.schedule import Schedule, ScheduleKey
+
+from .records import to_us
+from .view import FenceViews, FoldedMigration
+
+
+def actor_of(event: Any) -> str | None:
+    """Who acted: an operator's identity where the event names one, else the worker id.
+
+    A worker's own re-arm says ``actor="worker"``; its ``worker`` field names which one."""
+    actor = getattr(event, "actor", "") or ""
+    if actor and actor != "worker":
+        return actor
+    return getattr(event, "worker", "") or actor or None
+
+
+class FenceProjection(Projection[FenceViews]):
+    name = "schedfence_operator"
+    topics = ()  # every event: the audit index holds the whole log
+
+    @singledispatchmethod
+    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+        """An event of an aggregate this code does not model: indexed, never skipped."""
+        known = self.view.aggregate(str(domain_event.originator_id)) or {}
+        self._audit(domain_event, tracking, known.get("kind", "other"),
+                    known.get("namespace"), known.get("schedule_id"))
+        self.view.insert_tracking(tracking)
+
+    @process_event.register(Migration.Event)
+    def _migration(self, domain_event: Any, tracking: Tracking) -> None:
+        mid = str(domain_event.originator_id)
+        before = self.view.migration(mid)
+        # The reducer raises on an event it does not know: the runner stops at this position.
+        state = evolve_migration(before.state if before else None, domain_event)
+        ts = to_us(domain_event.timestamp)
+        folded = FoldedMigration(state, before.created_us if before else ts,
+                                 before.created_position if before else tracking.notification_id,
+                                 ts, tracking.notification_id, domain_event.originator_version)
+        self.view.put_migration(mid, folded, before.state if before else None)
+        self._audit(domain_event, tracking, "migration", state.namespace, state.schedule_id,
+                    migration_id=mid, request_id=state.request_id)
+        self.view.insert_tracking(tracking)
+
+    @process_event.register(Schedule.Event)
+    def _schedule(self, domain_event: Any, tracking: Tracking) -> None:
+        self._keyed(domain_event, tracking, "schedule", Schedule.Created)
+
+    @process_event.register(ScheduleKey.Event)
+    def _key(self, domain_event: Any, tracking: Tracking) -> None:
+        self._keyed(domain_event, tracking, "key", ScheduleKey.Created)
+
+    def _keyed(self, event: Any, tracking: Tracking, kind: str, created: type) -> None:
+        """Schedule and key events: only their creation names the (namespace, id) key."""
+        aid = str(event.originator_id)
+        if isinstance(event, created):
+            self.view.register_aggregate(aid, kind=kind, namespace=event.namespace,
+                                         schedule_id=event.schedule_id,
+                                         incarnation=getattr(event, "incarnation", None))
+        known = self.view.aggregate(aid) or {}
+        self._audit(event, tracking, kind, known.get("namespace"), known.get("schedule_id"),
+                    migration_id=getattr(event, "migration_id", None),
+                    request_id=getattr(event, "request_id", None))
+        self.view.insert_tracking(tracking)
+
+    def _audit(self, event: Any, tracking: Tracking, aggregate: str, namespace: str | None,
+               schedule_id: str | None, *, migration_id: str | None = None,
+               request_id: str | None = None) -> None:
+        cls = type(event)
+        self.view.add_audit({
+            "position": tracking.notification_id, "ts_us": to_us(event.timestamp),
+            "namespace": namespace, "schedule_id": schedule_id, "aggregate": aggregate,
+            "aggregate_id": str(event.originator_id), "version": event.originator_version,
+            "migration_id": migration_id, "request_id": request_id or None,
+            "actor": actor_of(event), "event_type": cls.__name__,
+            "topic": getattr(cls, "TOPIC", None) or get_topic(cls)})

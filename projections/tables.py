@@ -1,0 +1,98 @@
+"""The operator read models' tables (SQLAlchemy Core, so SQLite and PostgreSQL share one DDL).
+
+Every table is prefixed ``schedfence_proj_`` and lives in the event store's own database. Times
+are integer microseconds since the epoch (UTC): exact, indexable and the same on every dialect.
+Every index that a query filters on ends in ``position`` so that "filter, order by position,
+limit N" reads N index entries instead of sorting the whole match.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table,
+                        Text)
+
+PREFIX = "schedfence_proj_"
+SCHEMA_VERSION = 1  # bump on any change below: a stored projection of another version is rebuilt
+
+metadata = MetaData()
+
+# One row per (projection, application): the position applied through, and the table layout
+# it was built with. Single-row tracking, as eventsourcing's own SINGLE_ROW_TRACKING.
+tracking = Table(
+    f"{PREFIX}tracking", metadata,
+    Column("projection", String(100), primary_key=True),
+    Column("application_name", String(100), primary_key=True),
+    Column("notification_id", BigInteger, nullable=False),
+    Column("schema_version", Integer, nullable=False),
+)
+
+# Which schedule every aggregate belongs to: later schedule events do not carry their key.
+aggregates = Table(
+    f"{PREFIX}aggregates", metadata,
+    Column("aggregate_id", String(36), primary_key=True),
+    Column("kind", String(20), nullable=False),  # key | schedule | migration | other
+    Column("namespace", String(200)),
+    Column("schedule_id", String(200)),
+    Column("incarnation", Integer),
+    Index(f"{PREFIX}aggregates_key", "namespace", "schedule_id"),
+)
+
+# Every event of the log, with the columns audit queries filter on.
+audit = Table(
+    f"{PREFIX}audit", metadata,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("ts_us", BigInteger, nullable=False),
+    Column("namespace", String(200)),
+    Column("schedule_id", String(200)),
+    Column("aggregate", String(20), nullable=False),
+    Column("aggregate_id", String(36), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("migration_id", String(36)),
+    Column("request_id", String(200)),
+    Column("actor", String(200)),
+    Column("event_type", String(100), nullable=False),
+    Column("topic", String(200), nullable=False),
+    Index(f"{PREFIX}audit_schedule", "namespace", "schedule_id", "position"),
+    Index(f"{PREFIX}audit_request", "request_id", "position"),
+    Index(f"{PREFIX}audit_migration", "migration_id", "position"),
+    Index(f"{PREFIX}audit_actor", "actor", "position"),
+    Index(f"{PREFIX}audit_time", "ts_us", "position"),
+)
+
+# One row per migration: its state as folded by domain.migration.evolve_migration (``folded``
+# holds the whole MigrationState; the other columns are copies of its fields, for indexes).
+migrations = Table(
+    f"{PREFIX}migrations", metadata,
+    Column("migration_id", String(36), primary_key=True),
+    Column("namespace", String(200), nullable=False),
+    Column("schedule_id", String(200), nullable=False),
+    Column("incarnation", Integer, nullable=False),
+    Column("request_id", String(200)),
+    Column("origin", String(20), nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("claim_armed", Boolean, nullable=False),
+    Column("starts_issued", Integer, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("last_answer", String(40)),
+    Column("park_reason", String(40)),
+    Column("park_detail", Text, nullable=False),
+    Column("receipt", String(200)),
+    Column("last_worker", String(200), nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("created_position", BigInteger, nullable=False),
+    Column("last_position", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("folded", Text, nullable=False),
+    Index(f"{PREFIX}migrations_state", "state", "updated_us"),
+    Index(f"{PREFIX}migrations_key", "namespace", "schedule_id"),
+)
+
+# Migrations per (namespace, state), maintained incrementally; rows never hold 0.
+counts = Table(
+    f"{PREFIX}counts", metadata,
+    Column("namespace", String(200), primary_key=True),
+    Column("state", String(20), primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)
+
+VIEW_TABLES = (aggregates, audit, migrations, counts)

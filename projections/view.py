@@ -1,0 +1,274 @@
+"""The operator views as one eventsourcing ``TrackingRecorder`` on SQLAlchemy tables.
+
+A batch of events is staged in memory (``Batch``) and written with its tracking row in ONE
+transaction: rows and position commit together or not at all, which is what makes every event
+apply exactly once. The transaction also compares the stored position with the one the batch
+was built on, so two projectors racing over one store cannot both apply a batch.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable
+
+from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError as SqlIntegrityError
+
+from domain.migration import MigrationState
+
+from . import tables as t
+from .engine import WRITE
+
+CrashHook = Callable[[str], None]
+CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
+
+
+class TrackingConflict(Exception):
+    """Another projector committed since this batch was read; it must be read again."""
+
+
+@dataclass
+class FoldedMigration:
+    state: MigrationState
+    created_us: int
+    created_position: int
+    updated_us: int = 0
+    last_position: int = 0
+    version: int = 0
+
+
+@dataclass
+class Batch:
+    application_name: str
+    base: int  # the tracked position this batch builds on (0: nothing applied yet)
+    position: int = 0
+    applied: int = 0
+    audit_rows: list[dict[str, Any]] = field(default_factory=list)
+    aggregates: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    new_aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    migrations: dict[str, FoldedMigration | None] = field(default_factory=dict)
+    stored_migrations: set[str] = field(default_factory=set)
+    dirty: set[str] = field(default_factory=set)
+    counts: Counter = field(default_factory=Counter)
+
+
+class FenceViews(TrackingRecorder):
+    def __init__(self, engine: Engine, projection_name: str,
+                 crash_hook: CrashHook | None = None) -> None:
+        self.engine = engine
+        self.projection_name = projection_name
+        self.crash_hook = crash_hook or (lambda point: None)
+        self.batch: Batch | None = None
+
+    # -- schema -------------------------------------------------------------------------
+    def create_tables(self) -> None:
+        """Create the tables; a projection built with another layout is dropped first."""
+        t.metadata.create_all(self.engine, tables=[t.tracking], checkfirst=True)
+        with self.engine.connect() as conn:
+            versions = conn.execute(select(t.tracking.c.schema_version).where(
+                t.tracking.c.projection == self.projection_name)).scalars().all()
+        if any(v != t.SCHEMA_VERSION for v in versions):
+            self.drop_tables()
+            t.metadata.create_all(self.engine, tables=[t.tracking], checkfirst=True)
+        t.metadata.create_all(self.engine, tables=list(t.VIEW_TABLES), checkfirst=True)
+
+    def drop_tables(self) -> None:
+        """Forget everything this projection derived, so it can be rebuilt from position 0."""
+        t.metadata.drop_all(self.engine, tables=list(t.VIEW_TABLES), checkfirst=True)
+        with self._writing() as conn:
+            conn.execute(delete(t.tracking).where(
+                t.tracking.c.projection == self.projection_name))
+
+    # -- TrackingRecorder ---------------------------------------------------------------
+    def max_tracking_id(self, application_name: str) -> int | None:
+        with self.engine.connect() as conn:
+            return self._tracked(conn, application_name)
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Inside a batch: stage the position. Outside: record it now (only forwards)."""
+        if self.batch is not None:
+            if tracking.notification_id <= self.batch.position:
+                raise IntegrityError(f"position {tracking.notification_id} is not after "
+                                     f"{self.batch.position}")
+            self.batch.position = tracking.notification_id
+            self.batch.applied += 1
+            return
+        with self._writing() as conn:
+            current = self._tracked(conn, tracking.application_name, lock=True)
+            if current is not None and tracking.notification_id <= current:
+                raise IntegrityError(f"position {tracking.notification_id} is not after "
+                                     f"{current}")
+            self._write_tracking(conn, tracking.application_name, current,
+                                 tracking.notification_id)
+
+    # -- staging one batch ----------------------------------------------------------------
+    def begin_batch(self, application_name: str) -> Batch:
+        base = self.max_tracking_id(application_name) or 0
+        self.batch = Batch(application_name, base, position=base)
+        return self.batch
+
+    def end_batch(self) -> None:
+        self.batch = None
+
+    def prefetch(self, ids: Iterable[str]) -> None:
+        """Load the stored rows of the batch's aggregates in bulk (one query per CHUNK ids)."""
+        b = self._current()
+        todo = sorted({i for i in ids if i not in b.aggregates and i not in b.migrations})
+        with self.engine.connect() as conn:
+            for start in range(0, len(todo), CHUNK):
+                chunk = todo[start:start + CHUNK]
+                for row in conn.execute(select(t.aggregates).where(
+                        t.aggregates.c.aggregate_id.in_(chunk))).mappings():
+                    b.aggregates[row["aggregate_id"]] = dict(row)
+                for row in conn.execute(select(t.migrations).where(
+                        t.migrations.c.migration_id.in_(chunk))).mappings():
+                    b.migrations[row["migration_id"]] = _folded(row)
+                    b.stored_migrations.add(row["migration_id"])
+
+    def aggregate(self, aggregate_id: str) -> dict[str, Any] | None:
+        return self._current().aggregates.get(aggregate_id)
+
+    def register_aggregate(self, aggregate_id: str, **fields: Any) -> None:
+        row = dict(fields, aggregate_id=aggregate_id)
+        b = self._current()
+        b.aggregates[aggregate_id] = b.new_aggregates[aggregate_id] = row
+
+    def migration(self, migration_id: str) -> FoldedMigration | None:
+        return self._current().migrations.get(migration_id)
+
+    def put_migration(self, migration_id: str, folded: FoldedMigration,
+                      before: MigrationState | None) -> None:
+        b = self._current()
+        if before is not None:
+            b.counts[(before.namespace, before.phase)] -= 1
+        b.counts[(folded.state.namespace, folded.state.phase)] += 1
+        b.migrations[migration_id] = folded
+        b.dirty.add(migration_id)
+
+    def add_audit(self, row: dict[str, Any]) -> None:
+        self._current().audit_rows.append(row)
+
+    def _current(self) -> Batch:
+        if self.batch is None:
+            raise RuntimeError("no batch is open")
+        return self.batch
+
+    # -- writing one batch --------------------------------------------------------------
+    def commit_batch(self) -> None:
+        """Write the staged rows and the new position in one transaction (crash points:
+        ``projection.rows_written``, ``projection.tracking_written`` inside it, and
+        ``projection.committed`` after it)."""
+        b = self._current()
+        try:
+            with self._writing() as conn:
+                current = self._tracked(conn, b.application_name, lock=True)
+                if (current or 0) != b.base:
+                    raise TrackingConflict(f"tracked {current}, batch built on {b.base}")
+                self._write_rows(conn, b)
+                self.crash_hook("projection.rows_written")
+                self._write_tracking(conn, b.application_name, current, b.position)
+                self.crash_hook("projection.tracking_written")
+        except SqlIntegrityError as exc:  # e.g. a racing first tracking insert
+            raise TrackingConflict(str(exc)) from exc
+        self.crash_hook("projection.committed")
+
+    def _write_rows(self, conn: Connection, b: Batch) -> None:
+        if b.new_aggregates:
+            conn.execute(t.aggregates.insert(), list(b.new_aggregates.values()))
+        if b.audit_rows:
+            conn.execute(t.audit.insert(), b.audit_rows)
+        new = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]
+        if new:
+            conn.execute(t.migrations.insert(), new)
+        for mid in sorted(b.dirty & b.stored_migrations):
+            conn.execute(update(t.migrations).where(t.migrations.c.migration_id == mid)
+                         .values(_migration_row(mid, b.migrations[mid])))
+        self._write_counts(conn, b.counts)
+
+    @staticmethod
+    def _write_counts(conn: Connection, counts: Counter) -> None:
+        c = t.counts.c
+        for (namespace, state), delta in sorted(counts.items()):
+            if delta == 0:
+                continue
+            where = (c.namespace == namespace) & (c.state == state)
+            changed = conn.execute(update(t.counts).where(where).values(n=c.n + delta))
+            if changed.rowcount == 0:
+                conn.execute(t.counts.insert().values(namespace=namespace, state=state, n=delta))
+            conn.execute(delete(t.counts).where(where & (c.n == 0)))
+
+    def _tracked(self, conn: Connection, application_name: str,
+                 lock: bool = False) -> int | None:
+        c = t.tracking.c
+        query = select(c.notification_id).where(
+            (c.projection == self.projection_name) & (c.application_name == application_name))
+        if lock:
+            query = query.with_for_update()  # PostgreSQL; SQLite holds BEGIN IMMEDIATE
+        return conn.execute(query).scalar()
+
+    def _write_tracking(self, conn: Connection, application_name: str, current: int | None,
+                        position: int) -> None:
+        c = t.tracking.c
+        if current is None:
+            conn.execute(t.tracking.insert().values(
+                projection=self.projection_name, application_name=application_name,
+                notification_id=position, schema_version=t.SCHEMA_VERSION))
+            return
+        conn.execute(update(t.tracking).where(
+            (c.projection == self.projection_name) & (c.application_name == application_name)
+        ).values(notification_id=position))
+
+    def _writing(self) -> Any:
+        """A write transaction (on SQLite it takes the write lock at BEGIN)."""
+        return _WriteTransaction(self.engine)
+
+    # -- reading everything (tests, rebuild checks) ---------------------------------------
+    def dump(self) -> dict[str, list[tuple]]:
+        """Every row of every view table, in key order: equal dumps mean equal views."""
+        with self.engine.connect() as conn:
+            return {table.name: [tuple(r) for r in conn.execute(
+                select(table).order_by(*table.primary_key.columns))]
+                for table in t.VIEW_TABLES}
+
+
+class _WriteTransaction:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> Connection:
+        self.conn = self.engine.connect().execution_options(**{WRITE: True})
+        self.txn = self.conn.begin()
+        return self.conn
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        try:
+            if exc_type is None:
+                self.txn.commit()
+            else:
+                self.txn.rollback()
+        finally:
+            self.conn.close()
+
+
+def _folded(row: Any) -> FoldedMigration:
+    return FoldedMigration(MigrationState(**json.loads(row["folded"])), row["created_us"],
+                           row["created_position"], row["updated_us"], row["last_position"],
+                           row["version"])
+
+
+def _migration_row(migration_id: str, f: FoldedMigration) -> dict[str, Any]:
+    """The row is a copy of the reducer's state: no field is derived here."""
+    s = f.state
+    return {"migration_id": migration_id, "namespace": s.namespace,
+            "schedule_id": s.schedule_id, "incarnation": s.incarnation,
+            "request_id": s.request_id, "origin": s.origin, "state": s.phase,
+            "claim_armed": s.claim_armed, "starts_issued": s.starts_issued,
+            "attempts": s.attempts, "last_answer": (s.last_answer or {}).get("kind"),
+            "park_reason": s.park_reason, "park_detail": s.park_detail, "receipt": s.receipt,
+            "last_worker": s.last_worker, "created_us": f.created_us,
+            "updated_us": f.updated_us, "created_position": f.created_position,
+            "last_position": f.last_position, "version": f.version,
+            "folded": json.dumps(asdict(s), sort_keys=True)}
