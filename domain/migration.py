@@ -201,16 +201,6 @@ class Migration(EvolvingAggregate):
     def assign_request_id(cls, migration_id: Any, **fields: Any) -> Migration:
         return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
 
-    @classmethod
-    def legacy(cls, migration_id: Any, **v1_fields: Any) -> Migration:
-        """The *decoded* form of an older release's v1 record, for pure (store-less) code.
-
-        Saving it would write a v2 record; to store what an older release really stored, use
-        ``infra.legacy.plant_legacy_v1``."""
-        fields = dict(v1_fields)
-        cls.RequestIdAssigned.upcast_v1_v2(fields)
-        return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
-
     def record(self, facts: list[tuple[type, dict[str, Any]]]) -> None:
         """Append the events a pure decision returned, in order."""
         for event_class, fields in facts:

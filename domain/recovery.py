@@ -89,7 +89,7 @@ def check_rearm(state: MigrationState, confirmed: bool) -> bool:
         if not confirmed:
             raise RecoveryRefused(
                 "adopted legacy migration: an older release may have started the destination "
-                "with unknown ids; check it, then pass confirm_no_destination_run")
+                "with unknown ids; check it, then confirm (--confirm-no-destination-run)")
         return True
     return False
 

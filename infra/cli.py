@@ -17,6 +17,7 @@ from domain.errors import DomainError, InvalidArgument, NotFound
 from domain.ids import validate_id
 
 from . import cli_output as out
+from .cli_recovery import recover
 from .service import MigrationService, open_service
 from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
 from .store import DEFAULT_STORE, parse_store_url
@@ -30,12 +31,14 @@ class CliState:
 
     store: str
     worker_id: str | None
+    destination: str | None = None
     _service: MigrationService | None = None
     _sim: Any = None
 
     def service(self) -> MigrationService:
         if self._service is None:
-            self._service, self._sim = open_cli_service(self.store, self.worker_id)
+            self._service, self._sim = open_cli_service(self.store, self.worker_id,
+                                                        self.destination)
         return self._service
 
     def close(self) -> None:
@@ -43,10 +46,13 @@ class CliState:
             self._service.close()
             if isinstance(self._sim, SqlSimState):
                 self._sim.dispose()
+            elif self.destination:
+                self._sim.close()  # the Temporal adapter: its client and loop thread
             self._service = None
 
 
-def open_cli_service(store: str, worker_id: str | None) -> tuple[MigrationService, Any]:
+def open_cli_service(store: str, worker_id: str | None,
+                     destination: str | None = None) -> tuple[MigrationService, Any]:
     """Open the store with the simulator persisted beside it (shared by every invocation).
 
     Any failure to open is the caller's store/URL problem, so it is reported as invalid_argument.
@@ -54,9 +60,14 @@ def open_cli_service(store: str, worker_id: str | None) -> tuple[MigrationServic
     url = parse_store_url(store)
     if worker_id is not None:
         validate_id("worker id", worker_id)
+    dest = None
+    if destination:  # a real Temporal server instead of the simulator in the store
+        from .cli_temporal import open_destination
+        dest = open_destination(destination)
     try:
-        sim = InMemorySimState() if url.kind == "sqlite-memory" else SqlSimState(url.url)
-        service = open_service(store, SimulatedDestination(sim), worker_id=worker_id)
+        sim = dest or (InMemorySimState() if url.kind == "sqlite-memory"
+                       else SqlSimState(url.url))
+        service = open_service(store, dest or SimulatedDestination(sim), worker_id=worker_id)
         service.event_count()  # read now, so a file that is not a store fails here, clearly
     except DomainError:
         raise
@@ -116,10 +127,13 @@ def _emit(as_json: bool, doc: Any, lines: list[str]) -> None:
 @click.option("--store", envvar="SCHEDFENCE_STORE", default=DEFAULT_STORE, show_default=True,
               help="Event store URL (sqlite:///PATH); env SCHEDFENCE_STORE.")
 @click.option("--worker-id", default=None, help="Identity recorded on worker/admin events.")
+@click.option("--destination", envvar="SCHEDFENCE_DESTINATION", default=None,
+              help="temporal://HOST:PORT/NAMESPACE; default: the simulator in the store.")
 @click.pass_context
-def cli(ctx: click.Context, store: str, worker_id: str | None) -> None:
+def cli(ctx: click.Context, store: str, worker_id: str | None,
+        destination: str | None) -> None:
     """schedfence: fenced handoff of schedules to a workflow-backed scheduler."""
-    ctx.obj = CliState(store, worker_id)
+    ctx.obj = CliState(store, worker_id, destination)
 
 
 # -- schedule (the source) ---------------------------------------------------------------------
@@ -330,9 +344,22 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
         ctx.exit(1)
 
 
+from . import cli_replay  # noqa: E402,F401  (registers `replay`; it imports this module)
+from .cli_projections import register as _projections  # noqa: E402
+_projections(cli, json_option, _service, _emit)  # audit, stats, oncall, migrations, projection
+
+
+cli.add_command(recover)
+
+
+from .cli_temporal import destination_worker, leaving_cleanly  # noqa: E402
+cli.add_command(destination_worker)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (standalone mode: click turns exits and usage errors into codes)."""
-    cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
+    with leaving_cleanly():  # os._exit after a Temporal client was used (sdk-python#300)
+        cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
 
 
 if __name__ == "__main__":

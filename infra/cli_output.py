@@ -18,7 +18,8 @@ from .service import MIGRATION_TOPICS, MigrationService
 _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_id",
                  "schedule_aggregate_id", "namespace", "schedule_id"}
 # request_id is on every migration event; in text show it only where it is first assigned.
-_REQUEST_ID_SHOWN = {"RequestIdAssigned", "FencedForMigration", "ClosedByMigration"}
+_REQUEST_ID_SHOWN = {"RequestIdAssigned", "FencedForMigration", "ClosedByMigration",
+                     "FenceAdopted", "LegacyMigrationAdopted"}
 _MAX_VALUE = 60
 
 

@@ -2,10 +2,10 @@
 
 ``ScheduleWorkflow`` is registered as ``temporal-sys-scheduler-workflow``, the type our start
 sends. It takes over the schedule's pre-migration pause and notes, takes an action every
-``interval_seconds`` while not paused (the action is recorded in workflow state: this project
-has no side effects to run), and continues-as-new every ``max_iterations_before_can``
-iterations carrying its whole state, so a long-lived schedule is a *chain* of runs that share a
-first run id, exactly what the protocol's chain-head proof is about.
+``interval_seconds`` while not paused (recorded in workflow state: this project has no side
+effects to run), and continues-as-new every ``max_iterations_before_can`` iterations carrying
+its whole state, so a long-lived schedule is a *chain* of runs that share a first run id,
+exactly what the protocol's chain-head proof is about.
 
 ``SentinelWorkflow`` (``temporal-sys-dummy-workflow``) is the dummy that holds the id (B4): it
 sleeps, 15 minutes by default, and completes.
@@ -73,14 +73,17 @@ class ScheduleState:
 
 @workflow.defn(name=SCHEDULER_WORKFLOW_TYPE)
 class ScheduleWorkflow:
-    def __init__(self) -> None:
-        self._state: ScheduleState | None = None
+    @workflow.init
+    def __init__(self, args: dict[str, Any]) -> None:
+        # Built here, not in run: a signal can be delivered before run's body starts (a new
+        # run of the chain gets the signals sent while the previous one continued-as-new).
+        self._state = ScheduleState.from_input(args)
         self._woken = False
         self._force_can = False
 
     @workflow.run
     async def run(self, args: dict[str, Any]) -> dict[str, Any]:
-        state = self._state = ScheduleState.from_input(args)
+        state = self._state
         now = workflow.now().timestamp()
         if state.next_action_at is None:
             state.next_action_at = now + state.interval_seconds
@@ -109,14 +112,19 @@ class ScheduleWorkflow:
 
     @staticmethod
     def _act_if_due(state: ScheduleState, now: float) -> None:
+        """Take every action due by ``now``: timers fire late (about 1 s on a dev server) and a
+        worker may have been down, but neither is a pause. Actions due while paused are
+        skipped, as a paused schedule skips them."""
         assert state.next_action_at is not None
         if now < state.next_action_at:
             return
-        if not state.paused:  # actions due while paused are skipped, not caught up
-            state.actions_taken += 1
-            state.recent_actions = (state.recent_actions + [state.next_action_at])[-RECENT_ACTIONS:]
-        missed = int((now - state.next_action_at) // state.interval_seconds)
-        state.next_action_at += (missed + 1) * state.interval_seconds
+        due = int((now - state.next_action_at) // state.interval_seconds) + 1
+        if not state.paused:
+            state.actions_taken += due
+            times = [state.next_action_at + k * state.interval_seconds
+                     for k in range(max(0, due - RECENT_ACTIONS), due)]
+            state.recent_actions = (state.recent_actions + times)[-RECENT_ACTIONS:]
+        state.next_action_at += due * state.interval_seconds
 
     def _wake(self) -> None:
         self._woken = True
@@ -130,7 +138,6 @@ class ScheduleWorkflow:
         self._update(False, notes)
 
     def _update(self, paused: bool, notes: str | None) -> None:
-        assert self._state is not None
         self._state.paused = paused
         if notes is not None:
             self._state.notes = notes
@@ -139,7 +146,6 @@ class ScheduleWorkflow:
     @workflow.signal
     def delete(self) -> None:
         """The schedule is deleted: the chain completes."""
-        assert self._state is not None
         self._state.deleted = True
         self._wake()
 
@@ -150,7 +156,6 @@ class ScheduleWorkflow:
 
     @workflow.query
     def state(self) -> dict[str, Any]:
-        assert self._state is not None
         return self._state.to_input()
 
 

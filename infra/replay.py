@@ -192,14 +192,28 @@ def replay_key(service: Any, namespace: str, schedule_id: str, at: int | None = 
     if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 1):
         raise InvalidArgument(f"--at must be a migration version >= 1, got {at!r}")
     incarnation = service.schedule(namespace, schedule_id).incarnation  # NotFound first
+    events = key_events(service.app, namespace, schedule_id, incarnation)
     if migration_id is None:
-        migration_id = service.migration(namespace, schedule_id).migration_id
+        migration_id = latest_migration(events, namespace, schedule_id, incarnation)
     try:
         mid = str(UUID(str(migration_id)))
     except ValueError:
         raise InvalidArgument(f"--migration {migration_id!r} is not a migration id") from None
-    events = key_events(service.app, namespace, schedule_id, incarnation)
     return replay_migration(events, mid, at)
+
+
+def latest_migration(events: list[tuple[int, Any]], namespace: str, schedule_id: str,
+                     incarnation: int) -> str:
+    """As ``MigrationService.migration`` picks it (the open one, else the most recent), but
+    from the sources' folded events: a migration event the aggregate cannot load is exactly
+    what a forensic replay must still be able to show."""
+    states = {f.aggregate_id: f.after for f in fold(events) if f.kind == "schedule"}
+    for n in range(incarnation, 0, -1):
+        st = states.get(str(schedule_aggregate_id(namespace, schedule_id, n)))
+        found = st and (st.fence_migration_id or st.last_migration_id)
+        if found:
+            return found
+    raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
 
 
 def key_events(app: FenceApplication, namespace: str, schedule_id: str,

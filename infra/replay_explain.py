@@ -46,8 +46,8 @@ def _claim(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
 
 def _start(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
     got = (e.input.get("paused"), e.input.get("notes"))
-    return (f"start issued at {e.workflow_id} ({e.id_reuse_policy}/{e.id_conflict_policy}) "
-            "carrying the pre-migration pause and notes",
+    return (f"start issued at {e.workflow_id} ({e.id_reuse_policy}/{e.id_conflict_policy}), "
+            f"input paused={str(got[0]).lower()}",
             [compare("start input (paused, notes) == pre-migration", list(got),
                      [st.pre_paused, st.pre_notes])])
 
@@ -106,7 +106,7 @@ def _rearm(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
 
 
 def _closed(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
-    return ("source closed from the receipt",
+    return (f"source closed; the receipt is {_short(st.receipt) if st.receipt else 'none'}",
             [compare("destination_first_run_id == receipt", e.destination_first_run_id,
                      st.receipt)])
 
@@ -149,7 +149,9 @@ EXPLAINERS: dict[str, Explainer] = {
 
 
 def _generic(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
-    fields = {k: v for k, v in e.payload().items() if k not in _CONTEXT}
+    known = getattr(st, "request_id", None)  # a new id (an adoption, say) is worth showing
+    fields = {k: v for k, v in e.payload().items()
+              if k not in _CONTEXT or (k == "request_id" and v not in (None, known))}
     shown = ", ".join(f"{k}={_short(v)}" for k, v in fields.items()) or "no fields"
     return f"{type(e).__name__}: {shown}", []
 

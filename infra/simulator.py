@@ -115,6 +115,9 @@ def _validate(req: StartWorkflow) -> str | None:
         return f"unknown id_conflict_policy {req.id_conflict_policy!r}"
     if req.id_reuse_policy == "terminate_if_running" and req.id_conflict_policy != "fail":
         return f"terminate_if_running cannot be combined with conflict policy {req.id_conflict_policy!r}"
+    if req.id_reuse_policy == "reject_duplicate" and req.id_conflict_policy == "terminate_existing":
+        # A real server refuses this pair too (INVALID_ARGUMENT; contract suite).
+        return "reject_duplicate cannot be combined with conflict policy 'terminate_existing'"
     return None
 
 

@@ -96,6 +96,22 @@ class LoopThread:
             self.loop.close()
 
 
+def policies(reuse: str, conflict: str) -> tuple[int, int]:
+    """The server's enums for the port's policy names.
+
+    TERMINATE_IF_RUNNING predates conflict policies and the server refuses it beside any
+    explicit one, FAIL included; the port spells "no conflict policy" as its default, "fail",
+    so that pair is sent as UNSPECIFIED (whose server default is FAIL).
+    """
+    try:
+        reuse_enum, conflict_enum = _REUSE[reuse], _CONFLICT[conflict]
+    except KeyError as exc:
+        raise InvalidStartRequest(f"unknown id policy {exc.args[0]!r}") from None
+    if reuse == "terminate_if_running" and conflict == "fail":
+        conflict_enum = WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED
+    return reuse_enum, conflict_enum
+
+
 def status_name(status: int) -> str:
     try:
         return _STATUS[status]
@@ -190,10 +206,7 @@ class TemporalDestination:
     # -- the port ---------------------------------------------------------------------------
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
         self._check_namespace(request.namespace)
-        try:
-            reuse, conflict = _REUSE[request.id_reuse_policy], _CONFLICT[request.id_conflict_policy]
-        except KeyError as exc:
-            raise InvalidStartRequest(f"unknown id policy {exc.args[0]!r}") from None
+        reuse, conflict = policies(request.id_reuse_policy, request.id_conflict_policy)
         rpc = StartWorkflowExecutionRequest(
             namespace=request.namespace, workflow_id=request.workflow_id,
             workflow_type=WorkflowType(name=request.workflow_type),

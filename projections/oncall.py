@@ -52,9 +52,10 @@ def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> 
 def actions(state: MigrationState, ns_id: str, idle_seconds: float,
             allowed: dict[str, str]) -> list[str]:
     """Advice lines, most useful first; ``ns_id`` is the "NAMESPACE SCHEDULE" argument pair."""
-    cmd = {"abort": f"schedfence abort {ns_id} --reason WHY --actor YOU",
-           "rearm": f"schedfence recover rearm {ns_id}",
-           "resolve": f"schedfence recover resolve {ns_id}"}
+    who = "--actor YOU --reason WHY"
+    cmd = {"abort": f"schedfence abort {ns_id} {who}",
+           "rearm": f"schedfence recover rearm {ns_id} {who}",
+           "resolve": f"schedfence recover resolve {ns_id} {who} --resolution ..."}
     lines = _situation(state, ns_id, idle_seconds)
     for action in ("abort", "rearm", "resolve"):
         if allowed[action] == ALLOWED:
@@ -68,8 +69,8 @@ def _situation(state: MigrationState, ns_id: str, idle_seconds: float) -> list[s
     idle = f"{idle_seconds:.0f}s"
     if state.phase == "legacy_pending":
         return [f"identity-less (legacy): recover adopt --request-id NEW (schedfence recover "
-                f"adopt {ns_id} --request-id NEW); an older release may have started the "
-                "destination, so it cannot be aborted"]
+                f"adopt {ns_id} --actor YOU --reason WHY --request-id NEW); an older release "
+                "may have started the destination, so it cannot be aborted"]
     if state.phase == "pending":
         return [f"no worker has claimed it for {idle}: check that a worker runs "
                 "(schedfence worker)"]

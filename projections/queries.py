@@ -88,15 +88,34 @@ def audit(engine: Engine, q: AuditQuery, projected_through: int) -> AuditPage:
             conds.append(c.request_id == q.request_id)
         if q.actor is not None:
             conds.append(c.actor == q.actor)
-        if q.since_us is not None:
-            conds.append(c.ts_us >= q.since_us)
-        if q.until_us is not None:
-            conds.append(c.ts_us <= q.until_us)
+        window = _position_window(conn, q.since_us, q.until_us)
+        if window is None:
+            return AuditPage([], False, projected_through)
+        conds += window
         order = c.position.desc() if q.newest_first else c.position.asc()
         rows = conn.execute(select(t.audit).where(*conds).order_by(order)
                             .limit(q.limit + 1)).mappings().all()
     entries = [_entry(r) for r in rows[:q.limit]]
     return AuditPage(entries, len(rows) > q.limit, projected_through)
+
+
+def _position_window(conn: Any, since: int | None, until: int | None) -> list[Any] | None:
+    """The time filter, plus the position range that must hold every match (tables.py's
+    mono/floor bracket), so the planner seeks instead of scanning; None: nothing matches."""
+    c, conds = t.audit.c, []
+    if since is not None:
+        first = conn.execute(select(c.position).where(c.mono_us >= since)
+                             .order_by(c.mono_us, c.position).limit(1)).scalar()
+        if first is None:
+            return None
+        conds += [c.position >= first, c.ts_us >= since]
+    if until is not None:
+        last = conn.execute(select(c.position).where(c.floor_us <= until)
+                            .order_by(c.floor_us.desc(), c.position.desc()).limit(1)).scalar()
+        if last is None:
+            return None
+        conds += [c.position <= last, c.ts_us <= until]
+    return conds
 
 
 def _require_schedule(conn: Any, namespace: str, schedule_id: str) -> None:

@@ -7,6 +7,7 @@ views are as current as the log allows and a resumed run starts exactly there).
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from eventsourcing.persistence import Tracking
@@ -57,6 +58,9 @@ class Projector:
         self.app, self.view, self.batch_size = app, view, batch_size
         self.tolerate_gaps = tolerate_gaps
         self.projection = FenceProjection(view)
+        # One batch at a time per projector (the view stages it); other projectors, in this
+        # process or another, are kept apart by the tracking compare-and-set instead.
+        self._lock = threading.RLock()
 
     @property
     def position(self) -> int:
@@ -65,17 +69,19 @@ class Projector:
     def catch_up(self) -> int:
         """Apply every event not yet applied; returns how many. Cheap when nothing is new."""
         applied = 0
-        while True:
-            n = self._one_batch()
-            if n == 0:
-                return applied
-            applied += n
+        with self._lock:
+            while True:
+                n = self._one_batch()
+                if n == 0:
+                    return applied
+                applied += n
 
     def rebuild(self) -> int:
         """Drop the views and project the whole log from position 0."""
-        self.view.drop_tables()
-        self.view.create_tables()
-        return self.catch_up()
+        with self._lock:
+            self.view.drop_tables()
+            self.view.create_tables()
+            return self.catch_up()
 
     def _one_batch(self) -> int:
         for _ in range(CONFLICT_RETRIES):

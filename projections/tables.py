@@ -4,11 +4,24 @@ Every table is prefixed ``schedfence_proj_`` and lives in the event store's own 
 are integer microseconds since the epoch (UTC): exact, indexable and the same on every dialect.
 Every index that a query filters on ends in ``position`` so that "filter, order by position,
 limit N" reads N index entries instead of sorting the whole match.
+
+Event times are client clocks, so they are only *nearly* ordered by position. ``mono_us``
+(running maximum of the times up to a position) and ``floor_us`` (minimum of the times from a
+position on) are both non-decreasing in position and bracket every event's own time
+(floor <= ts <= mono), so a time range becomes an exact, seekable position range: an event with
+``ts >= a`` lies at or after the first position with ``mono >= a``, and one with ``ts <= b`` at
+or before the last position with ``floor <= b``.
 """
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table,
                         Text)
+
+# Ids are validated up to 1000 characters (domain.ids), and indexed.
+Id = String(1000)
+
+# SQLite makes only an INTEGER PRIMARY KEY the rowid: one B-tree instead of table + index.
+Position = BigInteger().with_variant(Integer(), "sqlite")
 
 PREFIX = "schedfence_proj_"
 SCHEMA_VERSION = 1  # bump on any change below: a stored projection of another version is rebuilt
@@ -30,8 +43,8 @@ aggregates = Table(
     f"{PREFIX}aggregates", metadata,
     Column("aggregate_id", String(36), primary_key=True),
     Column("kind", String(20), nullable=False),  # key | schedule | migration | other
-    Column("namespace", String(200)),
-    Column("schedule_id", String(200)),
+    Column("namespace", Id),
+    Column("schedule_id", Id),
     Column("incarnation", Integer),
     Index(f"{PREFIX}aggregates_key", "namespace", "schedule_id"),
 )
@@ -39,23 +52,26 @@ aggregates = Table(
 # Every event of the log, with the columns audit queries filter on.
 audit = Table(
     f"{PREFIX}audit", metadata,
-    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("position", Position, primary_key=True, autoincrement=False),
     Column("ts_us", BigInteger, nullable=False),
-    Column("namespace", String(200)),
-    Column("schedule_id", String(200)),
+    Column("mono_us", BigInteger, nullable=False),
+    Column("floor_us", BigInteger, nullable=False),
+    Column("namespace", Id),
+    Column("schedule_id", Id),
     Column("aggregate", String(20), nullable=False),
     Column("aggregate_id", String(36), nullable=False),
     Column("version", Integer, nullable=False),
     Column("migration_id", String(36)),
-    Column("request_id", String(200)),
-    Column("actor", String(200)),
+    Column("request_id", Id),
+    Column("actor", Id),
     Column("event_type", String(100), nullable=False),
     Column("topic", String(200), nullable=False),
     Index(f"{PREFIX}audit_schedule", "namespace", "schedule_id", "position"),
     Index(f"{PREFIX}audit_request", "request_id", "position"),
     Index(f"{PREFIX}audit_migration", "migration_id", "position"),
     Index(f"{PREFIX}audit_actor", "actor", "position"),
-    Index(f"{PREFIX}audit_time", "ts_us", "position"),
+    Index(f"{PREFIX}audit_mono", "mono_us", "position"),
+    Index(f"{PREFIX}audit_floor", "floor_us", "position"),
 )
 
 # One row per migration: its state as folded by domain.migration.evolve_migration (``folded``
@@ -63,10 +79,10 @@ audit = Table(
 migrations = Table(
     f"{PREFIX}migrations", metadata,
     Column("migration_id", String(36), primary_key=True),
-    Column("namespace", String(200), nullable=False),
-    Column("schedule_id", String(200), nullable=False),
+    Column("namespace", Id, nullable=False),
+    Column("schedule_id", Id, nullable=False),
     Column("incarnation", Integer, nullable=False),
-    Column("request_id", String(200)),
+    Column("request_id", Id),
     Column("origin", String(20), nullable=False),
     Column("state", String(20), nullable=False),
     Column("claim_armed", Boolean, nullable=False),
@@ -75,8 +91,8 @@ migrations = Table(
     Column("last_answer", String(40)),
     Column("park_reason", String(40)),
     Column("park_detail", Text, nullable=False),
-    Column("receipt", String(200)),
-    Column("last_worker", String(200), nullable=False),
+    Column("receipt", Id),
+    Column("last_worker", Id, nullable=False),
     Column("created_us", BigInteger, nullable=False),
     Column("updated_us", BigInteger, nullable=False),
     Column("created_position", BigInteger, nullable=False),
@@ -90,7 +106,7 @@ migrations = Table(
 # Migrations per (namespace, state), maintained incrementally; rows never hold 0.
 counts = Table(
     f"{PREFIX}counts", metadata,
-    Column("namespace", String(200), primary_key=True),
+    Column("namespace", Id, primary_key=True),
     Column("state", String(20), primary_key=True),
     Column("n", BigInteger, nullable=False),
 )

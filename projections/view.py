@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
 from domain.migration import MigrationState
@@ -46,6 +47,7 @@ class Batch:
     base: int  # the tracked position this batch builds on (0: nothing applied yet)
     position: int = 0
     applied: int = 0
+    mono_us: int = 0  # running maximum of event times through ``position``
     audit_rows: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     new_aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -66,6 +68,12 @@ class FenceViews(TrackingRecorder):
     # -- schema -------------------------------------------------------------------------
     def create_tables(self) -> None:
         """Create the tables; a projection built with another layout is dropped first."""
+        try:
+            self._create_tables()
+        except DBAPIError:  # a concurrent process created them first (PostgreSQL DDL race)
+            self._create_tables()
+
+    def _create_tables(self) -> None:
         t.metadata.create_all(self.engine, tables=[t.tracking], checkfirst=True)
         with self.engine.connect() as conn:
             versions = conn.execute(select(t.tracking.c.schema_version).where(
@@ -106,8 +114,11 @@ class FenceViews(TrackingRecorder):
 
     # -- staging one batch ----------------------------------------------------------------
     def begin_batch(self, application_name: str) -> Batch:
-        base = self.max_tracking_id(application_name) or 0
-        self.batch = Batch(application_name, base, position=base)
+        with self.engine.connect() as conn:
+            base = self._tracked(conn, application_name) or 0
+            mono = conn.execute(select(t.audit.c.mono_us).order_by(
+                t.audit.c.position.desc()).limit(1)).scalar()
+        self.batch = Batch(application_name, base, position=base, mono_us=mono or 0)
         return self.batch
 
     def end_batch(self) -> None:
@@ -149,7 +160,9 @@ class FenceViews(TrackingRecorder):
         b.dirty.add(migration_id)
 
     def add_audit(self, row: dict[str, Any]) -> None:
-        self._current().audit_rows.append(row)
+        b = self._current()
+        b.mono_us = max(b.mono_us, row["ts_us"])
+        b.audit_rows.append(dict(row, mono_us=b.mono_us))
 
     def _current(self) -> Batch:
         if self.batch is None:
@@ -179,26 +192,49 @@ class FenceViews(TrackingRecorder):
         if b.new_aggregates:
             conn.execute(t.aggregates.insert(), list(b.new_aggregates.values()))
         if b.audit_rows:
-            conn.execute(t.audit.insert(), b.audit_rows)
+            self._write_audit(conn, b.audit_rows)
         new = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]
         if new:
             conn.execute(t.migrations.insert(), new)
-        for mid in sorted(b.dirty & b.stored_migrations):
-            conn.execute(update(t.migrations).where(t.migrations.c.migration_id == mid)
-                         .values(_migration_row(mid, b.migrations[mid])))
+        changed = [_migration_row(m, b.migrations[m], key="b_id")
+                   for m in sorted(b.dirty & b.stored_migrations)]
+        if changed:
+            columns = {k: bindparam(k) for k in changed[0] if k != "b_id"}
+            conn.execute(update(t.migrations).where(
+                t.migrations.c.migration_id == bindparam("b_id")).values(columns), changed)
         self._write_counts(conn, b.counts)
 
     @staticmethod
-    def _write_counts(conn: Connection, counts: Counter) -> None:
+    def _write_audit(conn: Connection, rows: list[dict[str, Any]]) -> None:
+        """Insert the batch's rows with their ``floor_us`` (see tables.py), lowering the floor
+        of earlier rows the batch's earliest time undercuts (normally a few recent ones)."""
+        floor = rows[-1]["ts_us"]
+        for row in reversed(rows):
+            floor = row["floor_us"] = min(floor, row["ts_us"])
+        c = t.audit.c
+        conn.execute(update(t.audit).where(c.floor_us > floor).values(floor_us=floor))
+        conn.execute(t.audit.insert(), rows)
+
+    @staticmethod
+    def _write_counts(conn: Connection, deltas: Counter) -> None:
+        """Apply the batch's count changes: read the touched rows, then one statement per
+        kind of change (the write lock is held, so read-then-write is safe)."""
+        keys = {k for k, delta in deltas.items() if delta}
+        if not keys:
+            return
         c = t.counts.c
-        for (namespace, state), delta in sorted(counts.items()):
-            if delta == 0:
-                continue
-            where = (c.namespace == namespace) & (c.state == state)
-            changed = conn.execute(update(t.counts).where(where).values(n=c.n + delta))
-            if changed.rowcount == 0:
-                conn.execute(t.counts.insert().values(namespace=namespace, state=state, n=delta))
-            conn.execute(delete(t.counts).where(where & (c.n == 0)))
+        stored = {(r.namespace, r.state): r.n for r in conn.execute(select(t.counts).where(
+            c.namespace.in_(sorted({ns for ns, _ in keys}))))}
+        new = {k: stored.get(k, 0) + deltas[k] for k in sorted(keys)}
+        rows = [{"b_ns": ns, "b_state": st, "n": n} for (ns, st), n in new.items()]
+        where = (c.namespace == bindparam("b_ns")) & (c.state == bindparam("b_state"))
+        if gone := [r for r in rows if r["n"] == 0 and (r["b_ns"], r["b_state"]) in stored]:
+            conn.execute(delete(t.counts).where(where), gone)
+        if kept := [r for r in rows if r["n"] and (r["b_ns"], r["b_state"]) in stored]:
+            conn.execute(update(t.counts).where(where).values(n=bindparam("n")), kept)
+        if added := [{"namespace": r["b_ns"], "state": r["b_state"], "n": r["n"]} for r in rows
+                     if r["n"] and (r["b_ns"], r["b_state"]) not in stored]:
+            conn.execute(t.counts.insert(), added)
 
     def _tracked(self, conn: Connection, application_name: str,
                  lock: bool = False) -> int | None:
@@ -259,10 +295,11 @@ def _folded(row: Any) -> FoldedMigration:
                            row["version"])
 
 
-def _migration_row(migration_id: str, f: FoldedMigration) -> dict[str, Any]:
+def _migration_row(migration_id: str, f: FoldedMigration,
+                   key: str = "migration_id") -> dict[str, Any]:
     """The row is a copy of the reducer's state: no field is derived here."""
     s = f.state
-    return {"migration_id": migration_id, "namespace": s.namespace,
+    return {key: migration_id, "namespace": s.namespace,
             "schedule_id": s.schedule_id, "incarnation": s.incarnation,
             "request_id": s.request_id, "origin": s.origin, "state": s.phase,
             "claim_armed": s.claim_armed, "starts_issued": s.starts_issued,
@@ -271,4 +308,4 @@ def _migration_row(migration_id: str, f: FoldedMigration) -> dict[str, Any]:
             "last_worker": s.last_worker, "created_us": f.created_us,
             "updated_us": f.updated_us, "created_position": f.created_position,
             "last_position": f.last_position, "version": f.version,
-            "folded": json.dumps(asdict(s), sort_keys=True)}
+            "folded": json.dumps(vars(s), sort_keys=True)}  # flat fields: no asdict copy

@@ -24,9 +24,11 @@ from infra.simulator import FaultRates, InMemorySimState, SimulatedDestination, 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running")
 CONFLICT = ("fail", "use_existing", "terminate_existing")
-VALID_COMBOS = [
-    (r, c) for r, c in itertools.product(REUSE, CONFLICT) if r != "terminate_if_running" or c == "fail"
-]
+# A real server refuses these pairs (tests/contract); the simulator must too.
+INVALID_COMBOS = [("terminate_if_running", "use_existing"),
+                  ("terminate_if_running", "terminate_existing"),
+                  ("reject_duplicate", "terminate_existing")]
+VALID_COMBOS = [combo for combo in itertools.product(REUSE, CONFLICT) if combo not in INVALID_COMBOS]
 CLOSED = ("completed", "failed", "canceled", "terminated", "timed_out")
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,7 +102,7 @@ def test_use_existing_returns_running_run_without_attaching(dest):
 
 
 @pytest.mark.parametrize("reuse,conflict", [("allow_duplicate", "terminate_existing"),
-                                            ("reject_duplicate", "terminate_existing"),
+                                            ("allow_duplicate_failed_only", "terminate_existing"),
                                             ("terminate_if_running", "fail")])
 def test_terminating_policies_end_running_run_and_start_new_chain(dest, reuse, conflict):
     first = dest.start_workflow(req("R1"))
@@ -236,8 +238,7 @@ def test_describe_current_by_id_and_not_found(dest):
 
 
 @pytest.mark.parametrize("reuse,conflict", [
-    ("terminate_if_running", "use_existing"), ("terminate_if_running", "terminate_existing"),
-    ("bogus", "fail"), ("allow_duplicate", "bogus"),
+    *INVALID_COMBOS, ("bogus", "fail"), ("allow_duplicate", "bogus"),
 ])
 def test_invalid_policies_rejected_before_dedupe(dest, reuse, conflict):
     dest.start_workflow(req("R1"))
@@ -438,7 +439,7 @@ ops = st.lists(st.one_of(
 
 def expected_start(cur, rid, reuse, conflict):
     """Reference model of B1; ``cur`` is None or {ids, running, status, head}."""
-    if reuse == "terminate_if_running" and conflict != "fail":
+    if (reuse, conflict) in INVALID_COMBOS:
         return "invalid"
     if cur and rid in cur["ids"]:
         return "deduplicated"

@@ -1,0 +1,181 @@
+"""``schedfence audit | stats | oncall | migrations | projection``: the operator read models.
+
+The commands are built by ``register`` from the group's own helpers (``json_option``, the
+service getter, the emitter) instead of importing ``infra.cli``: under ``python -m infra.cli``
+that module is ``__main__``, and importing it again would build a second, unrelated group.
+Every answer comes from the projection, caught up with the log first.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from projections import service_views as pv
+
+from . import cli_output as out
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def register(group: click.Group, json_option: Decorator, service: Callable[[], Any],
+             emit: Callable[[bool, Any, list[str]], None]) -> None:
+    for build in (_audit, _stats, _oncall, _migrations, _projection):
+        group.add_command(build(json_option, service, emit))
+
+
+# -- audit ---------------------------------------------------------------------------------------
+def _audit(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
+    @click.command("audit")
+    @click.option("--schedule", default=None, metavar="NS/ID",
+                  help="Events of a schedule key (all incarnations and their migrations).")
+    @click.option("--request-id", default=None, help="Events carrying this request id.")
+    @click.option("--migration", "migration_id", default=None, help="Events of one migration.")
+    @click.option("--actor", default=None, help="Worker id or operator identity.")
+    @click.option("--since", default=None, metavar="T",
+                  help="ISO 8601 (naive = UTC) or a duration ago: 90s, 15m, 2h, 7d.")
+    @click.option("--until", default=None, metavar="T", help="Same formats as --since.")
+    @click.option("--newest-first", is_flag=True, help="Newest events first.")
+    @click.option("--limit", type=int, default=100, show_default=True,
+                  help="At most this many events.")
+    @json_option
+    def audit(schedule: str | None, request_id: str | None, migration_id: str | None,
+              actor: str | None, since: str | None, until: str | None, newest_first: bool,
+              limit: int, as_json: bool) -> None:
+        """Who did what, when: events from the audit index, in log order.
+
+        Filters combine (AND); the answer comes from the projection's indexes."""
+        page = service().audit(schedule=schedule, request_id=request_id,
+                               migration_id=migration_id, actor=actor, since=since,
+                               until=until, newest_first=newest_first, limit=limit)
+        emit(as_json, page.to_dict(), audit_lines(page))
+    return audit
+
+
+def audit_lines(page: pv.AuditPage) -> list[str]:
+    if not page.entries:
+        return [f"no matching events (projected through position {page.projected_through})"]
+    body = [[e.position, out.short_time(e.time),
+             f"{e.namespace}/{e.schedule_id}" if e.namespace else "-", e.aggregate,
+             e.type, e.actor, out.short(e.request_id), out.short(e.migration_id)]
+            for e in page.entries]
+    lines = out.table(["POS", "TIME", "SCHEDULE", "AGGREGATE", "TYPE", "ACTOR", "REQUEST",
+                       "MIGRATION"], body)
+    if page.truncated:
+        lines.append(f"(first {len(page.entries)} shown; more match: narrow the filters or "
+                     "raise --limit)")
+    return lines
+
+
+# -- stats -----------------------------------------------------------------------------------------
+def _stats(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
+    @click.command("stats")
+    @json_option
+    def stats(as_json: bool) -> None:
+        """Migrations per namespace and state (for dashboards)."""
+        doc = service().stats()
+        emit(as_json, doc, stats_lines(doc))
+    return stats
+
+
+def stats_lines(doc: dict[str, Any]) -> list[str]:
+    states = list(doc["by_state"])
+    rows: list[list[object]] = [[ns] + [counts.get(s, 0) for s in states] + [sum(counts.values())]
+                                for ns, counts in sorted(doc["by_namespace"].items())]
+    rows.append(["(all)"] + [doc["by_state"][s] for s in states] + [doc["migrations"]])
+    headers = ["NAMESPACE"] + [s.upper() for s in states] + ["TOTAL"]
+    return out.table(headers, rows) + [
+        f"open migrations: {doc['open']}; projected through log position "
+        f"{doc['projected_through']}"]
+
+
+# -- on-call ---------------------------------------------------------------------------------------
+def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
+    @click.command("oncall")
+    @click.option("--stuck-after", type=click.FloatRange(min=0), default=pv.STUCK_AFTER,
+                  show_default=True, help="Seconds without an event before an open migration "
+                  "counts as stuck.")
+    @json_option
+    def oncall(stuck_after: float, as_json: bool) -> None:
+        """Migrations that need an operator: parked, legacy, stuck — and what may be done."""
+        items = service().oncall(stuck_after_seconds=stuck_after)
+        emit(as_json, {"stuck_after_seconds": stuck_after,
+                       "items": [i.to_dict() for i in items]}, oncall_lines(items))
+    return oncall
+
+
+def oncall_lines(items: list[Any]) -> list[str]:
+    if not items:
+        return ["nothing needs an operator"]
+    body = [[i.category, f"{i.migration.namespace}/{i.migration.schedule_id}",
+             out.short(i.migration.migration_id), out.short(i.migration.request_id),
+             i.migration.park_reason or i.migration.state, i.migration.attempts,
+             i.migration.last_answer, f"{i.migration.idle_seconds:.0f}s",
+             "allowed" if i.abort_allowed else "refused"] for i in items]
+    lines = out.table(["KIND", "SCHEDULE", "MIGRATION", "REQUEST", "STATE/REASON", "ATTEMPTS",
+                       "LAST ANSWER", "IDLE", "ABORT"], body)
+    for i in items:
+        lines.append("")
+        lines.append(f"{i.migration.namespace}/{i.migration.schedule_id} ({i.category}):")
+        lines += [f"  - {out.one_line(a)}" for a in i.actions]
+        if not i.abort_allowed:
+            lines.append(f"  - abort refused: {out.one_line(i.abort_refusal)}")
+    return lines
+
+
+# -- migrations by state ---------------------------------------------------------------------------
+def _migrations(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
+    @click.command("migrations")
+    @click.option("--state", default=None, help="Only this state (pending, claimed, receipted, "
+                  "completed, parked, legacy_pending, aborted).")
+    @click.option("--limit", type=int, default=pv.MAX_ROWS, show_default=True)
+    @json_option
+    def migrations(state: str | None, limit: int, as_json: bool) -> None:
+        """Migrations by state, most recently changed first."""
+        rows = service().migrations_by_state(state, limit)
+        body = [[r.state, f"{r.namespace}/{r.schedule_id}", out.short(r.migration_id),
+                 out.short(r.request_id), r.park_reason, r.attempts, r.last_answer,
+                 out.short_time(r.updated_at)] for r in rows]
+        emit(as_json, {"migrations": [r.to_dict() for r in rows]},
+             out.table(["STATE", "SCHEDULE", "MIGRATION", "REQUEST", "PARK REASON",
+                        "ATTEMPTS", "LAST ANSWER", "UPDATED"], body) if rows
+             else ["no migrations"])
+    return migrations
+
+
+# -- the projection itself -------------------------------------------------------------------------
+def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Group:
+    @click.group("projection")
+    def projection() -> None:
+        """The operator projection: status, catch-up, rebuild from zero."""
+
+    def _report(as_json: bool, applied: int | None) -> None:
+        doc = pv.status(service())
+        if applied is not None:
+            doc["applied"] = applied
+        lines = [f"projection {doc['projection']}: through position "
+                 f"{doc['projected_through']} of {doc['log_position']}"]
+        if applied is not None:
+            lines.append(f"applied {applied} events")
+        lines += [f"  {name}: {n} rows" for name, n in doc["tables"].items()]
+        emit(as_json, doc, lines)
+
+    @projection.command("status")
+    @json_option
+    def status(as_json: bool) -> None:
+        """How far the projection is, without catching up."""
+        _report(as_json, None)
+
+    @projection.command("catch-up")
+    @json_option
+    def catch_up(as_json: bool) -> None:
+        """Apply every event not yet projected."""
+        _report(as_json, service().catch_up())
+
+    @projection.command("rebuild")
+    @json_option
+    def rebuild(as_json: bool) -> None:
+        """Drop the projection's tables and project the whole log again."""
+        _report(as_json, pv.rebuild(service()))
+
+    return projection

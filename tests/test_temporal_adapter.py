@@ -1,0 +1,169 @@
+"""The Temporal adapter's edges: error mapping, deadlines, a server that is down or restarts,
+namespaces, the destination URL. The semantics it shares with the simulator are in
+tests/contract."""
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from google.protobuf.any_pb2 import Any as AnyProto
+from temporalio.api.common.v1 import GrpcStatus
+from temporalio.api.errordetails.v1 import (NamespaceNotFoundFailure, NotFoundFailure,
+                                            WorkflowExecutionAlreadyStartedFailure)
+from temporalio.service import RPCError, RPCStatusCode
+
+from domain.errors import InvalidArgument
+from domain.ids import SCHEDULER_WORKFLOW_TYPE
+from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationUnavailable,
+                          InvalidStartRequest, StartWorkflow)
+from infra.cli_temporal import parse_destination
+from infra.temporal_destination import (TemporalDestination, describe_error, policies,
+                                        start_error)
+from infra.temporal_server import free_port, start_dev_server
+from tests.contract.temporal_env import NS, temporal_env  # noqa: F401
+
+
+def rpc_error(code: RPCStatusCode, message: str = "boom", *details) -> RPCError:
+    packed = []
+    for detail in details:
+        any_ = AnyProto()
+        any_.Pack(detail)
+        packed.append(any_)
+    raw = GrpcStatus(code=int(code), message=message, details=packed).SerializeToString()
+    return RPCError(message, code, raw)
+
+
+def request(wid: str, request_id: str = "r1", namespace: str = NS) -> StartWorkflow:
+    return StartWorkflow(namespace, wid, request_id, SCHEDULER_WORKFLOW_TYPE,
+                         {"namespace": NS, "schedule_id": "a", "incarnation": 1,
+                          "paused": True, "notes": ""})
+
+
+# -- error mapping (pure) ------------------------------------------------------------------
+def test_already_exists_with_details_is_already_started_with_its_ids():
+    err = start_error(rpc_error(RPCStatusCode.ALREADY_EXISTS, "running",
+                                WorkflowExecutionAlreadyStartedFailure(
+                                    start_request_id="theirs", run_id="run-b",
+                                    first_execution_run_id="run-a")))
+    assert isinstance(err, AlreadyStarted)
+    assert (err.start_request_id, err.run_id, err.first_execution_run_id) == (
+        "theirs", "run-b", "run-a")
+
+
+@pytest.mark.parametrize("code,expected", [
+    (RPCStatusCode.UNAVAILABLE, DestinationUnavailable),
+    (RPCStatusCode.DEADLINE_EXCEEDED, DestinationUnavailable),
+    (RPCStatusCode.CANCELLED, DestinationUnavailable),
+    (RPCStatusCode.INTERNAL, DestinationUnavailable),
+    (RPCStatusCode.RESOURCE_EXHAUSTED, DestinationUnavailable),
+    (RPCStatusCode.ALREADY_EXISTS, DestinationUnavailable),  # without details: unknown
+    (RPCStatusCode.INVALID_ARGUMENT, InvalidStartRequest),
+    (RPCStatusCode.NOT_FOUND, InvalidStartRequest),  # e.g. no such namespace
+    (RPCStatusCode.PERMISSION_DENIED, InvalidStartRequest),
+])
+def test_start_errors_are_unknown_outcomes_unless_the_server_proved_a_refusal(code, expected):
+    assert type(start_error(rpc_error(code))) is expected
+
+
+@pytest.mark.parametrize("error,expected", [
+    (rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found", NotFoundFailure()),
+     DestinationNotFound),
+    (rpc_error(RPCStatusCode.INVALID_ARGUMENT, "Invalid RunId."), DestinationNotFound),
+    # A missing namespace says nothing about the workflow: never "free to start".
+    (rpc_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found.",
+               NamespaceNotFoundFailure(namespace="x")), DestinationUnavailable),
+    (rpc_error(RPCStatusCode.UNAVAILABLE, "tcp connect error"), DestinationUnavailable),
+    (rpc_error(RPCStatusCode.DEADLINE_EXCEEDED), DestinationUnavailable),
+    (rpc_error(RPCStatusCode.INVALID_ARGUMENT, "WorkflowId is not set"),
+     DestinationUnavailable),
+])
+def test_describe_errors(error, expected):
+    assert type(describe_error(error)) is expected
+
+
+def test_terminate_if_running_is_sent_without_a_conflict_policy():
+    from temporalio.api.enums.v1 import WorkflowIdConflictPolicy as C
+    assert policies("terminate_if_running", "fail")[1] == C.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED
+    assert policies("allow_duplicate", "fail")[1] == C.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+    with pytest.raises(InvalidStartRequest):
+        policies("allow_duplicate", "sometimes")
+
+
+# -- the destination URL -------------------------------------------------------------------
+@pytest.mark.parametrize("url,expected", [
+    ("temporal://127.0.0.1:7233/default", ("127.0.0.1:7233", "default")),
+    ("temporal://localhost:7000", ("localhost:7000", "default")),
+    ("temporal://[::1]:7233/payments", ("[::1]:7233", "payments")),
+])
+def test_destination_urls(url, expected):
+    assert parse_destination(url) == expected
+
+
+@pytest.mark.parametrize("url", ["http://h:1/ns", "temporal://h/ns", "temporal://h:x/ns",
+                                 "temporal://:7233/ns", "temporal://h:1/ns?tls=1"])
+def test_bad_destination_urls_are_invalid_arguments(url):
+    with pytest.raises(InvalidArgument):
+        parse_destination(url)
+
+
+# -- deadlines and connection loss ---------------------------------------------------------
+def test_a_server_that_is_down_is_unavailable_for_both_calls():
+    dest = TemporalDestination(f"127.0.0.1:{free_port()}", rpc_timeout=2)
+    try:
+        with pytest.raises(DestinationUnavailable):
+            dest.start_workflow(request("w"))
+        with pytest.raises(DestinationUnavailable):
+            dest.describe(NS, "w")
+    finally:
+        dest.close()
+
+
+def test_a_server_that_never_answers_hits_the_deadline():
+    with socket.socket() as silent:  # accepts TCP connections, never speaks gRPC
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        dest = TemporalDestination(f"127.0.0.1:{silent.getsockname()[1]}", rpc_timeout=0.5)
+        try:
+            started = time.monotonic()
+            with pytest.raises(DestinationUnavailable):
+                dest.describe(NS, "w")
+            assert time.monotonic() - started < 5
+        finally:
+            dest.close()
+
+
+def test_a_closed_adapter_refuses_calls_and_closes_twice(temporal_env):
+    dest = TemporalDestination(temporal_env.server.target)
+    with pytest.raises(DestinationNotFound):
+        dest.describe(NS, f"never-{uuid.uuid4().hex}")  # connected and answering
+    dest.close()
+    dest.close()
+    with pytest.raises(DestinationUnavailable):
+        dest.describe(NS, "w")
+
+
+def test_another_namespace_is_refused_without_asking_the_server(temporal_env):
+    with pytest.raises(InvalidStartRequest):
+        temporal_env.destination.start_workflow(request("w", namespace="payments"))
+    with pytest.raises(DestinationUnavailable):
+        temporal_env.destination.describe("payments", "w")
+
+
+def test_dedupe_survives_a_server_restart_and_the_adapter_reconnects(tmp_path: Path):
+    server = start_dev_server(tmp_path)
+    dest = TemporalDestination(server.target, rpc_timeout=2)
+    try:
+        wid = f"restart-{uuid.uuid4().hex}"
+        first = dest.start_workflow(request(wid))
+        server.stop()
+        with pytest.raises(DestinationUnavailable):
+            dest.start_workflow(request(wid))
+        server = start_dev_server(tmp_path, port=server.port)  # same port, same db file
+        again = dest.start_workflow(request(wid))
+        assert (again.run_id, again.first_execution_run_id) == (first.run_id, first.run_id)
+    finally:
+        dest.close()
+        server.stop()
