@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from domain import decisions as d  # noqa: E402
-from domain.ids import derive_request_id, destination_workflow_id, migration_aggregate_id  # noqa: E402
+from domain.ids import (derive_request_id, destination_workflow_id,  # noqa: E402
+                        migration_aggregate_id)
 from domain.migration import Migration  # noqa: E402
 from domain.schedule import Schedule, ScheduleKey  # noqa: E402
 from infra.service import open_service  # noqa: E402
@@ -107,7 +108,8 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 def query_kinds(service: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
     mid_time = datetime.now(timezone.utc) - SPAN / 2
     window = (mid_time.isoformat(), (mid_time + timedelta(hours=1)).isoformat())
-    i = service.event_count() // 22 // 1000 * 1000 + 500  # a completed one, mid-log
+    i = service.event_count() // 22  # mid-log (a schedule has ~11 events) ...
+    i += max(0, 8 - i % 1000)  # ... and one that completed (see schedule_events)
     key = f"{NAMESPACES[i % len(NAMESPACES)]}/sched-{i:07d}"
     probe = service.audit(schedule=key).entries
     mid, rid = probe[-1].migration_id, probe[-1].request_id

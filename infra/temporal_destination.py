@@ -168,19 +168,22 @@ class TemporalDestination:
         self.rpc_timeout, self.identity = rpc_timeout, identity
         self._loop: LoopThread | None = LoopThread(f"temporal-destination:{target}")
         self._client: Client | None = None
+        self._connecting = asyncio.Lock()  # callers on several threads share one client
         self._converter = default_converter().payload_converter
 
     # -- plumbing ---------------------------------------------------------------------------
     async def _connected(self) -> Client:
         # Connect lazily and again after a failure, so a server that comes up later is used.
-        if self._client is None:
-            try:
-                self._client = await Client.connect(
-                    self.target, namespace=self.namespace, identity=self.identity,
-                    connect_timeout=timedelta(seconds=self.rpc_timeout))
-            except RuntimeError as exc:  # the bridge reports connect failures this way
-                raise DestinationUnavailable(f"cannot connect to {self.target}: {exc}") from exc
-        return self._client
+        async with self._connecting:
+            if self._client is None:
+                try:
+                    self._client = await Client.connect(
+                        self.target, namespace=self.namespace, identity=self.identity,
+                        connect_timeout=timedelta(seconds=self.rpc_timeout))
+                except RuntimeError as exc:  # the bridge reports connect failures this way
+                    raise DestinationUnavailable(
+                        f"cannot connect to {self.target}: {exc}") from exc
+            return self._client
 
     def _call(self, what: str, fn: Callable[[Client], Awaitable[T]]) -> T:
         if self._loop is None:

@@ -167,3 +167,13 @@ def test_dedupe_survives_a_server_restart_and_the_adapter_reconnects(tmp_path: P
     finally:
         dest.close()
         server.stop()
+
+
+def test_concurrent_duplicate_starts_from_several_threads_create_one_run(temporal_env):
+    from concurrent.futures import ThreadPoolExecutor
+    wid = f"temporal-sys-scheduler:threads-{uuid.uuid4().hex}"
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: temporal_env.destination.start_workflow(
+            request(wid, "same-id")), range(16)))
+    assert len({a.run_id for a in answers}) == 1
+    assert len(temporal_env.ops.chains(wid, 1)[answers[0].run_id]) == 1

@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
