@@ -139,7 +139,7 @@ def _released(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
 
 
 EXPLAINERS: dict[str, Explainer] = {
-    "RequestIdAssigned": _requested, "LegacyRollbackRequested": _legacy,
+    "RequestIdAssigned": _requested,
     "StartClaimConsumed": _claim, "DestinationStartIssued": _start,
     "DestinationAnswered": _answer, "ChainVerified": _chain, "OwnershipAccepted": _accept,
     "MigrationParked": _parked, "StartClaimRearmed": _rearm, "SourceClosed": _closed,
