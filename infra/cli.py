@@ -363,4 +363,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the canonical module, so commands that other modules register on ``infra.cli.cli``
+    # (replay) are on the group that runs; this file as ``__main__`` is a second copy.
+    from infra.cli import main as canonical_main
+
+    canonical_main()
