@@ -185,6 +185,17 @@ class TemporalDestination:
                         f"cannot connect to {self.target}: {exc}") from exc
             return self._client
 
+    def _rpc(self, what: str, method: str, rpc: Any,
+             to_port_error: Callable[[RPCError], Exception]) -> Any:
+        """One raw gRPC call under the deadline; server errors become the port's errors."""
+        async def call(client: Client) -> Any:
+            try:
+                return await getattr(client.workflow_service, method)(
+                    rpc, timeout=self._deadline)
+            except RPCError as exc:
+                raise to_port_error(exc) from exc
+        return self._call(what, call)
+
     def _call(self, what: str, fn: Callable[[Client], Awaitable[T]]) -> T:
         if self._loop is None:
             raise DestinationUnavailable(f"{what}: the destination is closed")
@@ -217,14 +228,7 @@ class TemporalDestination:
             input=Payloads(payloads=self._converter.to_payloads([request.input])),
             identity=self.identity, request_id=request.request_id,
             workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict)
-
-        async def start(client: Client) -> Any:
-            try:
-                return await client.workflow_service.start_workflow_execution(
-                    rpc, timeout=self._deadline)
-            except RPCError as exc:
-                raise start_error(exc) from exc
-        resp = self._call("start", start)
+        resp = self._rpc("start", "start_workflow_execution", rpc, start_error)
         return StartAccepted(resp.run_id, resp.first_execution_run_id, status_name(resp.status))
 
     def describe(self, namespace: str, workflow_id: str,
@@ -236,14 +240,7 @@ class TemporalDestination:
         rpc = DescribeWorkflowExecutionRequest(
             namespace=namespace,
             execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""))
-
-        async def describe(client: Client) -> Any:
-            try:
-                return await client.workflow_service.describe_workflow_execution(
-                    rpc, timeout=self._deadline)
-            except RPCError as exc:
-                raise describe_error(exc) from exc
-        resp = self._call("describe", describe)
+        resp = self._rpc("describe", "describe_workflow_execution", rpc, describe_error)
         info = resp.workflow_execution_info
         return RunDescription(
             run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
