@@ -10,8 +10,6 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
-from eventsourcing.persistence import IntegrityError
-
 from domain import recovery as r
 from domain.errors import InvalidArgument, RecoveryRefused, Unavailable
 from domain.ids import derive_request_id, migration_aggregate_id, validate_id
@@ -19,12 +17,12 @@ from domain.migration import Migration
 from domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
 from domain.schedule import Schedule, check_fence
 
+from .store import retry_on_conflict
 from .views import MigrationView
 
 if TYPE_CHECKING:
     from .service import MigrationService
 
-OCC_RETRIES = 20
 
 
 def recover(service: MigrationService, kind: str, namespace: str, schedule_id: str, *,
@@ -47,12 +45,8 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
         "rearm": partial(_rearm, *args, confirm_no_destination_run),
         "resolve": partial(_resolve, *args, resolution or "", first_run_id),
     }
-    for _ in range(OCC_RETRIES):
-        try:
-            return steps[kind]()
-        except IntegrityError:
-            continue  # a worker moved the migration meanwhile: decide again on what it wrote
-    raise RecoveryRefused("the migration kept changing under a running worker; retry")
+    return retry_on_conflict(steps[kind], RecoveryRefused(
+        "the migration kept changing under a running worker; retry"))
 
 
 def _open(service: MigrationService, namespace: str,

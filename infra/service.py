@@ -6,7 +6,6 @@ import socket
 from typing import Any, Callable
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
 
 from domain import decisions as d
 from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
@@ -22,13 +21,12 @@ from projections import service_views as pv
 
 from .recovery import recover as recover_migration
 from .replay import replay_key
-from .store import FenceApplication, open_application, parse_store_url
+from .store import FenceApplication, open_application, parse_store_url, retry_on_conflict
 from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from .worker import CrashHook, TaskWorker
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
-OCC_RETRIES = 20
 MAX_NOTES = 10_000
 
 
@@ -81,9 +79,9 @@ class MigrationService:
         validate_id("namespace", namespace)
         validate_id("schedule id", schedule_id)
         check_notes(notes)
-        if not isinstance(paused, bool):
-            raise_invalid("paused must be true or false")
-        for _ in range(OCC_RETRIES):
+        check_paused(paused)
+
+        def create() -> ScheduleView:
             key = self._key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
             if key.state.current_schedule_id is not None:
                 current = self.app.repository.get(key.state.current_schedule_id)
@@ -91,22 +89,23 @@ class MigrationService:
                     raise AlreadyExists(f"schedule {namespace}/{schedule_id} exists "
                                         f"(incarnation {current.state.incarnation})")
             n = key.start_incarnation()
-            schedule = Schedule.create(namespace, schedule_id, n, bool(paused), notes)
-            try:
-                self.app.save(key, schedule)
-            except IntegrityError:
-                continue
+            schedule = Schedule.create(namespace, schedule_id, n, paused, notes)
+            self.app.save(key, schedule)
             return ScheduleView.of(schedule.state)
-        raise AlreadyExists(f"schedule {namespace}/{schedule_id} is being created concurrently")
+
+        return retry_on_conflict(create, AlreadyExists(
+            f"schedule {namespace}/{schedule_id} is being created concurrently"))
 
     def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
                         notes: str | None = None, delete: bool = False) -> ScheduleView:
         """Ordinary source mutations; all refused with ``migration_pending`` while fenced."""
         if notes is not None:
             check_notes(notes)
-        if paused is not None and not isinstance(paused, bool):
-            raise_invalid("paused must be true or false")
-        for _ in range(OCC_RETRIES):
+        if paused is not None:
+            check_paused(paused)
+
+        def update() -> ScheduleView:
+            # After a conflict (e.g. a rollback fenced it meanwhile) the next read refuses.
             schedule = self._current(namespace, schedule_id)
             if paused is not None:
                 schedule.set_paused(paused)
@@ -114,23 +113,19 @@ class MigrationService:
                 schedule.set_notes(notes)
             if delete:
                 schedule.delete()
-            try:
-                self.app.save(schedule)
-            except IntegrityError:
-                continue  # e.g. a rollback fenced it meanwhile: the next read refuses
+            self.app.save(schedule)
             return ScheduleView.of(schedule.state)
-        raise MigrationPending("the schedule kept changing concurrently; retry later")
+
+        return retry_on_conflict(update, MigrationPending(
+            "the schedule kept changing concurrently; retry later"))
 
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
                  actor: str = "") -> RollbackResult:
         if request_id is not None:
             validate_id("request id", request_id)
-        for _ in range(OCC_RETRIES):
-            try:
-                return self._rollback_once(namespace, schedule_id, request_id, actor)
-            except IntegrityError:
-                continue  # a concurrent request changed the source: decide again
-        raise AlreadyExists("the schedule kept changing under concurrent rollbacks; retry")
+        return retry_on_conflict(
+            lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
+            AlreadyExists("the schedule kept changing under concurrent rollbacks; retry"))
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
                        actor: str) -> RollbackResult:
@@ -172,12 +167,9 @@ class MigrationService:
         """Cancel the open migration and restore the source, only where A2.4 allows it."""
         validate_id("reason", reason)
         validate_id("actor", actor)
-        for _ in range(OCC_RETRIES):
-            try:
-                return self._abort_once(namespace, schedule_id, reason, actor)
-            except IntegrityError:
-                continue  # a worker moved the migration: decide again on what it wrote
-        raise RecoveryRefused("the migration kept changing under a running worker; retry")
+        return retry_on_conflict(
+            lambda: self._abort_once(namespace, schedule_id, reason, actor),
+            RecoveryRefused("the migration kept changing under a running worker; retry"))
 
     def _abort_once(self, namespace: str, schedule_id: str, reason: str,
                     actor: str) -> MigrationView:
@@ -296,6 +288,11 @@ class MigrationService:
 
 def raise_invalid(message: str) -> None:
     raise InvalidArgument(message)
+
+
+def check_paused(paused: object) -> None:
+    if not isinstance(paused, bool):
+        raise_invalid("paused must be true or false")
 
 
 def check_notes(notes: object) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError
 from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidArgument
@@ -15,6 +16,22 @@ from .codec import JSONBytes, PydanticMapper
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
 PAGE = 1000
+OCC_RETRIES = 20
+T = TypeVar("T")
+
+
+def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
+    """Run ``step`` again after an optimistic-concurrency conflict.
+
+    Each run re-reads what it needs and decides again on what the winner wrote; ``exhausted``
+    is raised if the aggregates keep changing under it.
+    """
+    for _ in range(OCC_RETRIES):
+        try:
+            return step()
+        except IntegrityError:
+            continue
+    raise exhausted
 
 
 @dataclass(frozen=True)
