@@ -19,7 +19,8 @@ from domain.ids import validate_id
 from . import cli_output as out
 from .cli_recovery import recover
 from .service import MigrationService, open_service
-from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
+from .sim_store import sim_state_for
+from .simulator import SimulatedDestination, SqlSimState
 from .store import DEFAULT_STORE, parse_store_url
 
 JSON_KEY = "schedfence.json"
@@ -65,14 +66,13 @@ def open_cli_service(store: str, worker_id: str | None,
         from .cli_temporal import open_destination
         dest = open_destination(destination)
     try:
-        sim = dest or (InMemorySimState() if url.kind == "sqlite-memory"
-                       else SqlSimState(url.url))
+        sim = dest or sim_state_for(url.url, url.kind == "sqlite-memory")
         service = open_service(store, dest or SimulatedDestination(sim), worker_id=worker_id)
         service.event_count()  # read now, so a file that is not a store fails here, clearly
     except DomainError:
         raise
     except Exception as exc:
-        raise InvalidArgument(f"cannot open store {store!r}: {type(exc).__name__}: "
+        raise InvalidArgument(f"cannot open store {url.redacted!r}: {type(exc).__name__}: "
                               f"{exc}") from exc
     return service, sim
 
@@ -125,7 +125,8 @@ def _emit(as_json: bool, doc: Any, lines: list[str]) -> None:
 
 @click.group(cls=FenceGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--store", envvar="SCHEDFENCE_STORE", default=DEFAULT_STORE, show_default=True,
-              help="Event store URL (sqlite:///PATH); env SCHEDFENCE_STORE.")
+              help="Event store URL: sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+                   "[?schema=S]; env SCHEDFENCE_STORE.")
 @click.option("--worker-id", default=None, help="Identity recorded on worker/admin events.")
 @click.option("--destination", envvar="SCHEDFENCE_DESTINATION", default=None,
               help="temporal://HOST:PORT/NAMESPACE; default: the simulator in the store.")

@@ -17,6 +17,7 @@ from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_req
 from . import cli_output as out
 from .legacy import plant_legacy_v1
 from .service import MigrationService, open_service
+from .sim_store import sim_state_for
 from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
 from .store import parse_store_url
 from .demo_kit import NS, CrashOnce, DemoRun, Echo, Scenario
@@ -190,7 +191,7 @@ def _open(store_url: str | None) -> tuple[str, MigrationService, SimulatedDestin
         path = os.path.join(tempfile.mkdtemp(prefix="schedfence-demo-"), "demo.db")
         store_url = f"sqlite:///{path}"
     url = parse_store_url(store_url)
-    state = InMemorySimState() if url.kind == "sqlite-memory" else SqlSimState(url.url)
+    state = sim_state_for(url.url, url.kind == "sqlite-memory")
     dest, crash = SimulatedDestination(state), CrashOnce()
     try:
         service = open_service(store_url, dest, worker_id="demo-worker", crash_hook=crash)

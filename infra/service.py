@@ -303,7 +303,8 @@ def check_notes(notes: object) -> None:
 def open_service(store: str, destination: Destination | None = None, *,
                  worker_id: str | None = None,
                  crash_hook: CrashHook | None = None) -> MigrationService:
-    """Open a service on ``store`` (``sqlite:///path.db`` or ``sqlite:///:memory:``).
+    """Open a service on ``store``: ``sqlite:///path.db``, ``sqlite:///:memory:`` or
+    ``postgresql://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME]``.
 
     ``destination=None`` means the simulator persisted beside the events in the same store, so
     separate processes share it.
@@ -312,12 +313,11 @@ def open_service(store: str, destination: Destination | None = None, *,
     app = open_application(url)
     on_close: Callable[[], None] | None = None
     if destination is None:
-        from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
-        if url.kind == "sqlite-memory":
-            destination = SimulatedDestination(InMemorySimState())
-        else:
-            state = SqlSimState(url.url)
-            destination = SimulatedDestination(state)
+        from .sim_store import SqlSimState, sim_state_for
+        from .simulator import SimulatedDestination
+        state = sim_state_for(url.url, url.kind == "sqlite-memory")
+        destination = SimulatedDestination(state)
+        if isinstance(state, SqlSimState):
             on_close = state.dispose
     return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
                             on_close=on_close)

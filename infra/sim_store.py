@@ -16,6 +16,8 @@ from sqlalchemy import Column, MetaData, String, Table, Text, create_engine, eve
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from .pg import SCHEMES as PG_SCHEMES, parse_pg_url
+
 TABLE_NAME = "schedfence_sim_destination"
 
 
@@ -52,6 +54,8 @@ _table = Table(
 
 
 def _is_memory_sqlite(url: str) -> bool:
+    if url.startswith(PG_SCHEMES):
+        return False
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return False
@@ -60,6 +64,10 @@ def _is_memory_sqlite(url: str) -> bool:
 
 
 def _make_engine(url: str) -> Engine:
+    if url.startswith(PG_SCHEMES):  # a store URL: same database and schema as the events
+        target = parse_pg_url(url)
+        return create_engine(target.sqlalchemy_url(), connect_args=target.connect_args(),
+                             pool_pre_ping=True)
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url)
@@ -78,6 +86,8 @@ class SqlSimState:
     """State as JSON text in one row of ``schedfence_sim_destination``, locked per transaction.
 
     SQLite serialises with BEGIN IMMEDIATE; other databases (PostgreSQL) with SELECT ... FOR UPDATE.
+    ``url`` is a store URL (``sqlite:///PATH``, ``postgresql://...?schema=S``) or any
+    SQLAlchemy URL.
     """
 
     def __init__(self, url: str, name: str = "default") -> None:
@@ -128,3 +138,9 @@ class SqlSimState:
     def dispose(self) -> None:
         """Close pooled connections (tests and short-lived scripts)."""
         self._engine.dispose()
+
+
+def sim_state_for(store_url: str, memory: bool) -> InMemorySimState | SqlSimState:
+    """The simulator state that goes with a store: private in memory for an in-memory store,
+    else one row in the store's own database, shared by every process opening that store."""
+    return InMemorySimState() if memory else SqlSimState(store_url)

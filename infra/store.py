@@ -13,6 +13,7 @@ from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidArgument
 from .codec import JSONBytes, PydanticMapper
+from .pg import SCHEMES as PG_SCHEMES, PgTarget, StoreUnavailable, parse_pg_url
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
 PAGE = 1000
@@ -37,13 +38,20 @@ def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
 @dataclass(frozen=True)
 class StoreURL:
     url: str
-    kind: str  # sqlite-file | sqlite-memory
+    kind: str  # sqlite-file | sqlite-memory | postgresql
     path: str = ""
+    pg: PgTarget | None = None
+
+    @property
+    def redacted(self) -> str:
+        """The URL without its password, for messages and logs."""
+        return self.pg.redacted if self.pg is not None else self.url
 
 
 def parse_store_url(url: str) -> StoreURL:
     if not isinstance(url, str) or not url.strip():
-        raise InvalidArgument("store URL is empty (expected sqlite:///PATH)")
+        raise InvalidArgument("store URL is empty (expected sqlite:///PATH or "
+                              "postgresql://USER@HOST:PORT/DB)")
     if url in ("sqlite:///:memory:", "sqlite://"):
         return StoreURL(url, "sqlite-memory")
     if url.startswith("sqlite:///"):
@@ -54,10 +62,13 @@ def parse_store_url(url: str) -> StoreURL:
         if not os.path.isdir(directory):
             raise InvalidArgument(f"store URL {url!r}: directory {directory} does not exist")
         return StoreURL(url, "sqlite-file", path)
-    if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-        raise InvalidArgument("PostgreSQL stores are not supported by this release yet "
-                              "(use sqlite:///PATH)")
-    raise InvalidArgument(f"unsupported store URL {url!r} (expected sqlite:///PATH)")
+    if url.startswith(PG_SCHEMES):
+        target = parse_pg_url(url)
+        return StoreURL(url, "postgresql", pg=target)
+    scheme, sep, rest = url.partition("://")
+    shown = f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url  # never echo a password
+    raise InvalidArgument(f"unsupported store URL {shown!r} (expected sqlite:///PATH or "
+                          "postgresql://USER@HOST:PORT/DB)")
 
 
 class FenceApplication(Application[UUID]):
@@ -86,6 +97,8 @@ class FenceApplication(Application[UUID]):
 
 
 def open_application(store: StoreURL) -> FenceApplication:
+    if store.pg is not None:
+        return _open_postgres(store.pg)
     if store.kind == "sqlite-memory":
         # A private shared-cache memory database: isolated per service, shared by its pool.
         name = f"file:schedfence-{uuid.uuid4().hex}?mode=memory&cache=shared"
@@ -94,3 +107,13 @@ def open_application(store: StoreURL) -> FenceApplication:
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name,
            "SQLITE_LOCK_TIMEOUT": "30"}
     return FenceApplication(env=env)
+
+
+def _open_postgres(target: PgTarget) -> FenceApplication:
+    """eventsourcing.postgres on ``target``; its tables are created on first use."""
+    target.ensure_schema()  # also proves the server is reachable, with a clear error
+    try:
+        return FenceApplication(env=target.env())
+    except Exception as exc:  # psycopg/pool errors while creating tables
+        raise StoreUnavailable(f"cannot open the event store on {target.redacted}: "
+                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
