@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from typing import Any, Callable
 from uuid import UUID
 
@@ -23,7 +24,9 @@ from .recovery import recover as recover_migration
 from .replay import replay_key
 from .store import FenceApplication, open_application, parse_store_url, retry_on_conflict
 from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
-from .worker import CrashHook, TaskWorker
+from .due import DueWork
+from .worker import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
+from .workers import PoolStats, WorkerPool
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
@@ -37,11 +40,13 @@ def default_worker_id() -> str:
 class MigrationService:
     def __init__(self, app: FenceApplication, destination: Destination, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
-                 on_close: Callable[[], None] | None = None) -> None:
+                 on_close: Callable[[], None] | None = None,
+                 claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
         self.app = app
         self.destination = destination
         self.worker_id = worker_id or default_worker_id()
-        self.worker = TaskWorker(app, destination, self.worker_id, crash_hook)
+        self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
+        self.due = DueWork(self)
         self._on_close = on_close
 
     def close(self) -> None:
@@ -191,8 +196,16 @@ class MigrationService:
 
     # -- worker -----------------------------------------------------------------------------
     def open_migration_ids(self) -> list[UUID]:
-        ids = [n.originator_id for n in self.app.notifications(MIGRATION_TOPICS)]
-        return [i for i in ids if self.app.repository.get(i).state.is_open]
+        """From the due-work index (the projection), not by scanning the log."""
+        return self.due.open_ids()
+
+    def run_workers(self, stop: threading.Event, concurrency: int = 1, *,
+                    until_idle: bool = False, poll_interval: float = 1.0,
+                    on_pass: Callable[[int, int], None] | None = None) -> PoolStats:
+        """What ``schedfence worker --concurrency N`` runs: N threads over the due index,
+        safe beside any number of other workers on the same store."""
+        pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass)
+        return pool.run(stop, until_idle)
 
     def run_until_idle(self, max_attempts: int = 1000) -> int:
         """Attempt every open migration until a whole pass changes nothing; returns attempts."""
@@ -301,8 +314,8 @@ def check_notes(notes: object) -> None:
 
 
 def open_service(store: str, destination: Destination | None = None, *,
-                 worker_id: str | None = None,
-                 crash_hook: CrashHook | None = None) -> MigrationService:
+                 worker_id: str | None = None, crash_hook: CrashHook | None = None,
+                 claim_grace: float = CLAIM_GRACE_SECONDS) -> MigrationService:
     """Open a service on ``store``: ``sqlite:///path.db``, ``sqlite:///:memory:`` or
     ``postgresql://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME]``.
 
@@ -320,4 +333,4 @@ def open_service(store: str, destination: Destination | None = None, *,
         if isinstance(state, SqlSimState):
             on_close = state.dispose
     return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
-                            on_close=on_close)
+                            on_close=on_close, claim_grace=claim_grace)

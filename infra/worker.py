@@ -7,6 +7,7 @@ can only reconcile, never start twice.
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Callable, Literal
 from uuid import UUID
 
@@ -23,13 +24,19 @@ from .store import FenceApplication
 
 AttemptResult = Literal["progress", "idle", "backoff"]
 CrashHook = Callable[[str], None]
+# How long a claim consumed by *another* worker counts as in flight: its one start call may
+# still be under way (deadline 5 s), and reconciling before it lands would see no run and
+# park the migration head_missing while the start is about to commit.
+CLAIM_GRACE_SECONDS = 15.0
 
 
 class TaskWorker:
     def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
-                 crash_hook: CrashHook | None = None) -> None:
+                 crash_hook: CrashHook | None = None,
+                 claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.crash_hook = crash_hook or (lambda point: None)
+        self.claim_grace = claim_grace
 
     # -- boundaries: every append and every destination call is a crash point -------------
     def save(self, label: str, *aggregates: Any) -> None:
@@ -79,8 +86,21 @@ class TaskWorker:
         if step == "claim_and_start":
             return self._claim_and_start(mig, attempt)
         if step == "reconcile":
+            if self._start_in_flight(mig):
+                return "backoff"
             return self._reconcile(mig, attempt)
         return self._check_foreign(mig, attempt)
+
+    def _start_in_flight(self, mig: Migration) -> bool:
+        """Another worker consumed the claim moments ago: leave its start call to finish.
+
+        A liveness rule, not a safety one: reconciling early can only park the migration
+        (head_missing), never start twice. The last event's own clock is the claimer's.
+        """
+        if mig.state.last_worker == self.worker_id or self.claim_grace <= 0:
+            return False
+        age = datetime.now(timezone.utc) - mig.modified_on
+        return age.total_seconds() < self.claim_grace
 
     def _close(self, mig: Migration, attempt: int) -> AttemptResult:
         source = self.app.repository.get(UUID(mig.state.source_id))

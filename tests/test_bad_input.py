@@ -191,7 +191,9 @@ def test_closed_incarnation_is_recreated_as_a_new_incarnation(world, how):
     ("sqlite://relative.db", "expected sqlite:///PATH"),
     ("mysql://db/fence", "expected sqlite:///PATH"),
     ("fence.db", "expected sqlite:///PATH"),
-    ("postgresql://localhost/fence", "not supported"),
+    ("postgresql://localhost/fence?sslmode=disable", "not supported"),
+    ("postgresql://localhost", "names no database"),
+    ("postgresql://localhost/fence?schema=a;drop", "not a plain identifier"),
 ])
 def test_bad_store_urls_are_invalid_argument(url, expect):
     with pytest.raises(InvalidArgument) as exc:

@@ -191,7 +191,7 @@ def test_other_domain_errors_keep_their_codes(store: str) -> None:
         "error: already_exists: ")
 
 
-@pytest.mark.parametrize("url", ["postgresql://localhost/db", "mysql://x", "sqlite:///",
+@pytest.mark.parametrize("url", ["postgresql://localhost", "mysql://x", "sqlite:///",
                                  "sqlite:////no/such/dir/x.db", ""])
 def test_store_url_problems_are_invalid_argument(url: str) -> None:
     result = CliRunner().invoke(cli, ["--store", url, "list"])

@@ -53,14 +53,18 @@ class Harness:
         self.generation = 1
 
     def restart(self) -> MigrationService:
-        """A new service without the hook: from the file (file store) or on the same app."""
+        """A new service without the hook: from the file (file store) or on the same app.
+
+        It runs after the dead worker's claim grace has passed (claim_grace=0): it may
+        reconcile the dead worker's consumed claim at once."""
         self.generation += 1
         worker = f"w{self.generation}"
         if self.file:
             self.service.close()
-            self.service = open_service(self.url, self.sim, worker_id=worker)
+            self.service = open_service(self.url, self.sim, worker_id=worker, claim_grace=0)
         else:
-            self.service = MigrationService(self.service.app, self.sim, worker_id=worker)
+            self.service = MigrationService(self.service.app, self.sim, worker_id=worker,
+                                            claim_grace=0)
         return self.service
 
     def drain(self) -> None:

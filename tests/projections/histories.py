@@ -13,6 +13,7 @@ from domain.ids import destination_workflow_id
 from infra.legacy import plant_legacy_v1
 from infra.service import MigrationService, open_service
 from infra.simulator import SimulatedDestination
+from projections import service_views as pv
 from tests.helpers import NS, start_foreign
 
 OTHER_NS = "payments"
@@ -30,12 +31,13 @@ class Histories:
         self.service.close()
 
 
-def build(store: str, between: Callable[[Histories], Any] = lambda h: None) -> Histories:
+def build(store: str, between: Callable[[Histories], Any] | None = None) -> Histories:
     """Schedules in every state: completed (two), parked foreign / head_missing, claimed,
     pending, legacy_pending, adopted, aborted. ``store`` must be a file store (two services)."""
     dest = SimulatedDestination()
-    w1 = open_service(store, dest, worker_id="w1")
-    w2 = open_service(store, dest, worker_id="w2")
+    # The histories compress time: a worker may reconcile another's claim at once (no grace).
+    w1 = open_service(store, dest, worker_id="w1", claim_grace=0)
+    w2 = open_service(store, dest, worker_id="w2", claim_grace=0)
     h = Histories(w1, w2, dest)
     steps = [
         lambda: _completed(h, "done", w1, actor="alice"),
@@ -51,8 +53,19 @@ def build(store: str, between: Callable[[Histories], Any] = lambda h: None) -> H
     ]
     for step in steps:
         step()
-        between(h)
+        if between is not None:
+            between(h)
+    if between is None:
+        _unproject(h)
     return h
+
+
+def _unproject(h: Histories) -> None:
+    """Workers keep the projection current (it is their due-work index); unless a test
+    projects step by step (``between``), it wants a log nobody has projected yet."""
+    pv.projector(h.service).view.drop_tables()
+    pv.close_views(h.service)
+    pv.close_views(h.second)
 
 
 def _create(h: Histories, key: str, sid: str, svc: MigrationService, ns: str = NS) -> None:

@@ -1,0 +1,138 @@
+"""Due work: which migrations a worker should attempt next, found without scanning the log.
+
+The projection's ``schedfence_proj_migrations`` table (indexed by state) says which migrations
+are open; a small ``schedfence_work_backoff`` table, shared by every worker process on the
+store, holds when a migration that could not progress (destination unavailable, a foreign run
+still running, another worker's start still in flight) may be tried again. Backoff is only a
+hint for fairness and load: every attempt reloads the aggregate and the store's optimistic
+concurrency decides every race, so a stale or lost backoff row can cost a wasted attempt,
+never a wrong step.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, and_, delete,
+                        or_, select, update)
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from projections import service_views as pv
+from projections.engine import WRITE
+from projections.tables import migrations
+
+BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
+MAX_BACKOFF = 60.0
+# States a worker may act on; a parked one only when the foreign run may have closed.
+WORKABLE = ("pending", "claimed", "receipted")
+
+_metadata = MetaData()
+backoff = Table(
+    "schedfence_work_backoff", _metadata,
+    Column("migration_id", String(36), primary_key=True),
+    Column("not_before_us", BigInteger, nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("reason", String(40), nullable=False),
+)
+
+
+def _now_us() -> int:
+    return int(time.time() * 1_000_000)
+
+
+def backoff_seconds(failures: int, rng: random.Random | None = None) -> float:
+    """Exponential, capped, with jitter so that workers that failed together spread out."""
+    delay = min(MAX_BACKOFF, BASE_BACKOFF * 2 ** max(failures - 1, 0))
+    return delay * (0.5 + (rng or random).random() / 2)
+
+
+class DueWork:
+    """The due-work index of one service (its projection's engine and tables)."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self._ready = False
+
+    @property
+    def engine(self) -> Any:
+        return pv.projector(self.service).view.engine
+
+    def _writing(self) -> Any:
+        """A write transaction (on SQLite it takes the write lock up front, see engine.py)."""
+        return self.engine.execution_options(**{WRITE: True}).begin()
+
+    def _ensure_table(self) -> None:
+        if self._ready:
+            return
+        try:
+            with self._writing() as conn:
+                _metadata.create_all(conn, checkfirst=True)
+        except DBAPIError:
+            # Another process created it at the same moment (PostgreSQL DDL race).
+            with self._writing() as conn:
+                _metadata.create_all(conn, checkfirst=True)
+        self._ready = True
+
+    def open_ids(self) -> list[UUID]:
+        """Every open migration, oldest change first (the log is read only to catch up)."""
+        pv.catch_up(self.service)
+        query = select(migrations.c.migration_id).where(
+            migrations.c.state.in_(WORKABLE + ("parked", "legacy_pending"))
+        ).order_by(migrations.c.last_position)
+        with self.engine.connect() as conn:
+            return [UUID(r[0]) for r in conn.execute(query)]
+
+    def due(self, limit: int = 100) -> list[tuple[UUID, bool]]:
+        """Open migrations a worker may act on now, least recently changed first, each with
+        whether it has a backoff row (so a worker clears only rows that exist)."""
+        self._ensure_table()
+        pv.catch_up(self.service)
+        workable = or_(migrations.c.state.in_(WORKABLE),
+                       and_(migrations.c.state == "parked",
+                            migrations.c.park_reason == "foreign_destination"))
+        ready = or_(backoff.c.not_before_us.is_(None), backoff.c.not_before_us <= _now_us())
+        query = (select(migrations.c.migration_id, backoff.c.failures)
+                 .select_from(migrations.outerjoin(
+                     backoff, backoff.c.migration_id == migrations.c.migration_id))
+                 .where(workable, ready).order_by(migrations.c.last_position).limit(limit))
+        with self.engine.connect() as conn:
+            return [(UUID(r[0]), r[1] is not None) for r in conn.execute(query)]
+
+    def back_off(self, migration_id: UUID, reason: str) -> float:
+        """Record one more failure to progress; returns the delay chosen."""
+        self._ensure_table()
+        mid = str(migration_id)
+        for _ in range(3):  # insert-or-update without dialect-specific upserts
+            with self._writing() as conn:
+                row = conn.execute(select(backoff.c.failures).where(
+                    backoff.c.migration_id == mid)).first()
+                failures = (row[0] if row else 0) + 1
+                values = {"not_before_us": _now_us() + int(backoff_seconds(failures) * 1e6),
+                          "failures": failures, "reason": reason[:40]}
+                try:
+                    if row is None:
+                        conn.execute(backoff.insert().values(migration_id=mid, **values))
+                    else:
+                        conn.execute(update(backoff).where(
+                            backoff.c.migration_id == mid).values(**values))
+                    return values["not_before_us"] / 1e6 - time.time()
+                except IntegrityError:
+                    continue  # another worker inserted it first: read its count again
+        return 0.0
+
+    def clear(self, migration_id: UUID) -> None:
+        """The migration progressed: it is due again at once."""
+        self._ensure_table()
+        with self._writing() as conn:
+            conn.execute(delete(backoff).where(backoff.c.migration_id == str(migration_id)))
+
+    def prune(self) -> int:
+        """Drop backoff rows of migrations that are no longer open."""
+        self._ensure_table()
+        closed = select(migrations.c.migration_id).where(
+            migrations.c.state.in_(("completed", "aborted")))
+        with self._writing() as conn:
+            return conn.execute(delete(backoff).where(
+                backoff.c.migration_id.in_(closed))).rowcount or 0
