@@ -6,7 +6,10 @@ traceback. Exit codes: 0 ok, 1 domain error or invariant violations, 2 usage err
 """
 from __future__ import annotations
 
+import itertools
 import json
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -217,52 +220,62 @@ def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bo
 
 @cli.command()
 @click.option("--until-idle", is_flag=True, help="One run until nothing progresses, then exit.")
+@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="Worker threads in this process (any number of processes may run too).")
 @click.option("--max-attempts", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Task attempts per run.")
+              help="Task attempts per run (--until-idle with one thread).")
 @click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Seconds between passes when polling.")
+              help="Seconds between passes when nothing was due.")
 @json_option
-def worker(until_idle: bool, max_attempts: int, poll_interval: float, as_json: bool) -> None:
-    """Run migration tasks.
+def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval: float,
+           as_json: bool) -> None:
+    """Run migration tasks from the due-work index.
 
-    Without --until-idle, poll until Ctrl-C, printing one line per pass that wrote events
-    (with --json: one JSON object per such line)."""
+    Without --until-idle, poll until Ctrl-C or SIGTERM, printing one line per pass that made
+    progress (with --json: one JSON object per such line). Several workers, in this process
+    (--concurrency) or others, may share a store: the store decides every race."""
     service = _service()
-    if not until_idle:
-        _poll(service, max_attempts, poll_interval, as_json)
-        return
     before = service.event_count()
-    attempts = service.run_until_idle(max_attempts)
-    doc = {"attempts": attempts, "events_written": service.event_count() - before,
-           "migrations": out.migration_states(service)}
+    if until_idle and concurrency == 1:
+        attempts = service.run_until_idle(max_attempts)
+        summary: dict[str, Any] = {"attempts": attempts}
+    else:
+        stats = _run_pool(service, concurrency, until_idle, poll_interval, as_json)
+        summary = stats.to_dict()
+        attempts = stats.attempts
+    doc = dict(summary, events_written=service.event_count() - before,
+               migrations=out.migration_states(service))
+    if not until_idle and not as_json:
+        click.echo(f"worker stopped after {summary['passes']} passes, {attempts} attempts")
+        return
     _emit(as_json, doc, [f"attempts: {attempts}",
                          f"events written: {doc['events_written']}",
                          f"migrations: {out.states_summary(doc['migrations'])}"])
 
 
-def _poll(service: MigrationService, max_attempts: int, interval: float,
-          as_json: bool) -> None:
-    if not as_json:
-        click.echo(f"worker {service.worker_id}: polling every {interval:g}s (Ctrl-C stops)")
-    passes = 0
-    try:
-        while True:
-            passes += 1
-            before = service.event_count()
-            attempts = service.run_until_idle(max_attempts)
-            written = service.event_count() - before  # includes other writers' events
-            if written:
-                doc = {"pass": passes, "attempts": attempts, "events_written": written,
-                       "migrations": out.migration_states(service)}
-                click.echo(json.dumps(doc) if as_json else
-                           f"{time.strftime('%H:%M:%S')} pass {passes}: {attempts} attempts, "
-                           f"{written} new events; migrations: "
-                           f"{out.states_summary(doc['migrations'])}")
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        # Every attempt is crash-safe, so stopping mid-pass loses nothing.
-        if not as_json:
-            click.echo(f"worker stopped after {passes} passes")
+def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
+              interval: float, as_json: bool) -> Any:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop between attempts
+
+    passes = itertools.count(1)
+
+    def on_pass(thread: int, progressed: int) -> None:
+        n = next(passes)
+        if progressed and not until_idle:
+            line = {"pass": n, "thread": thread, "progressed": progressed,
+                    "log_position": service.event_count(),
+                    "migrations": out.migration_states(service)}
+            click.echo(json.dumps(line) if as_json else
+                       f"{time.strftime('%H:%M:%S')} pass {n}: thread {thread} progressed "
+                       f"{progressed} migration(s); log at {line['log_position']}; "
+                       f"migrations: {out.states_summary(line['migrations'])}")
+
+    if not until_idle and not as_json:
+        click.echo(f"worker {service.worker_id}: {concurrency} thread(s), polling every "
+                   f"{interval:g}s (Ctrl-C stops)")
+    return service.run_workers(stop, concurrency, until_idle=until_idle,
+                               poll_interval=interval, on_pass=on_pass)
 
 
 # -- read views --------------------------------------------------------------------------------

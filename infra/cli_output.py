@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -175,11 +174,8 @@ def states_summary(counts: dict[str, int]) -> str:
 
 # -- documents shared by several commands ------------------------------------------------------
 def migration_states(service: MigrationService) -> dict[str, int]:
-    """How many migrations of the whole store are in each state."""
-    counts: Counter[str] = Counter()
-    for note in service.app.notifications(MIGRATION_TOPICS):
-        counts[service.app.repository.get(note.originator_id).state.phase] += 1
-    return dict(counts)
+    """How many migrations of the whole store are in each state (from the projection)."""
+    return {state: n for state, n in service.stats()["by_state"].items() if n}
 
 
 def verdict(service: MigrationService) -> dict[str, Any]:
