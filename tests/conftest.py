@@ -1,11 +1,31 @@
-"""Fixtures shared by the whole suite: PostgreSQL databases made and dropped by the tests."""
+"""Fixtures shared by the whole suite: the two stores every store test runs on, and the
+PostgreSQL databases made and dropped by the tests.
+
+A test that takes ``store_url``, ``file_store_url``, ``new_store_url`` or ``store_kind`` (or the
+``world`` fixture of ``tests.helpers``, which takes ``store_url``) runs twice, with ids
+``[sqlite]`` and ``[postgres]``:
+
+- ``store_url``: a private store for this test: SQLite in memory, or a fresh PostgreSQL schema;
+- ``file_store_url``: a store that outlives its services (reopen after close, several services
+  or processes): a SQLite file in ``tmp_path``, or a fresh PostgreSQL schema (a schema URL
+  persists across opens just as a file does);
+- ``new_store_url(name)``: more such persistent stores, one per name.
+
+Every PostgreSQL schema lives in the session's own database, which is dropped at the end of
+the run. Outside CI an unreachable server skips the ``[postgres]`` half; in CI (``CI=true``)
+it fails it (``tests.pgtools.require_postgres``).
+"""
 from __future__ import annotations
 
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
 from tests import pgtools
+
+STORES = ("sqlite", "postgres")
+MEMORY = "sqlite:///:memory:"
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +41,41 @@ def pg_database() -> Iterator[str]:
 def pg_store(pg_database: str) -> str:
     """A store URL on a fresh schema of the session database."""
     return pgtools.new_schema_url(pg_database)
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` or ``postgres``: every test that depends on it runs on both stores."""
+    return request.param
+
+
+@pytest.fixture
+def new_store_url(store_kind: str, tmp_path: Path,
+                  request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``new_store_url(name="store")``: a persistent store per name (the same name gives the
+    same URL): ``tmp_path/NAME.db`` on SQLite, a fresh schema on PostgreSQL."""
+    made: dict[str, str] = {}
+
+    def make(name: str = "store") -> str:
+        if name not in made:
+            if store_kind == "postgres":
+                made[name] = pgtools.new_schema_url(request.getfixturevalue("pg_database"))
+            else:
+                made[name] = f"sqlite:///{tmp_path / name}.db"
+        return made[name]
+
+    return make
+
+
+@pytest.fixture
+def file_store_url(new_store_url: Callable[..., str]) -> str:
+    """A store that survives closing its services: a SQLite file or a PostgreSQL schema."""
+    return new_store_url()
+
+
+@pytest.fixture
+def store_url(store_kind: str, request: pytest.FixtureRequest) -> str:
+    """The test's own store: SQLite in memory, or a fresh PostgreSQL schema."""
+    if store_kind == "postgres":
+        return request.getfixturevalue("pg_store")
+    return MEMORY

@@ -1,5 +1,6 @@
-"""Shared test scaffolding: a service on an in-memory store, a scriptable crash hook, and
-given/when/then steps that name the failing step in an assertion message.
+"""Shared test scaffolding: a service on the test's store (SQLite or PostgreSQL), a
+scriptable crash hook, and given/when/then steps that name the failing step in an assertion
+message.
 
 The crash hook doubles as an *interleaving* hook: an action registered at a boundary runs
 exactly there (once), so a test can make a second actor act between a worker's read and its
@@ -103,8 +104,9 @@ def new_world(store: str = MEMORY, dest: SimulatedDestination | None = None,
 
 
 @pytest.fixture
-def world() -> Iterator[World]:
-    w = new_world()
+def world(store_url: str) -> Iterator[World]:
+    """A world on the test's store: SQLite in memory, or PostgreSQL (see tests/conftest.py)."""
+    w = new_world(store_url)
     yield w
     w.service.close()
 

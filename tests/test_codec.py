@@ -91,7 +91,16 @@ def test_a_newer_version_than_the_code_is_refused_not_guessed(service):
                                                   Migration.StartClaimConsumed.TOPIC))
 
 
-def test_verify_names_the_log_position_of_an_undecodable_event(service):
+@pytest.fixture()
+def stored_service(store_url: str):
+    """A service on the test's store, SQLite or PostgreSQL (the mapper tests need neither)."""
+    svc = open_service(store_url)
+    yield svc
+    svc.close()
+
+
+def test_verify_names_the_log_position_of_an_undecodable_event(stored_service):
+    service = stored_service
     service.create_schedule("ns", "a")
     bad = StoredEvent(originator_id=uuid.uuid4(), originator_version=1,
                       topic="schedfence.future.Thing", state=b"{}")

@@ -412,8 +412,8 @@ def test_f7_different_id_while_pending_already_exists(world):
 
 
 @pytest.mark.parametrize("b_id", ["RB", "RA"], ids=["different_id", "same_id"])
-def test_f7_two_services_on_one_sqlite_file_race(tmp_path, b_id):
-    store = f"sqlite:///{tmp_path / 'fence.db'}"
+def test_f7_two_services_on_one_store_race(file_store_url, b_id):
+    store = file_store_url  # a SQLite file or a PostgreSQL schema, shared by both services
     a = new_world(store, worker_id="a")
     b = new_world(store, dest=a.dest, worker_id="b")
     try:

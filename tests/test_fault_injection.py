@@ -5,10 +5,11 @@ fail once, then "restarts" and drains the worker. Whatever the boundary, the out
 one of the two the protocol allows: the source closed with exactly one destination chain and a
 receipt, or the migration parked (the source still paused and fenced) with no second chain.
 The file-store variant reopens the service from its URL after the crash, so nothing the
-outcome depends on can live only in process memory.
+outcome depends on can live only in process memory. Every case runs on SQLite and PostgreSQL.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from uuid import UUID
 
 import pytest
@@ -45,15 +46,15 @@ class CrashOnce:
 class Harness:
     """One store and one destination; ``restart`` drops the service as a crash would."""
 
-    def __init__(self, store: str, tmp_path, hook: CrashOnce) -> None:
+    def __init__(self, store: Store, hook: CrashOnce) -> None:
         self.sim = SimulatedDestination(seed=7)
-        self.file = store == "file"
-        self.url = f"sqlite:///{tmp_path / 'store.db'}" if self.file else "sqlite:///:memory:"
+        self.file = store.reopen
+        self.url = store.url
         self.service = open_service(self.url, self.sim, worker_id="w1", crash_hook=hook)
         self.generation = 1
 
     def restart(self) -> MigrationService:
-        """A new service without the hook: from the file (file store) or on the same app.
+        """A new service without the hook: reopened from the URL, or on the same app.
 
         It runs after the dead worker's claim grace has passed (claim_grace=0): it may
         reconcile the dead worker's consumed claim at once."""
@@ -77,9 +78,21 @@ class Harness:
         raise AssertionError("the worker never went idle")
 
 
+@dataclass(frozen=True)
+class Store:
+    url: str
+    reopen: bool  # restart by reopening the store from its URL, not on the same app
+
+
 @pytest.fixture(params=["memory", "file"])
-def store(request) -> str:
-    return request.param
+def store(request, store_kind: str, store_url: str, tmp_path) -> Store:
+    """``memory``: the restart keeps the app; ``file``: it reopens the store from its URL.
+
+    On SQLite these are an in-memory database and a file; on PostgreSQL both are a fresh
+    schema (a schema persists across opens as a file does), run once per restart kind."""
+    if request.param == "file" and store_kind == "sqlite":
+        return Store(f"sqlite:///{tmp_path / 'store.db'}", reopen=True)
+    return Store(store_url, reopen=request.param == "file")
 
 
 def _rollback(h: Harness) -> str:
@@ -163,9 +176,9 @@ CRASHES = [
 
 @pytest.mark.parametrize("point,expect,park_reason,evidence", CRASHES,
                          ids=[c[0] for c in CRASHES])
-def test_crash_at_every_boundary(store, tmp_path, point, expect, park_reason, evidence):
+def test_crash_at_every_boundary(store, point, expect, park_reason, evidence):
     hook = CrashOnce(point)
-    h = Harness(store, tmp_path, hook)
+    h = Harness(store, hook)
     h.service.create_schedule(NS, SID, paused=PRE_PAUSED, notes=PRE_NOTES)
     request_id = _rollback(h)
     try:
@@ -189,8 +202,8 @@ START_FAULTS = [
 
 @pytest.mark.parametrize("fault,expect,park_reason,evidence", START_FAULTS,
                          ids=[f[0] for f in START_FAULTS])
-def test_start_fault(store, tmp_path, fault, expect, park_reason, evidence):
-    h = Harness(store, tmp_path, CrashOnce(None))
+def test_start_fault(store, fault, expect, park_reason, evidence):
+    h = Harness(store, CrashOnce(None))
     h.service.create_schedule(NS, SID, paused=PRE_PAUSED, notes=PRE_NOTES)
     request_id = _rollback(h)
     h.sim.inject("start", fault)
@@ -206,8 +219,8 @@ def test_start_fault(store, tmp_path, fault, expect, park_reason, evidence):
 
 
 @pytest.mark.parametrize("fault", ["fail_before_commit", "lose_response", "unavailable"])
-def test_describe_fault_in_sentinel_gate_writes_nothing(store, tmp_path, fault):
-    h = Harness(store, tmp_path, CrashOnce(None))
+def test_describe_fault_in_sentinel_gate_writes_nothing(store, fault):
+    h = Harness(store, CrashOnce(None))
     h.service.create_schedule(NS, SID, paused=PRE_PAUSED, notes=PRE_NOTES)
     before = h.service.event_count()
     h.sim.inject("describe", fault)
@@ -222,8 +235,8 @@ def test_describe_fault_in_sentinel_gate_writes_nothing(store, tmp_path, fault):
 
 
 @pytest.mark.parametrize("fault", ["fail_before_commit", "lose_response", "unavailable"])
-def test_describe_fault_during_reconcile(store, tmp_path, fault):
-    h = Harness(store, tmp_path, CrashOnce(None))
+def test_describe_fault_during_reconcile(store, fault):
+    h = Harness(store, CrashOnce(None))
     h.service.create_schedule(NS, SID, paused=PRE_PAUSED, notes=PRE_NOTES)
     request_id = _rollback(h)
     h.sim.inject("start", "lose_response")
@@ -242,10 +255,10 @@ def test_describe_fault_during_reconcile(store, tmp_path, fault):
 
 @pytest.mark.parametrize("point", ["describe.before_call", "describe.after_call",
                                    "chain.before_append", "chain.after_append"])
-def test_crash_during_reconcile(store, tmp_path, point):
+def test_crash_during_reconcile(store, point):
     """A crash anywhere in the reconcile of a lost start still ends with the one chain owned."""
     hook = CrashOnce(point)
-    h = Harness(store, tmp_path, hook)
+    h = Harness(store, hook)
     h.service.create_schedule(NS, SID, paused=PRE_PAUSED, notes=PRE_NOTES)
     request_id = _rollback(h)
     h.sim.inject("start", "lose_response")

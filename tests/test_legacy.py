@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -124,8 +123,8 @@ def test_upcast_fills_exactly_the_v2_fields():
                      "claim_armed": False, "actor": ""}
 
 
-def test_legacy_migration_shows_in_status_and_list(tmp_path: Path):
-    store = f"sqlite:///{tmp_path}/legacy.db"
+def test_legacy_migration_shows_in_status_and_list(file_store_url: str):
+    store = file_store_url
     with open_service(store) as service:
         service.create_schedule(NS, SID)
         mid = plant_legacy_v1(service, NS, SID)

@@ -1,9 +1,8 @@
-"""``schedfence recover ...`` end to end on a SQLite store with the simulator persisted beside it:
+"""``schedfence recover ...`` end to end on a store with the simulator persisted beside it:
 allowed and refused cases of each command, the error contract, and nothing written on refusal."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -22,8 +21,9 @@ WHO = ["--actor", "oncall-ann", "--reason", "ticket-42"]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/recover.db"
+def store(file_store_url: str) -> str:
+    """A SQLite file or a PostgreSQL schema (both stores: tests/conftest.py)."""
+    return file_store_url
 
 
 def setup(store: str, build) -> None:
