@@ -25,6 +25,7 @@ from .service import MigrationService, open_service
 from .sim_store import sim_state_for
 from .simulator import SimulatedDestination, SqlSimState
 from .store import DEFAULT_STORE, parse_store_url
+from .worker import CLAIM_GRACE_SECONDS
 
 JSON_KEY = "schedfence.json"
 
@@ -226,15 +227,19 @@ def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bo
               help="Task attempts per run (--until-idle with one thread).")
 @click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="Seconds between passes when nothing was due.")
+@click.option("--claim-grace", type=click.FloatRange(min=0), default=CLAIM_GRACE_SECONDS,
+              show_default=True, help="Seconds another worker's fresh claim counts as in "
+              "flight before this one reconciles it.")
 @json_option
 def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval: float,
-           as_json: bool) -> None:
+           claim_grace: float, as_json: bool) -> None:
     """Run migration tasks from the due-work index.
 
     Without --until-idle, poll until Ctrl-C or SIGTERM, printing one line per pass that made
     progress (with --json: one JSON object per such line). Several workers, in this process
     (--concurrency) or others, may share a store: the store decides every race."""
     service = _service()
+    service.worker.claim_grace = claim_grace
     before = service.event_count()
     if until_idle and concurrency == 1:
         attempts = service.run_until_idle(max_attempts)
@@ -368,6 +373,7 @@ cli.add_command(recover)
 
 from .cli_temporal import destination_worker, leaving_cleanly  # noqa: E402
 cli.add_command(destination_worker)
+from . import cli_replicate  # noqa: E402,F401  (registers `replicate`; it imports this module)
 
 
 def main(argv: list[str] | None = None) -> None:
