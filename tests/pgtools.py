@@ -64,3 +64,41 @@ def fresh_database(prefix: str = "schedfence_test") -> Iterator[str]:
 def new_schema_url(dbname: str) -> str:
     """A URL on a schema nobody has used; the store creates it on first use."""
     return database_url(dbname, f"t_{uuid.uuid4().hex[:12]}")
+
+
+def schema_of(url: str) -> tuple[str, str]:
+    """(database, schema) of a store URL made by ``new_schema_url``/``database_url``."""
+    from infra.pg import parse_pg_url
+    target = parse_pg_url(url)
+    return target.dbname, target.schema
+
+
+def schema_exists(url: str) -> bool:
+    dbname, schema = schema_of(url)
+    with connect(url) as conn:
+        return conn.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+                            (schema,)).fetchone() is not None
+
+
+def connect(url: str) -> psycopg.Connection:
+    """An autocommit connection to the store's database with its schema on the search path."""
+    dbname, schema = schema_of(url)
+    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=dbname,
+                           autocommit=True, connect_timeout=5,
+                           options=f"-csearch_path={schema}")
+
+
+def table_names(url: str) -> set[str]:
+    dbname, schema = schema_of(url)
+    with connect(url) as conn:
+        rows = conn.execute("SELECT table_name FROM information_schema.tables "
+                            "WHERE table_schema = %s", (schema,)).fetchall()
+    return {r[0] for r in rows}
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on (for unreachable-server tests)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
