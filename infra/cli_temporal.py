@@ -27,9 +27,12 @@ _used_temporal = False  # set once this process has created a temporal client
 
 def parse_destination(url: str) -> tuple[str, str]:
     """``temporal://HOST:PORT[/NAMESPACE]`` → (``HOST:PORT``, namespace, default ``default``)."""
+    if url.startswith("sim+"):  # never echoed: it may hold a database password
+        raise InvalidArgument("a sim+ destination is the simulator, not a Temporal server")
     parts = urlsplit(url)
     if parts.scheme != SCHEME or not parts.hostname:
-        raise InvalidArgument(f"destination must be {SCHEME}://HOST:PORT/NAMESPACE, got {url!r}")
+        raise InvalidArgument(f"destination must be {SCHEME}://HOST:PORT/NAMESPACE or "
+                              f"sim+STORE_URL, got {url!r}")
     try:
         port = parts.port
     except ValueError:
@@ -45,8 +48,12 @@ def parse_destination(url: str) -> tuple[str, str]:
 
 
 def open_destination(url: str, **options: Any):
-    """The Temporal adapter for ``url`` (it connects on first use)."""
+    """The Temporal adapter for ``url`` (it connects on first use), or for ``sim+STORE_URL``
+    the simulator kept in a store of its own, shared by every process (infra/shared_sim.py)."""
     global _used_temporal
+    from .shared_sim import is_shared_sim, open_shared_sim
+    if is_shared_sim(url):
+        return open_shared_sim(url)
     target, namespace = parse_destination(url)
     from .temporal_destination import TemporalDestination  # keep temporalio off other commands
     _used_temporal = True

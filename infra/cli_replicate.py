@@ -1,0 +1,131 @@
+"""``schedfence replicate --from URL --to URL``: copy the event log to a standby store.
+
+Registered by one import line at the end of ``infra/cli.py`` (this module imports it). It never
+opens ``--store``: both stores are named by ``--from`` and ``--to``. Errors follow the CLI's
+contract (one ``error: <code>: <message>`` line, a JSON error object under ``--json``), and
+URLs are shown without their password.
+"""
+from __future__ import annotations
+
+import json
+import time
+import click
+
+from .cli import cli, json_option
+from .replicate import BATCH, ReplicationReport, follow, replicate as copy_log
+from .store import parse_store_url
+
+PROGRESS_EVERY = 10_000  # events between progress lines on a long copy
+DESTINATION_HELP = (" Or sim+STORE_URL (sim+postgresql://USER@HOST:PORT/DB[?schema=S], "
+                    "sim+sqlite:///PATH): the simulator kept in a store of its own, so an "
+                    "active and a standby store share one destination.")
+
+
+def _document_shared_sim() -> None:
+    """Mention ``sim+`` in the group's --destination help (its text lives in infra/cli.py)."""
+    for param in cli.params:
+        if param.name == "destination" and "sim+" not in (getattr(param, "help", "") or ""):
+            param.help = (param.help or "") + DESTINATION_HELP  # type: ignore[attr-defined]
+
+
+def _summary(report: ReplicationReport) -> list[str]:
+    state = "caught up" if report.caught_up else f"{report.source_head - report.position} " \
+        "source ids behind"
+    return [f"replicated {report.copied} events in {report.batches} batches "
+            f"({report.seconds:.2f}s, {report.rate:.0f} events/s)",
+            f"from {report.source}", f"to   {report.standby}",
+            f"source position {report.from_position} -> {report.position} "
+            f"(source head {report.source_head}, {state})",
+            f"log: {report.source_log or '(source empty)'}"]
+
+
+class _Progress:
+    """A line every PROGRESS_EVERY events (text), or per polling pass (--follow --json)."""
+
+    def __init__(self, as_json: bool, following: bool) -> None:
+        self.as_json, self.following = as_json, following
+        self.next_line = PROGRESS_EVERY
+        self.printed_at = 0
+
+    def batch(self, report: ReplicationReport) -> None:
+        if self.as_json or report.copied < self.next_line:
+            return
+        self.next_line = (report.copied // PROGRESS_EVERY + 1) * PROGRESS_EVERY
+        click.echo(f"{time.strftime('%H:%M:%S')} copied {report.copied} events, source "
+                   f"position {report.position} of {report.source_head}")
+
+    def pass_done(self, report: ReplicationReport) -> None:
+        if not self.following or report.copied == self.printed_at:
+            return
+        self.printed_at = report.copied
+        doc = dict(report.to_dict(), event="copied")
+        click.echo(json.dumps(doc) if self.as_json else
+                   f"{time.strftime('%H:%M:%S')} standby at source position "
+                   f"{report.position} ({report.copied} events copied so far)")
+
+
+@cli.command("replicate")
+@click.option("--from", "source", required=True, metavar="URL",
+              help="The active store (sqlite:///PATH or postgresql://...).")
+@click.option("--to", "standby", required=True, metavar="URL",
+              help="The standby store: empty, or written only by this follower.")
+@click.option("--follow", "keep_following", is_flag=True,
+              help="Keep copying new events until Ctrl-C.")
+@click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0,
+              show_default=True, help="Seconds between polls with --follow.")
+@click.option("--batch-size", type=click.IntRange(1, 10_000), default=BATCH,
+              show_default=True, help="Events per standby transaction.")
+@json_option
+def replicate(source: str, standby: str, keep_following: bool, poll_interval: float,
+              batch_size: int, as_json: bool) -> None:
+    """Copy the event log to a standby store, in order, exactly once.
+
+    Each batch of stored events is appended verbatim to the standby together with the
+    follower's position, in one transaction, so a copy stopped at any point resumes where it
+    stopped. Refused (failed_precondition) if the standby holds events not copied from this
+    source, or if the source does not continue what was copied. Then
+    `schedfence --store STANDBY --destination sim+... worker` (or the real destination) takes
+    over from the replicated state alone; see README, "Failover"."""
+    progress = _Progress(as_json, keep_following)
+    if not keep_following:
+        report = copy_log(source, standby, batch_size=batch_size, on_batch=progress.batch)
+        if as_json:
+            click.echo(json.dumps(report.to_dict()))
+        else:
+            for line in _summary(report):
+                click.echo(line)
+        return
+    _follow(source, standby, poll_interval, batch_size, progress, as_json)
+
+
+def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
+            progress: _Progress, as_json: bool) -> None:
+    state: dict[str, ReplicationReport] = {}
+
+    def on_batch(report: ReplicationReport) -> None:
+        state["report"] = report
+        progress.batch(report)
+
+    def should_stop() -> bool:
+        if "report" in state:
+            progress.pass_done(state["report"])
+        return False  # until Ctrl-C
+
+    def warn(message: str) -> None:
+        click.echo(f"warning: {message} (retrying)", err=True)
+
+    if not as_json:
+        click.echo(f"following {parse_store_url(source).redacted} every {poll_interval:g}s "
+                   "(Ctrl-C stops)")
+    try:
+        follow(source, standby, poll_interval=poll_interval, batch_size=batch_size,
+               should_stop=should_stop, on_batch=on_batch, on_error=warn)
+    except KeyboardInterrupt:
+        # Every batch commits with its position, so stopping anywhere loses nothing.
+        report = state.get("report")
+        copied = report.copied if report else 0
+        click.echo(json.dumps({"event": "stopped", "copied": copied}) if as_json else
+                   f"follower stopped after copying {copied} events")
+
+
+_document_shared_sim()
