@@ -20,6 +20,7 @@ from domain.invariants import Checker, Violation
 from domain.migration import MigrationState, evolve_migration
 from domain.schedule import ScheduleKey, evolve_schedule
 
+from .pg import PgTarget, StoreUnavailable
 from .replay_explain import explain
 from .store import FenceApplication, open_application, parse_store_url
 
@@ -258,11 +259,31 @@ def open_offline(store: str) -> Any:
     url = parse_store_url(store)
     if url.kind == "sqlite-file" and not os.path.isfile(url.path):
         raise InvalidArgument(f"store {store!r}: no such file (replay never creates one)")
+    if url.pg is not None:
+        _require_pg_store(url.pg)  # opening would create the schema and the events table
     try:
         service = MigrationService(open_application(url), OfflineDestination(),
                                    worker_id="replay")
         service.event_count()  # a file that is not a store fails here, clearly
+    except StoreUnavailable:
+        raise  # its own code and a message without the password
     except Exception as exc:
-        raise InvalidArgument(f"cannot open store {store!r}: {type(exc).__name__}: "
-                              f"{exc}") from exc
+        raise InvalidArgument(f"cannot open store {url.redacted!r}: {type(exc).__name__}: "
+                              f"{_redact(str(exc), url)}") from exc
     return service
+
+
+def _require_pg_store(target: PgTarget) -> None:
+    """The schema must exist and hold the event table: replay creates neither."""
+    table = f"{FenceApplication.name.lower()}_events"  # eventsourcing.postgres's table name
+    with target.connect() as conn:
+        found = conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
+                             "AND table_name = %s", (target.schema, table)).fetchone()
+    if found is None:
+        raise InvalidArgument(f"store {target.redacted!r}: no such schema or no event table "
+                              f"{target.schema}.{table} (replay never creates one)")
+
+
+def _redact(text: str, url: Any) -> str:
+    password = url.pg.password if url.pg is not None else ""
+    return text.replace(password, "***") if password else text

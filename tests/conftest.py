@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 import pytest
 
 from tests import pgtools
+from tests.helpers import world  # noqa: F401  (the fixture, for every module)
 
 STORES = ("sqlite", "postgres")
 MEMORY = "sqlite:///:memory:"

@@ -1,6 +1,7 @@
-"""The ``schedfence`` CLI: commands end to end on a real SQLite store, the output and error
-contracts (text, ``--json``, one ``error:`` line, exit codes), the demo, and the simulator
-persisted beside the events so separate invocations share one destination."""
+"""The ``schedfence`` CLI: commands end to end on a real store (a SQLite file and a PostgreSQL
+schema), the output and error contracts (text, ``--json``, one ``error:`` line, exit codes),
+the demo, and the simulator persisted beside the events so separate invocations share one
+destination."""
 from __future__ import annotations
 
 import json
@@ -20,13 +21,15 @@ from domain.schedule import Schedule
 from infra.cli import cli
 from infra.service import MigrationService, open_service
 from infra.simulator import SimulatedDestination, SqlSimState
+from tests import pgtools
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/x.db"
+def store(file_store_url: str) -> str:
+    """A SQLite file or a PostgreSQL schema: every store test runs on both (tests/conftest.py)."""
+    return file_store_url
 
 
 def run(store: str, *args: str, env: dict | None = None):
@@ -316,8 +319,8 @@ def test_worker_polls_until_ctrl_c_and_exits_cleanly(store: str) -> None:
 
 
 # -- the demo ----------------------------------------------------------------------------------
-def test_demo_json_every_scenario_passes(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/demo.db"
+def test_demo_json_every_scenario_passes(store: str) -> None:
+    url = store
     result = CliRunner().invoke(cli, ["demo", "--store", url, "--json"])
     assert result.exit_code == 0, result.stdout
     doc = json.loads(result.stdout)
@@ -334,8 +337,8 @@ def test_demo_json_every_scenario_passes(tmp_path: Path) -> None:
         "foreign_destination"
 
 
-def test_demo_text_names_each_mode_and_its_verdict(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["demo", "--store", f"sqlite:///{tmp_path}/d.db"])
+def test_demo_text_names_each_mode_and_its_verdict(store: str) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--store", store])
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     headings = [line.split()[0] for line in lines if line[:1] == "F"]
@@ -345,14 +348,17 @@ def test_demo_text_names_each_mode_and_its_verdict(tmp_path: Path) -> None:
     assert lines[-1] == "demo: 9/9 scenarios match Part A; PASS"
 
 
-def test_demo_never_touches_the_users_store(tmp_path: Path, monkeypatch) -> None:
+def test_demo_never_touches_the_users_store(store: str, store_kind: str, tmp_path: Path,
+                                           monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    user = tmp_path / "user.db"
-    result = CliRunner(env={"SCHEDFENCE_STORE": f"sqlite:///{user}"}).invoke(
-        cli, ["demo", "--json"])
+    user = store  # SCHEDFENCE_STORE names the user's store: a SQLite file or a schema
+    result = CliRunner(env={"SCHEDFENCE_STORE": user}).invoke(cli, ["demo", "--json"])
     assert result.exit_code == 0
-    assert not user.exists()
+    if store_kind == "postgres":
+        assert not pgtools.schema_exists(user)
+    else:
+        assert not Path(user.removeprefix("sqlite:///")).exists()
     assert json.loads(result.stdout)["store"].startswith(f"sqlite:///{tmp_path / 'tmp'}")
 
 

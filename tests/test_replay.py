@@ -24,6 +24,7 @@ from domain.migration import _Event
 from infra.cli import cli
 from infra.replay import OfflineDestination, open_offline
 from infra.service import MIGRATION_TOPICS, MigrationService
+from tests import pgtools
 from tests.helpers import NS, SID, new_world, plant_legacy
 from tests.replay.scenarios import SCENARIOS, corrupt, f1, f3
 
@@ -53,8 +54,8 @@ def expected_diff(before, after) -> list[dict]:
 
 # -- every failure mode's history --------------------------------------------------------------
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if n != "corrupt_history"])
-def test_replay_of_every_failure_mode_matches_the_aggregates_own_fold(name):
-    w = new_world()
+def test_replay_of_every_failure_mode_matches_the_aggregates_own_fold(name, world):
+    w = world
     SCENARIOS[name][2](w)
     docs = replays(w.service)
     assert docs, "every failure-mode history holds a migration"
@@ -75,11 +76,10 @@ def test_replay_of_every_failure_mode_matches_the_aggregates_own_fold(name):
         assert "FencedForMigration" in sources and sources <= {
             "FencedForMigration", "ClosedByMigration", "FenceReleased"}
         assert doc["ok"] and doc["violations"] == []
-    w.service.close()
 
 
-def test_f1_replay_shows_the_ids_compared_and_the_decisions():
-    w = new_world()
+def test_f1_replay_shows_the_ids_compared_and_the_decisions(world):
+    w = world
     f1(w)
     doc = w.service.replay(NS, "f1")
     [foreign, ours] = steps_of(doc, "DestinationAnswered")
@@ -106,8 +106,8 @@ def test_f1_replay_shows_the_ids_compared_and_the_decisions():
     assert all(c["equal"] for c in closed["decision"]["comparisons"])
 
 
-def test_f3_replay_accepts_via_the_chain_head_after_an_unknown_answer():
-    w = new_world()
+def test_f3_replay_accepts_via_the_chain_head_after_an_unknown_answer(world):
+    w = world
     f3(w)
     doc = w.service.replay(NS, "f3")
     [answer] = steps_of(doc, "DestinationAnswered")
@@ -119,8 +119,8 @@ def test_f3_replay_accepts_via_the_chain_head_after_an_unknown_answer():
 
 
 # -- --at ----------------------------------------------------------------------------------------
-def test_at_shows_the_state_as_of_a_migration_version():
-    w = new_world()
+def test_at_shows_the_state_as_of_a_migration_version(world):
+    w = world
     f3(w)
     full = w.service.replay(NS, "f3")
     mid = uuid.UUID(full["migration_id"])
@@ -138,8 +138,8 @@ def test_at_shows_the_state_as_of_a_migration_version():
 
 
 # -- a corrupted history ---------------------------------------------------------------------
-def test_violations_are_reported_at_the_step_that_caused_them():
-    w = new_world()
+def test_violations_are_reported_at_the_step_that_caused_them(world):
+    w = world
     corrupt(w)
     doc = w.service.replay(NS, "bad")
     VALIDATOR.validate(doc)
@@ -164,8 +164,8 @@ class OperatorNoted(_Event):
 register_topic(OperatorNoted.TOPIC, OperatorNoted)
 
 
-def test_an_event_type_the_reducer_does_not_know_is_shown_not_skipped():
-    w = new_world()
+def test_an_event_type_the_reducer_does_not_know_is_shown_not_skipped(world):
+    w = world
     w.service.create_schedule(NS, SID)
     mid = w.service.rollback(NS, SID, "R1").migration_id
     version = w.service.app.repository.get(uuid.UUID(mid)).version
@@ -180,8 +180,8 @@ def test_an_event_type_the_reducer_does_not_know_is_shown_not_skipped():
     assert "note=looked at it" in noted["decision"]["summary"]
 
 
-def test_recovery_events_replay_generically():
-    w = new_world()
+def test_recovery_events_replay_generically(world):
+    w = world
     w.service.create_schedule(NS, SID, notes="old")
     plant_legacy(w.service)
     w.service.recover("adopt", NS, SID, actor="ops", reason="adopt-it", request_id="RA")
@@ -199,9 +199,9 @@ def test_recovery_events_replay_generically():
 
 # -- the CLI ---------------------------------------------------------------------------------
 @pytest.fixture
-def f1_store(tmp_path: Path) -> str:
-    store = f"sqlite:///{tmp_path}/prod.db"
-    w = new_world(store)  # an in-memory destination: the file holds events only
+def f1_store(file_store_url: str) -> str:
+    store = file_store_url  # a SQLite file or a PostgreSQL schema
+    w = new_world(store)  # an in-memory destination: the store holds events only
     f1(w)
     corrupt(w)
     w.service.close()
@@ -268,21 +268,35 @@ def test_cli_errors_are_one_line(f1_store, args, code):
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(code)
 
 
-def tables(path: str) -> list[str]:
-    with sqlite3.connect(path) as db:
+def store_tables(url: str) -> list[str]:
+    if not url.startswith("sqlite:///"):
+        return sorted(pgtools.table_names(url))
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
         return sorted(r[0] for r in db.execute("select name from sqlite_master"))
 
 
-def test_cli_replays_a_copy_of_a_store_without_touching_a_destination(f1_store, tmp_path):
-    copy = tmp_path / "copy.db"
-    shutil.copy(f1_store.removeprefix("sqlite:///"), copy)
-    before = tables(str(copy))
-    result = cli_run(f"sqlite:///{copy}", NS, "f1", "--json")
+def test_cli_replays_a_copy_of_a_store_without_touching_a_destination(f1_store, tmp_path,
+                                                                      store_kind,
+                                                                      new_store_url):
+    if store_kind == "postgres":
+        # The schema itself stands for the copy: the replay must leave its tables as they are.
+        copy_url, absent_url = f1_store, new_store_url("absent")
+    else:
+        copy = tmp_path / "copy.db"
+        shutil.copy(f1_store.removeprefix("sqlite:///"), copy)
+        copy_url, absent_url = f"sqlite:///{copy}", f"sqlite:///{tmp_path}/absent.db"
+    before = store_tables(copy_url)
+    result = cli_run(copy_url, NS, "f1", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["ok"]
-    assert tables(str(copy)) == before  # no simulator tables were created beside the events
-    missing = cli_run(f"sqlite:///{tmp_path}/absent.db", NS, "f1")
-    assert missing.exit_code == 1 and "no such file" in missing.stderr
-    assert not (tmp_path / "absent.db").exists()
+    assert store_tables(copy_url) == before  # no simulator tables were created beside the events
+    missing = cli_run(absent_url, NS, "f1")
+    if store_kind == "postgres":
+        assert missing.exit_code == 1 and "no such schema" in missing.stderr
+        assert missing.stderr.startswith("error: invalid_argument: ")
+        assert not pgtools.schema_exists(absent_url)
+    else:
+        assert missing.exit_code == 1 and "no such file" in missing.stderr
+        assert not (tmp_path / "absent.db").exists()
 
 
 def test_replay_works_with_a_destination_that_refuses_every_call(f1_store):
@@ -299,3 +313,17 @@ def test_replay_works_with_a_destination_that_refuses_every_call(f1_store):
             service.replay(NS, "nope")
     finally:
         service.close()
+
+
+def test_replay_on_postgres_creates_nothing_and_never_shows_the_password(pg_database):
+    """Replay opens no schema it would have to create, and its errors carry no password."""
+    url = pgtools.database_url(pg_database, "t_never_made").replace(
+        "postgres@", "postgres:s3cret-pw@")
+    missing = cli_run(url, NS, "f1")
+    assert missing.exit_code == 1 and missing.stderr.startswith("error: invalid_argument: ")
+    assert "no such schema" in missing.stderr and "s3cret-pw" not in missing.stderr
+    assert not pgtools.schema_exists(url)
+    unreachable = cli_run(f"postgresql://postgres:s3cret-pw@127.0.0.1:1/{pg_database}", NS, "f1")
+    assert unreachable.exit_code == 1
+    assert unreachable.stderr.startswith("error: store_unavailable: ")
+    assert "s3cret-pw" not in unreachable.stderr and "***" in unreachable.stderr
