@@ -9,7 +9,10 @@ A test that takes ``store_url``, ``file_store_url``, ``new_store_url`` or ``stor
 - ``file_store_url``: a store that outlives its services (reopen after close, several services
   or processes): a SQLite file in ``tmp_path``, or a fresh PostgreSQL schema (a schema URL
   persists across opens just as a file does);
-- ``new_store_url(name)``: more such persistent stores, one per name.
+- ``new_store_url(name)``: more such persistent stores, one per name;
+- ``stores`` (session scope, for module-scoped fixtures and hypothesis tests, which must not
+  use function-scoped fixtures): ``stores.kind`` and ``stores.new()``, a fresh persistent store
+  on every call.
 
 Every PostgreSQL schema lives in the session's own database, which is dropped at the end of
 the run. Outside CI an unreachable server skips the ``[postgres]`` half; in CI (``CI=true``)
@@ -19,6 +22,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Iterator
+
+import itertools
+from dataclasses import dataclass
 
 import pytest
 
@@ -80,3 +86,26 @@ def store_url(store_kind: str, request: pytest.FixtureRequest) -> str:
     if store_kind == "postgres":
         return request.getfixturevalue("pg_store")
     return MEMORY
+
+
+@dataclass
+class Stores:
+    """Fresh stores of one kind, made on demand (see ``stores``)."""
+
+    kind: str
+    _new: Callable[[], str]
+
+    def new(self) -> str:
+        """A store nobody has used that outlives its services: a SQLite file or a schema."""
+        return self._new()
+
+
+@pytest.fixture(scope="session", params=STORES)
+def stores(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Stores:
+    kind: str = request.param
+    if kind == "postgres":
+        dbname = request.getfixturevalue("pg_database")
+        return Stores(kind, lambda: pgtools.new_schema_url(dbname))
+    numbers = itertools.count(1)
+    return Stores(kind, lambda: f"sqlite:///{tmp_path_factory.mktemp('store')}/"
+                                f"s{next(numbers)}.db")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -23,8 +22,8 @@ DONE_FLOW = ["FencedForMigration", "RequestIdAssigned", "StartClaimConsumed",
 
 
 @pytest.fixture(scope="module")
-def hist(tmp_path_factory: pytest.TempPathFactory):
-    h = build(f"sqlite:///{tmp_path_factory.mktemp('audit')}/a.db")
+def hist(stores):
+    h = build(stores.new())  # a SQLite file or a PostgreSQL schema (tests/conftest.py)
     yield h
     h.close()
 
@@ -152,9 +151,9 @@ def test_queries_catch_up_first(hist: Histories) -> None:
 
 
 # -- clocks that disagree with the log order --------------------------------------------------
-def _store_with_times(path: Path, offsets: list[int], batch: int) -> tuple:
+def _store_with_times(url: str, offsets: list[int], batch: int) -> tuple:
     """One key event per offset (seconds from a base), written in the given order."""
-    service = open_service(f"sqlite:///{path}", SimulatedDestination())
+    service = open_service(url, SimulatedDestination())
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
     records = []
     for i, off in enumerate(offsets):
@@ -172,10 +171,9 @@ def _store_with_times(path: Path, offsets: list[int], batch: int) -> tuple:
 @given(offsets=st.lists(st.integers(0, 50), min_size=1, max_size=30),
        batch=st.integers(1, 8), lo=st.integers(-2, 52), width=st.integers(0, 30),
        newest=st.booleans(), limit=st.integers(1, 40))
-def test_time_filters_are_exact_when_clocks_run_backwards(tmp_path_factory, offsets, batch, lo,
-                                                          width, newest, limit) -> None:
-    path = tmp_path_factory.mktemp("clock") / "c.db"
-    service, base = _store_with_times(path, offsets, batch)
+def test_time_filters_are_exact_when_clocks_run_backwards(stores, offsets, batch, lo, width,
+                                                          newest, limit) -> None:
+    service, base = _store_with_times(stores.new(), offsets, batch)
     try:
         since, until = base + timedelta(seconds=lo), base + timedelta(seconds=lo + width)
         got = service.audit(since=since, until=until, newest_first=newest, limit=limit)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
-from pathlib import Path
 
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
@@ -18,6 +17,7 @@ from projections.engine import engine_for_application
 from projections.projection import FenceProjection
 from projections.runner import Projector, ProjectionGap, ProjectionStopped
 from projections.view import FenceViews
+from tests import pgtools
 from tests.helpers import Crash
 from tests.projections.histories import Histories, build
 
@@ -25,8 +25,9 @@ POINTS = ("projection.rows_written", "projection.tracking_written", "projection.
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/p.db"
+def store(file_store_url: str) -> str:
+    """A SQLite file or a PostgreSQL schema: every test runs on both (tests/conftest.py)."""
+    return file_store_url
 
 
 @pytest.fixture
@@ -235,15 +236,22 @@ def test_an_event_the_reducer_rejects_stops_the_projector(hist: Histories) -> No
     assert p.position == bad - 1
 
 
-def _delete_rows(store_path: Path, *positions: int) -> None:
-    with sqlite3.connect(store_path) as db:
-        db.executemany("DELETE FROM stored_events WHERE rowid = ?", [(p,) for p in positions])
+def _delete_rows(store: str, *positions: int) -> None:
+    """Lose events from the log, as a damaged store would (a hole on either store)."""
+    if store.startswith("sqlite:///"):
+        with sqlite3.connect(store.removeprefix("sqlite:///")) as db:
+            db.executemany("DELETE FROM stored_events WHERE rowid = ?",
+                           [(p,) for p in positions])
+        return
+    with pgtools.connect(store) as db:
+        db.execute("DELETE FROM schedfence_events WHERE notification_id = ANY(%s)",
+                   (list(positions),))
 
 
 @pytest.mark.parametrize("missing", [[1], [20], [20, 21, 22]])
 def test_a_gap_in_the_log_stops_the_projector_naming_the_position(
-        hist: Histories, tmp_path: Path, missing: list[int]) -> None:
-    _delete_rows(tmp_path / "p.db", *missing)
+        hist: Histories, store: str, missing: list[int]) -> None:
+    _delete_rows(store, *missing)
     p = projector(hist, batch_size=500)
     with pytest.raises(ProjectionGap) as err:
         p.catch_up()
@@ -256,17 +264,17 @@ def test_a_gap_in_the_log_stops_the_projector_naming_the_position(
     assert isinstance(err.value, DomainError) and err.value.code == "projection_gap"
 
 
-def test_a_gap_at_a_batch_boundary_is_found_too(hist: Histories, tmp_path: Path) -> None:
-    _delete_rows(tmp_path / "p.db", 11)
+def test_a_gap_at_a_batch_boundary_is_found_too(hist: Histories, store: str) -> None:
+    _delete_rows(store, 11)
     p = projector(hist, batch_size=10)
     with pytest.raises(ProjectionGap) as err:
         p.catch_up()
     assert err.value.position == 11 and p.position == 10
 
 
-def test_tolerated_gaps_pass_only_when_asked(hist: Histories, tmp_path: Path) -> None:
+def test_tolerated_gaps_pass_only_when_asked(hist: Histories, store: str) -> None:
     """PostgreSQL's mode: a rolled-back sequence value is not a lost event."""
-    _delete_rows(tmp_path / "p.db", 20)
+    _delete_rows(store, 20)
     view = projector(hist).view
     p = Projector(hist.service.app, view, tolerate_gaps=True)
     assert p.catch_up() == hist.service.event_count() - 1
@@ -274,20 +282,31 @@ def test_tolerated_gaps_pass_only_when_asked(hist: Histories, tmp_path: Path) ->
 
 
 # -- where the tables live --------------------------------------------------------------------
-def test_tables_live_in_the_store_file_with_the_prefix(hist: Histories, tmp_path: Path) -> None:
+def test_tables_live_in_the_store_file_with_the_prefix(hist: Histories, store: str) -> None:
+    """Beside the events: in the SQLite file, or in the store's own PostgreSQL schema."""
     hist.service.catch_up()
-    with sqlite3.connect(tmp_path / "p.db") as db:
-        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if store.startswith("sqlite:///"):
+        with sqlite3.connect(store.removeprefix("sqlite:///")) as db:
+            names = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        events_table = "stored_events"
+    else:
+        names, events_table = pgtools.table_names(store), "schedfence_events"
     ours = {n for n in names if n.startswith("schedfence_proj_")}
     assert ours == {"schedfence_proj_tracking", "schedfence_proj_aggregates",
                     "schedfence_proj_audit", "schedfence_proj_migrations",
                     "schedfence_proj_counts"}
-    assert "stored_events" in names
+    assert events_table in names
 
 
-def test_a_memory_store_projects_into_its_own_shared_database() -> None:
-    from tests.helpers import new_world
-    w, other = new_world(), new_world()
+def test_a_memory_store_projects_into_its_own_shared_database(store_kind: str,
+                                                               new_store_url) -> None:
+    """Two SQLite memory stores (two PostgreSQL schemas of one database) never mix views."""
+    from tests.helpers import MEMORY, new_world
+    if store_kind == "sqlite":
+        w, other = new_world(MEMORY), new_world(MEMORY)
+    else:
+        w, other = new_world(new_store_url("a")), new_world(new_store_url("b"))
     try:
         w.service.create_schedule("default", "m1")
         other.service.create_schedule("default", "m2")

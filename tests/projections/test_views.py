@@ -2,7 +2,6 @@
 agree with the aggregates themselves and with the domain decisions."""
 from __future__ import annotations
 
-from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -16,8 +15,8 @@ NS = "default"
 
 
 @pytest.fixture
-def hist(tmp_path: Path):
-    h = build(f"sqlite:///{tmp_path}/v.db")
+def hist(file_store_url: str):
+    h = build(file_store_url)  # a SQLite file or a PostgreSQL schema (tests/conftest.py)
     yield h
     h.close()
 
