@@ -102,3 +102,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def drop_schema(url: str) -> None:
+    """Drop a store's schema and everything in it (its database stays)."""
+    from psycopg import sql
+    _, schema = schema_of(url)
+    with connect(url) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))

@@ -5,18 +5,20 @@ After every step the service's own invariant checker must find nothing, and the 
 must agree with the event log: a source closed by migration names a chain its migration
 created, no migration ever created two runs, and an open migration keeps its source paused.
 ``SCHEDFENCE_HYPOTHESIS_EXAMPLES`` raises the number of examples (default keeps the file fast).
+The machine runs on SQLite in memory and on PostgreSQL (fewer examples there; see below).
 """
 from __future__ import annotations
 
 import itertools
 import json
 import os
+from typing import Callable
 from uuid import UUID
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule)
+                                 rule, run_state_machine_as_test)
 
 from domain.errors import DomainError, MigrationPending, SentinelBlocked
 from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id,
@@ -26,6 +28,8 @@ from domain.schedule import Schedule
 from infra.legacy import plant_legacy_v1
 from infra.service import MIGRATION_TOPICS, MigrationService, open_service
 from infra.simulator import InMemorySimState, SimulatedDestination
+from tests import pgtools
+from tests.helpers import MEMORY
 
 NS = "sm"
 SIDS = ("alpha", "beta", "gamma")
@@ -56,19 +60,23 @@ class ArmedCrash:
 
 
 class RollbackMachine(RuleBasedStateMachine):
+    store: Callable[[], str] = staticmethod(lambda: MEMORY)  # a fresh store per example
+    drop: Callable[[str], None] = staticmethod(lambda url: None)  # after each example
+
     def __init__(self) -> None:
         super().__init__()
         self.raw = InMemorySimState()  # ours, so invariants read runs without consuming faults
         self.sim = SimulatedDestination(self.raw, seed=11)
         self.hook = ArmedCrash()
-        self.svc = open_service("sqlite:///:memory:", self.sim, worker_id="w0",
-                                crash_hook=self.hook)
+        self.url = self.store()
+        self.svc = open_service(self.url, self.sim, worker_id="w0", crash_hook=self.hook)
         self.restarts = itertools.count(1)
         self.foreign = itertools.count(1)
         self.foreign_ids: set[str] = set()
 
     def teardown(self) -> None:
         self.svc.close()
+        self.drop(self.url)
 
     # -- helpers ----------------------------------------------------------------------------
     def _restart(self) -> None:
@@ -289,7 +297,23 @@ class RollbackMachine(RuleBasedStateMachine):
             assert m.phase == "completed" and m.receipt == event.destination_first_run_id
 
 
-RollbackMachine.TestCase.settings = settings(
-    max_examples=EXAMPLES, stateful_step_count=50, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-TestRollbackMachine = RollbackMachine.TestCase
+# PostgreSQL runs every example on a fresh schema (dropped after it) and each step is a few
+# round trips to the server, several times slower than SQLite in memory: it runs a quarter of
+# the examples (same step count), so the suite stays a few minutes on two cores.
+# SCHEDFENCE_HYPOTHESIS_EXAMPLES raises both.
+PG_EXAMPLES = max(1, EXAMPLES // 4)
+
+
+def test_rollback_machine(stores) -> None:
+    """The machine on SQLite (in memory) and on PostgreSQL (a fresh schema per example)."""
+    machine: type[RollbackMachine]
+    if stores.kind == "postgres":
+        class OnPostgres(RollbackMachine):
+            store = staticmethod(stores.new)
+            drop = staticmethod(pgtools.drop_schema)
+        machine, examples = OnPostgres, PG_EXAMPLES
+    else:
+        machine, examples = RollbackMachine, EXAMPLES
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=examples, stateful_step_count=50, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from tests.helpers import World, new_world
+from tests.helpers import MEMORY, World, new_world
 from tests.replay import corpus
 from tests.replay.scenarios import SCENARIOS
 from tests.replay.workload import random_history
@@ -20,28 +20,30 @@ RANDOM = {"random_seed_7": (7, 200), "random_seed_23": (23, 200), "random_seed_1
 
 
 Maker = Callable[[], tuple[World, dict[str, Any]]]  # the world, and facts for the header
+NewStore = Callable[[], str]  # a fresh, empty store URL for each history
 
 
-def _scenario(fn: Callable[[World], None]) -> tuple[World, dict[str, Any]]:
-    world = new_world()
+def _scenario(fn: Callable[[World], None], store: str) -> tuple[World, dict[str, Any]]:
+    world = new_world(store)
     fn(world)
     return world, {}
 
 
-def _random(seed: int, steps: int) -> tuple[World, dict[str, Any]]:
-    world, stats = random_history(seed, steps)
+def _random(seed: int, steps: int, store: str) -> tuple[World, dict[str, Any]]:
+    world, stats = random_history(seed, steps, store)
     return world, {"workload": stats}
 
 
-def builders() -> dict[str, tuple[dict[str, Any], Maker]]:
+def builders(new_store: NewStore = lambda: MEMORY) -> dict[str, tuple[dict[str, Any], Maker]]:
     out: dict[str, tuple[dict[str, Any], Maker]] = {}
     for name, (code, title, fn) in SCENARIOS.items():
         out[name] = ({"failure_mode": code, "title": title, "generator": f"scenario {name}"},
-                     lambda fn=fn: _scenario(fn))
+                     lambda fn=fn: _scenario(fn, new_store()))
     for name, (seed, steps) in RANDOM.items():
         out[name] = ({"failure_mode": "random", "title": f"seeded random workload, seed "
                       f"{seed}, {steps} actions", "generator": f"workload seed={seed} "
-                      f"steps={steps}"}, lambda seed=seed, steps=steps: _random(seed, steps))
+                      f"steps={steps}"},
+                     lambda seed=seed, steps=steps: _random(seed, steps, new_store()))
     return out
 
 
@@ -61,13 +63,14 @@ def record(name: str, meta: dict[str, Any], make: Maker) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, new_store: NewStore = lambda: MEMORY) -> int:
+    """``new_store`` gives each history its own empty store (tests record on PostgreSQL too)."""
     parser = argparse.ArgumentParser(prog="python -m tests.replay.regenerate",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="histories to record (default: all)")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
     args = parser.parse_args(argv)
-    available = builders()
+    available = builders(new_store)
     names = args.names or list(available)
     unknown = [n for n in names if n not in available]
     if unknown:

@@ -9,6 +9,8 @@ import pytest
 
 from domain.migration import Migration
 from infra import replay
+from tests import pgtools
+from tests.helpers import MEMORY
 from tests.replay import corpus, regenerate
 
 FILES = corpus.files()
@@ -105,14 +107,25 @@ def test_a_reducer_change_fails_old_histories(monkeypatch):
 
 
 # -- the regenerate tool ---------------------------------------------------------------------
-def test_regenerate_refuses_to_overwrite_without_force(tmp_path, monkeypatch, capsys):
+def test_regenerate_refuses_to_overwrite_without_force(tmp_path, monkeypatch, capsys,
+                                                       store_kind, request):
+    """Recorded on SQLite (in memory) or PostgreSQL (a fresh schema per history): the same."""
+    if store_kind == "postgres":
+        dbname = request.getfixturevalue("pg_database")
+
+        def new_store() -> str:
+            return pgtools.new_schema_url(dbname)
+    else:
+        def new_store() -> str:
+            return MEMORY
     monkeypatch.setattr(corpus, "HISTORIES", tmp_path)
     (tmp_path / "f3_lost_response.json").write_text("old")
-    assert regenerate.main(["f3_lost_response", "f7_other_request_id"]) == 1
+    assert regenerate.main(["f3_lost_response", "f7_other_request_id"], new_store) == 1
     assert "refusing to overwrite" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f3_lost_response.json"]
     assert (tmp_path / "f3_lost_response.json").read_text() == "old"
-    assert regenerate.main(["--force", "f3_lost_response", "f7_other_request_id"]) == 0
+    assert regenerate.main(["--force", "f3_lost_response", "f7_other_request_id"],
+                           new_store) == 0
     for name in ("f3_lost_response.json", "f7_other_request_id.json"):
         doc = json.loads((tmp_path / name).read_text())
         assert corpus.check(doc) == []

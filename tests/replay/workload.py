@@ -14,7 +14,7 @@ from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination
 from domain.ports import DestinationError, StartWorkflow
 from infra.service import open_service
 from infra.simulator import FaultRates, SimulatedDestination
-from tests.helpers import NS, Crash, World
+from tests.helpers import MEMORY, NS, Crash, World
 
 SIDS = ("ra", "rb", "rc", "rd", "re")
 BOUNDARIES = tuple(f"{label}.{when}" for label in ("claim", "answer", "chain", "close",
@@ -37,11 +37,11 @@ class ArmedCrash:
 
 
 class Workload:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, store: str = MEMORY) -> None:
         self.rng = random.Random(seed)
         self.crash = ArmedCrash()
         dest = SimulatedDestination(seed=seed, faults=FAULTS)
-        service = open_service("sqlite:///:memory:", dest, worker_id=f"w{seed}",
+        service = open_service(store, dest, worker_id=f"w{seed}",
                                crash_hook=self.crash)
         self.world = World(service, dest, self.crash)  # type: ignore[arg-type]
         self.foreign = 0
@@ -109,6 +109,7 @@ class Workload:
             {f"start_{k}": n for k, n in outcomes.items()})).items()))
 
 
-def random_history(seed: int, steps: int) -> tuple[World, dict[str, int]]:
-    workload = Workload(seed)
+def random_history(seed: int, steps: int,
+                   store: str = MEMORY) -> tuple[World, dict[str, int]]:
+    workload = Workload(seed, store)
     return workload.run(steps), workload.stats()
