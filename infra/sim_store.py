@@ -99,12 +99,17 @@ class SqlSimState:
         self.url = url
         self.name = name
         self._engine = _make_engine(url)
+        self._pg = parse_pg_url(url) if url.startswith(PG_SCHEMES) else None
         self._ready = False
 
     def _ensure_row(self) -> None:
         """Create the table and this state's row once, tolerating another process racing us."""
         if self._ready:
             return
+        if self._pg is not None:
+            # A store URL names a schema that may not exist yet (the simulator can be opened
+            # before the event store, or in a store of its own); tables need it to exist.
+            self._pg.ensure_schema()
         try:
             with self._engine.begin() as conn:
                 _metadata.create_all(conn, checkfirst=True)

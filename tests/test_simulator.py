@@ -378,8 +378,8 @@ def test_in_memory_state_rolls_back_failed_block():
 
 # --- persistence ------------------------------------------------------------------------------
 
-def test_sql_state_shared_between_instances(tmp_path):
-    url = f"sqlite:///{tmp_path / 'sim.db'}"
+def test_sql_state_shared_between_instances(file_store_url):
+    url = file_store_url  # a SQLite file or a PostgreSQL schema (tests/conftest.py)
     one, two = SimulatedDestination(SqlSimState(url)), SimulatedDestination(SqlSimState(url))
     a = one.start_workflow(req("R1", input={"k": [1, 2]}))
     assert two.describe(NS, WID) == one.describe(NS, WID)
@@ -412,8 +412,8 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def test_sql_state_serialises_concurrent_processes(tmp_path):
-    url = f"sqlite:///{tmp_path / 'sim.db'}"
+def test_sql_state_serialises_concurrent_processes(file_store_url):
+    url = file_store_url  # a SQLite file or a PostgreSQL schema (tests/conftest.py)
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(REPO), url, f"p{i}", "15"])
              for i in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
