@@ -8,10 +8,12 @@ from typing import Any, Callable, Iterator, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidArgument
+from domain.migration import Migration
+from domain.schedule import Schedule
 from .codec import JSONBytes, PydanticMapper
 from .pg import SCHEMES as PG_SCHEMES, PgTarget, StoreUnavailable, parse_pg_url
 
@@ -72,10 +74,35 @@ def parse_store_url(url: str) -> StoreURL:
 
 
 class FenceApplication(Application[UUID]):
-    """The event store of schedules and migrations. It only loads and saves."""
+    """The event store of schedules and migrations. It only loads and saves.
+
+    Snapshots are off unless ``SNAPSHOT_INTERVAL`` (env ``SCHEDFENCE_SNAPSHOT_INTERVAL``, or
+    ``env={"SNAPSHOT_INTERVAL": "100"}``) is a positive N: then every save that reaches a
+    multiple of N of a migration or schedule snapshots it, and loads start from the latest
+    snapshot. Off by default because a normal migration has ~6 events and would only pay the
+    extra snapshot lookup on every load (benchmarks/RESULTS.md).
+    """
 
     name = "schedfence"
     env = {"MAPPER_TOPIC": get_topic(PydanticMapper), "TRANSCODER_TOPIC": get_topic(JSONBytes)}
+
+    def construct_env(self, name: str, env: Any = None) -> Any:
+        environment = super().construct_env(name, env)
+        raw = environment.get("SNAPSHOT_INTERVAL", "0")
+        if not raw.isdigit():
+            raise InvalidArgument(f"SNAPSHOT_INTERVAL must be a whole number, not {raw!r}")
+        if int(raw) > 0:
+            environment["IS_SNAPSHOTTING_ENABLED"] = "y"
+            self.snapshotting_intervals = {Migration: int(raw), Schedule: int(raw)}
+        return environment
+
+    def _take_snapshots(self, processing_event: Any) -> None:
+        # The events are committed by now; a snapshot is only a cache, so failing to write one
+        # must not turn a recorded step into an error (a worker would misread it as a conflict).
+        try:
+            super()._take_snapshots(processing_event)
+        except PersistenceError:
+            pass
 
     def find(self, aggregate_id: UUID) -> Any | None:
         try:

@@ -1,0 +1,45 @@
+"""``benchmarks/replay.py`` and ``benchmarks/destination_calls.py`` run end to end with
+``--quick`` and print every figure. Timings are never asserted: they depend on the machine."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(script: str, *args: str) -> list[str]:
+    done = subprocess.run([sys.executable, f"benchmarks/{script}", "--quick", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_replay_benchmark_prints_every_figure() -> None:
+    lines = _run("replay.py")
+    assert lines[0].startswith("machine: ")
+    sqlite = [ln for ln in lines if ln.startswith("sqlite-file: one migration of 1000 events")]
+    assert sqlite and "checker: ok" in sqlite[0]
+    for label in ("select rows", "decode", "baseline: bare evolve_migration loop",
+                  "(a) repository.get, full replay", "snapshot 100 behind head",
+                  "snapshot at head", "short 6-event migration, snapshots on",
+                  "where full replay goes"):
+        assert sum(label in ln for ln in lines) >= 1, label
+    assert sum("ratio" in ln and "target >= 0.5x" in ln for ln in lines) >= 4
+    assert any(ln.startswith("postgresql:") for ln in lines)  # measured, or said skipped
+
+
+def test_destination_calls_benchmark_prints_counts_for_both_scenarios() -> None:
+    lines = _run("destination_calls.py", "--runs", "1")
+    heads = [ln for ln in lines if "rollbacks x 1 runs" in ln]
+    assert len(heads) == 2 and heads[0].startswith("happy path")
+    assert sum(ln.strip().startswith("starts") for ln in lines) == 2
+    assert sum(ln.strip().startswith("worker describes") for ln in lines) == 2
+    assert sum(ln.strip().startswith("admin describes") for ln in lines) == 2
+    # Counts, not timings: the happy path's are exact and so is the safety check.
+    assert "target exactly 1: met" in next(ln for ln in lines if ln.strip().startswith("starts"))
+    outcomes = [ln for ln in lines if ln.strip().startswith("outcomes")]
+    assert len(outcomes) == 2
+    assert all("one chain per completed migration: yes" in ln and "checker: ok" in ln
+               for ln in outcomes)
