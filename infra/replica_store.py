@@ -1,7 +1,8 @@
 """The standby side of replication: eventsourcing's process recorders, with a tail guard.
 
-A batch of copied stored events and the follower's tracking position (the last source
-notification id copied) are written in ONE transaction of the standby, through eventsourcing's
+A unit of copied stored events (whole source transactions, see ``replica_source``) and the
+follower's tracking position (the last source notification id copied) are written in ONE
+transaction of the standby, through eventsourcing's
 own process recorder pieces (its insert statements, its conditional tracking upsert, its table
 lock on PostgreSQL). So a crash anywhere leaves either the whole batch with its position or
 neither: resuming from the tracked position copies every event exactly once.
@@ -13,7 +14,8 @@ interleaving events the follower did not copy.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.persistence import StoredEvent, Tracking
 from eventsourcing.postgres import (PostgresAggregateRecorder, PostgresFactory,
@@ -22,9 +24,23 @@ from eventsourcing.sqlite import SQLiteFactory, SQLiteProcessRecorder
 
 from .store import FenceApplication
 
-MIGRATION_ROW = "__migration__"  # eventsourcing's own marker row in every tracking table
+PREFIX = "replica-of:"  # tracking rows of followers (other rows are not ours to judge)
 PG_TRACKING_TABLE = f"{FenceApplication.name.lower()}_replica_tracking"
 BeforeCommit = Callable[[], None]
+Copied = tuple[Sequence[StoredEvent], int]  # a page of events, and its last source id
+
+
+@dataclass
+class Written:
+    """What one standby transaction wrote."""
+
+    count: int = 0
+    position: int = 0  # the last source notification id copied
+    tail: int = 0  # the standby's last notification id
+
+    def add(self, count: int, position: int, tail: int) -> None:
+        self.count += count
+        self.position, self.tail = position, tail
 
 
 class StandbyChanged(Exception):
@@ -46,12 +62,13 @@ class PostgresStandby(PostgresProcessRecorder):
             s for s in self.sql_create_statements
             if self.tracking_table_name in s.as_string() and "FUNCTION" not in s.as_string()]
 
-    def insert_batch(self, events: Sequence[StoredEvent], tracking: Tracking,
-                     expected_tail: int, before_commit: BeforeCommit | None = None) -> list[int]:
-        """One transaction: lock, guard, tracking, events; returns the new notification ids.
+    def insert_unit(self, pages: Iterable[Copied], name: str, expected_tail: int,
+                    before_commit: BeforeCommit | None = None) -> Written:
+        """One transaction: lock, guard, every page's events, the tracking position.
 
-        Not pipelined (unlike ``insert_events``) because the guard must read the tail under
+        Not eventsourcing's pipelined ``insert_events``: the guard must read the tail under
         the lock before anything is written."""
+        written = Written()
         with self.datastore.transaction(commit=True) as curs:
             # The same EXCLUSIVE lock every writer of this log takes: commit order stays id
             # order for the standby's own readers (its projections), and the tail is stable.
@@ -61,13 +78,17 @@ class PostgresStandby(PostgresProcessRecorder):
             tail = (row["max"] if row else None) or 0
             if tail != expected_tail:
                 raise StandbyChanged(tail, expected_tail)
-            self._insert_tracking(curs, tracking)  # raises IntegrityError unless it advances
             self._notify_channel(curs)
-            PostgresAggregateRecorder._insert_stored_events(self, curs, events)
-            ids = [r["notification_id"] for r in curs.fetchall()]
+            for events, last_source_id in pages:
+                PostgresAggregateRecorder._insert_stored_events(self, curs, events)
+                written.add(len(events), last_source_id,
+                            max(r["notification_id"] for r in curs.fetchall()))
+            if written.count:
+                # Raises IntegrityError unless the position advances (a racing follower).
+                self._insert_tracking(curs, Tracking(name, written.position))
             if before_commit is not None:
                 before_commit()
-        return ids
+        return written
 
     def tracked(self) -> dict[str, int]:
         with self.datastore.transaction(commit=False) as curs:
@@ -75,29 +96,35 @@ class PostgresStandby(PostgresProcessRecorder):
                          f'"{self.datastore.schema}"."{self.tracking_table_name}"')
             rows = curs.fetchall()
         return {r["application_name"]: r["notification_id"] for r in rows
-                if r["application_name"] != MIGRATION_ROW}
+                if r["application_name"].startswith(PREFIX)}
 
 
 class SQLiteStandby(SQLiteProcessRecorder):
-    def insert_batch(self, events: Sequence[StoredEvent], tracking: Tracking,
-                     expected_tail: int, before_commit: BeforeCommit | None = None) -> list[int]:
-        """One transaction: guard, events, tracking. SQLite's WAL snapshot makes the guard
-        hold: a writer that commits after our read makes our first write fail as busy."""
+    def insert_unit(self, pages: Iterable[Copied], name: str, expected_tail: int,
+                    before_commit: BeforeCommit | None = None) -> Written:
+        """One transaction: guard, every page's events, the tracking position. SQLite's WAL
+        snapshot makes the guard hold: a writer that commits after our read makes our first
+        write fail as busy."""
+        written = Written()
         with self.datastore.transaction(commit=True) as c:
             tail = self._max_notification_id(c) or 0
             if tail != expected_tail:
                 raise StandbyChanged(tail, expected_tail)
-            ids = self._insert_events(c, events, tracking=tracking)
+            for events, last_source_id in pages:
+                ids = self._insert_events(c, events) or []  # no tracking yet
+                written.add(len(events), last_source_id, max(ids))
+            if written.count:
+                self._insert_tracking(c, Tracking(name, written.position))
             if before_commit is not None:
                 before_commit()
-        return list(ids or [])
+        return written
 
     def tracked(self) -> dict[str, int]:
         with self.datastore.transaction(commit=False) as c:
             c.execute("SELECT application_name, notification_id FROM tracking")
             rows = c.fetchall()
         return {r["application_name"]: r["notification_id"] for r in rows
-                if r["application_name"] != MIGRATION_ROW}
+                if r["application_name"].startswith(PREFIX)}
 
 
 Standby = PostgresStandby | SQLiteStandby

@@ -21,17 +21,19 @@ position is the last *copied* source id, so holes are simply passed over.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent, Tracking
 
 from domain.errors import DomainError, InvalidArgument
 from .pg import StoreUnavailable
-from .replica_store import Standby, StandbyChanged, standby_recorder
+from .replica_source import source_reader
+from .replica_store import PREFIX, Standby, StandbyChanged, standby_recorder
 from .store import FenceApplication, StoreURL, open_application, parse_store_url
 
 BATCH = 500
@@ -81,7 +83,13 @@ def log_name(first: Any) -> str:
     for part in (str(first.originator_id), str(first.originator_version), first.topic):
         digest.update(part.encode() + b"\0")
     digest.update(bytes(first.state))
-    return f"replica-of:{digest.hexdigest()[:24]}"
+    return f"{PREFIX}{digest.hexdigest()[:24]}"
+
+
+def _stored(page: Sequence[Any]) -> tuple[list[StoredEvent], int]:
+    """The page's stored events, verbatim, and its last source notification id."""
+    return [StoredEvent(n.originator_id, n.originator_version, n.topic, n.state)
+            for n in page], page[-1].id
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -103,6 +111,7 @@ class Follower:
         self.hook = hook or (lambda point: None)
         with self._on("standby"):
             self.recorder: Standby = standby_recorder(standby)
+        self.reader = source_reader(source)
         self.name: str | None = None
         self.position = 0  # last source notification id copied
         self.tail = 0  # the standby's last notification id, as this follower left it
@@ -168,25 +177,32 @@ class Follower:
 
     # -- copying -------------------------------------------------------------------------------
     def copy_batch(self, stop_at: int | None = None) -> int:
-        """Copy the next batch (at most up to source id ``stop_at``); returns events copied."""
+        """Copy the next whole source transactions (at most up to source id ``stop_at``) in
+        one standby transaction; returns the number of events copied."""
         with self._on("source"):
-            notes = self.source.recorder.select_notifications(
-                start=self.position, limit=self.batch_size, stop=stop_at,
-                inclusive_of_start=False)
-        if not notes:
+            pages = self.reader.pages(self.position, self.batch_size, stop_at)
+            first = next(pages, None)
+            if first is not None and self.name is None:  # the source was empty at prepare
+                self.name = log_name(first[0])
+        if first is None:
             return 0
-        if self.name is None:  # the first event of an empty-until-now source
-            self.name = log_name(notes[0])
-        events = [StoredEvent(n.originator_id, n.originator_version, n.topic, n.state)
-                  for n in notes]
         self.hook("batch.before_insert")
-        with self._on("standby"):
-            ids = self.recorder.insert_batch(
-                events, Tracking(self.name, notes[-1].id), self.tail,
+        with self._on("standby"):  # a SQLite source's pages are read inside the transaction
+            written = self.recorder.insert_unit(
+                self._labelled(itertools.chain([first], pages)), self.name or "", self.tail,
                 before_commit=lambda: self.hook("batch.before_commit"))
-        self.position, self.tail = notes[-1].id, max(ids)
+        self.position, self.tail = written.position, written.tail
         self.hook("batch.after_commit")
-        return len(notes)
+        return written.count
+
+    def _labelled(self, pages: Iterator[Sequence[Any]]) -> Iterator[tuple[list, int]]:
+        """The pages as stored events; a failure to read one names the source."""
+        while True:
+            with self._on("source"):
+                page = next(pages, None)
+            if page is None:
+                return
+            yield _stored(page)
 
     def _copy_batch_or_revalidate(self, stop_at: int | None) -> int:
         """A conflict may be our own commit whose reply was lost, or a second follower of the
@@ -213,7 +229,7 @@ class Follower:
         target = head if stop_at is None else min(head, stop_at)
         report.source_head = head
         while self.position < target:
-            copied = self._copy_batch_or_revalidate(target)
+            copied = self._copy_batch_or_revalidate(stop_at)
             if not copied:
                 break  # only holes left before the head
             report.copied += copied

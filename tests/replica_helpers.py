@@ -63,6 +63,17 @@ def raw_position(url: str) -> int:
     return row[0] or 0 if row else 0
 
 
+def boundaries(url: str) -> set[int]:
+    """The source notification ids that end a transaction (PostgreSQL's xmin per row)."""
+    target = parse_store_url(url).pg
+    assert target is not None
+    with target.connect() as conn:
+        rows = conn.execute(f'SELECT notification_id, xmin::text FROM "{target.schema}".'
+                            '"schedfence_events" ORDER BY notification_id').fetchall()
+    return {nid for (nid, tx), after in zip(rows, rows[1:] + [(None, None)])
+            if after[1] != tx}
+
+
 def populate(url: str, count: int, prefix: str = "s", complete: bool = True) -> None:
     """``count`` schedules, each rolled back (and migrated if ``complete``): real events."""
     with open_service(url, SimulatedDestination(), claim_grace=0) as svc:

@@ -20,8 +20,8 @@ from infra.service import open_service
 from infra.simulator import SimulatedDestination
 from infra.store import open_application, parse_store_url
 from tests import pgtools
-from tests.replica_helpers import (bulk_schedules, databases, events, log, populate,
-                                   raw_position, tracked)
+from tests.replica_helpers import (boundaries, bulk_schedules, databases, events, log,
+                                   populate, raw_position, tracked)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,10 +69,12 @@ def assert_exact_copy(source: str, standby: str) -> None:
 def test_copy_is_byte_identical_in_order_and_a_rerun_copies_nothing(source: str,
                                                                    standby: str) -> None:
     populate(source, 6)
-    report = replicate(source, standby, batch_size=7)
+    positions: list[int] = []
+    report = replicate(source, standby, batch_size=7,
+                       on_batch=lambda r: positions.append(r.position))
     total = len(log(source))
     assert (report.copied, report.from_position, report.position) == (total, 0, total)
-    assert report.caught_up and report.batches == -(-total // 7)
+    assert report.caught_up and report.batches == len(positions) >= total // 7
     assert_exact_copy(source, standby)
 
     again = replicate(source, standby)
@@ -81,6 +83,25 @@ def test_copy_is_byte_identical_in_order_and_a_rerun_copies_nothing(source: str,
     third = replicate(source, standby)
     assert third.copied == len(log(source)) - total
     assert_exact_copy(source, standby)
+
+
+def test_every_copy_ends_at_a_source_transaction_boundary(source: str, standby: str) -> None:
+    """A rollback appends the source's fence and the migration in one save: a standby must
+    never hold one without the other, wherever a batch (or a crash) ends."""
+    populate(source, 5)
+    bulk_schedules(source, 40, per_save=20)  # 60-event transactions, larger than a batch
+    ends = boundaries(source)
+    for size in (1, 2, 3, 5, 7):
+        standby_url = standby + str(size)
+        positions: list[int] = []
+        replicate(source, standby_url, batch_size=size,
+                  on_batch=lambda r: positions.append(r.position))
+        assert set(positions) <= ends and positions == sorted(set(positions)), size
+        assert_exact_copy(source, standby_url)
+    partial = standby + "p"
+    inside = sorted(ends)[3] + 1  # a position inside a rollback's save
+    report = replicate(source, partial, stop_at=inside)
+    assert report.position == sorted(ends)[3] and not report.caught_up
 
 
 def test_holes_in_the_source_ids_are_passed_over(source: str, standby: str) -> None:
@@ -101,27 +122,34 @@ def test_a_crash_between_batches_resumes_without_duplicates_or_holes(source: str
     populate(source, 4)
     with pytest.raises(Crash):
         replicate(source, standby, batch_size=5, hook=crash_at("batch.after_commit", 3))
-    assert len(log(standby)) == 15 and list(tracked(standby).values()) == [15]
+    (position,) = tracked(standby).values()
+    assert position in boundaries(source) and 0 < position < len(log(source))
+    assert events(standby) == [row[1:] for row in log(source) if row[0] <= position]
     with pytest.raises(Crash):  # dies again, before its first insert
         replicate(source, standby, batch_size=5, hook=crash_at("batch.before_insert", 1))
-    assert len(log(standby)) == 15
+    assert list(tracked(standby).values()) == [position]
+    already = len(log(standby))
     report = replicate(source, standby, batch_size=5)
-    assert report.from_position == 15 and report.copied == len(log(source)) - 15
+    assert report.from_position == position
+    assert report.copied == len(log(source)) - already
     assert_exact_copy(source, standby)
 
 
 def test_a_crash_inside_a_batch_rolls_back_its_events_and_position_together(
         source: str, standby: str) -> None:
     populate(source, 3)
+    positions: list[int] = []
     with pytest.raises(Crash):
-        replicate(source, standby, batch_size=4, hook=crash_at("batch.before_commit", 2))
-    assert len(log(standby)) == 4 and list(tracked(standby).values()) == [4]
+        replicate(source, standby, batch_size=4, hook=crash_at("batch.before_commit", 2),
+                  on_batch=lambda r: positions.append(r.position))
+    assert list(tracked(standby).values()) == positions == [positions[0]]
+    assert events(standby) == [row[1:] for row in log(source) if row[0] <= positions[0]]
     replicate(source, standby, batch_size=4)
     assert_exact_copy(source, standby)
 
 
 def test_a_killed_follower_process_resumes_exactly_once(source: str, standby: str) -> None:
-    bulk_schedules(source, 4000)  # 12,000 events
+    bulk_schedules(source, 4000, per_save=100)  # 12,000 events in 40 transactions
     proc = subprocess.Popen([sys.executable, "-m", "infra.cli", "replicate", "--from", source,
                              "--to", standby, "--batch-size", "40"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -198,15 +226,17 @@ def test_a_writer_appearing_mid_copy_stops_the_follower(source: str, standby: st
     intrude.done = False  # type: ignore[attr-defined]
     with pytest.raises(ReplicationRefused, match="written only by its follower"):
         replicate(source, standby, batch_size=5, hook=intrude)
-    assert list(tracked(standby).values()) == [5]
-    assert len(log(standby)) == 5 + 3  # the first batch and the intruder's events only
+    (position,) = tracked(standby).values()
+    copied = [row[1:] for row in log(source) if row[0] <= position]
+    assert events(standby)[:len(copied)] == copied
+    assert len(events(standby)) == len(copied) + 3  # and the intruder's 3 events only
 
 
 def test_refuses_a_source_that_does_not_continue_the_copy(dbs: list[str], source: str,
                                                          standby: str) -> None:
     populate(source, 3)
     older = pgtools.new_schema_url(dbs[0])
-    replicate(source, older, stop_at=10)  # an older backup of the same log
+    replicate(source, older, stop_at=12)  # an older backup of the same log
     replicate(source, standby)
     before = log(standby)
     with pytest.raises(ReplicationRefused, match=r"does not continue .* no event #\d+"):
