@@ -508,3 +508,14 @@ def test_start_semantics_match_reference_model(sequence):
         cur = apply_start(d, heads, cur, *op[1:]) if op[0] == "start" else apply_env(d, heads, cur, op)
         assert d.created_count(NS, WID) == len(d.chains(NS, WID))
     assert {r.run_id: r.first_execution_run_id for r in d.runs(NS, WID)}.items() <= heads.items()
+
+
+def test_in_memory_state_without_rollback_shares_one_dict():
+    state = InMemorySimState(rollback=False)
+    with state.transaction() as s:
+        s["x"] = 1
+    with state.transaction() as again:
+        assert again is s and again == {"x": 1}
+    dest = SimulatedDestination(InMemorySimState(rollback=False))
+    a = dest.start_workflow(req("R1"))
+    assert dest.start_workflow(req("R1")) == a and dest.created_count(NS, WID) == 1

@@ -183,6 +183,9 @@ def test_a_worker_killed_between_start_and_receipt_leaves_one_chain(temporal_env
     assert proc.returncode == -signal.SIGKILL
     with open_service(store, temporal_env.destination, worker_id="survivor") as service:
         assert service.migration(NS, sid).state == "claimed"
+        service.run_until_idle()  # within the claim grace the doomed start may be in flight
+        assert service.migration(NS, sid).state == "claimed"
+        service.worker.claim_grace = 0  # the grace has passed: reconcile
         service.run_until_idle()
         assert_owned_by_one_chain(temporal_env, service, sid)
         assert evidence(service, sid) == ["chain_head"]
