@@ -63,12 +63,16 @@ class TaskWorker:
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Run steps for one migration until it needs nothing more, or must back off."""
         result: AttemptResult = "idle"
-        attempt = self.app.repository.get(migration_id).state.attempts + 1
+        mig = self.app.repository.get(migration_id)
+        attempt = mig.state.attempts + 1
         for _ in range(8):  # a full rollback is at most claim, answer, chain, close
             try:
-                step = self._step(migration_id, attempt)
+                # After a successful append the aggregate in hand is the stored one; it is
+                # reloaded only when another writer won a race (its copy is then stale).
+                step = self._step(mig, attempt)
             except IntegrityError:
                 step = "progress"  # another worker moved it; reload and look again
+                mig = self.app.repository.get(migration_id)
             except (MigrationPending, Closed):
                 return result  # the fence no longer holds this id (I10): change nothing
             if step != "progress":
@@ -76,8 +80,7 @@ class TaskWorker:
             result = "progress"
         return result
 
-    def _step(self, migration_id: UUID, attempt: int) -> AttemptResult:
-        mig = self.app.repository.get(migration_id)
+    def _step(self, mig: Migration, attempt: int) -> AttemptResult:
         step = d.next_step(mig.state)
         if step in ("drop", "fail_closed", "idle"):
             return "idle"
