@@ -8,8 +8,9 @@ the schema is created on first use, and eventsourcing creates its tables in it.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import psycopg
 from psycopg import sql
@@ -21,6 +22,7 @@ from domain.errors import DomainError, InvalidArgument
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CONNECT_TIMEOUT = 5  # seconds: an unreachable server fails the command, it does not hang it
+DDL_LOCK_KEY = 0x5CED_FE0C  # advisory lock id taken around eventsourcing's per-open DDL
 LOCK_TIMEOUT = 10  # seconds a writer waits for the event table's insert lock before retrying
 
 
@@ -74,17 +76,32 @@ class PgTarget:
             raise StoreUnavailable(f"cannot connect to {self.redacted}: "
                                    f"{_first_line(exc)}") from None
 
+    @contextmanager
+    def ddl_lock(self) -> Iterator[None]:
+        """Create the schema, then hold a database-wide advisory lock for the block, so
+        concurrent first uses (and eventsourcing's DDL on every open) take turns."""
+        with self.connect() as conn:
+            self._create_schema(conn)
+            conn.execute("SELECT pg_advisory_lock(%s)", (DDL_LOCK_KEY,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (DDL_LOCK_KEY,))
+
     def ensure_schema(self) -> None:
         """Create the schema on first use (eventsourcing creates its tables, not schemas)."""
         with self.connect() as conn:
-            try:
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                    sql.Identifier(self.schema)))
-            except psycopg.errors.UniqueViolation:
-                pass  # another process created it at the same moment
-            except psycopg.Error as exc:
-                raise StoreUnavailable(f"cannot create schema {self.schema!r} on "
-                                       f"{self.redacted}: {_first_line(exc)}") from None
+            self._create_schema(conn)
+
+    def _create_schema(self, conn: psycopg.Connection) -> None:
+        try:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                sql.Identifier(self.schema)))
+        except psycopg.errors.UniqueViolation:
+            pass  # another process created it at the same moment
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot create schema {self.schema!r} on "
+                                   f"{self.redacted}: {_first_line(exc)}") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -137,10 +137,16 @@ def open_application(store: StoreURL) -> FenceApplication:
 
 
 def _open_postgres(target: PgTarget) -> FenceApplication:
-    """eventsourcing.postgres on ``target``; its tables are created on first use."""
-    target.ensure_schema()  # also proves the server is reachable, with a clear error
-    try:
-        return FenceApplication(env=target.env())
-    except Exception as exc:  # psycopg/pool errors while creating tables
-        raise StoreUnavailable(f"cannot open the event store on {target.redacted}: "
-                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    """eventsourcing.postgres on ``target``; its tables are created on first use.
+
+    eventsourcing runs its DDL (CREATE TABLE/TYPE/OR REPLACE FUNCTION) on every open, and two
+    processes doing that at once can fail ("tuple concurrently updated"), so openers of one
+    database take turns under an advisory lock held for the construction only.
+    """
+    with target.ddl_lock():  # also proves the server is reachable, with a clear error
+        try:
+            return FenceApplication(env=target.env())
+        except Exception as exc:  # psycopg/pool errors while creating tables
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreUnavailable(f"cannot open the event store on {target.redacted}: "
+                                   f"{type(exc).__name__}: {first}") from None

@@ -81,3 +81,24 @@ def test_two_schemas_of_one_database_are_separate_stores(pg_database: str) -> No
         a.create_schedule("ns", "only-in-one")
         assert [s.schedule_id for s in a.list_schedules()] == ["only-in-one"]
         assert b.list_schedules() == [] and b.event_count() == 0
+
+
+def _open_and_write(url: str, n: int) -> None:
+    with open_service(url, worker_id=f"p{n}") as svc:
+        svc.create_schedule("ns", f"s{n}")
+
+
+def test_many_processes_opening_a_new_store_at_once_all_succeed(pg_database: str) -> None:
+    """eventsourcing runs its DDL on every open; concurrent first opens take turns."""
+    import multiprocessing as mp
+    url = pgtools.new_schema_url(pg_database)
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_open_and_write, args=(url, n)) for n in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0] * 6
+    with open_service(url) as svc:
+        assert sorted(s.schedule_id for s in svc.list_schedules()) == \
+            [f"s{n}" for n in range(6)]
