@@ -20,19 +20,17 @@ it fails it (``tests.pgtools.require_postgres``).
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable, Iterator
-
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
 from tests import pgtools
-from tests.helpers import world  # noqa: F401  (the fixture, for every module)
+from tests.helpers import MEMORY, world  # noqa: F401  (world: the fixture, for every module)
 
 STORES = ("sqlite", "postgres")
-MEMORY = "sqlite:///:memory:"
 
 
 @pytest.fixture(scope="session")
