@@ -19,6 +19,7 @@ from .legacy import plant_legacy_v1
 from .service import MigrationService, open_service
 from .sim_store import sim_state_for
 from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
+from .pg import StoreUnavailable
 from .store import parse_store_url
 from .demo_kit import NS, CrashOnce, DemoRun, Echo, Scenario
 
@@ -191,21 +192,27 @@ def _open(store_url: str | None) -> tuple[str, MigrationService, SimulatedDestin
         path = os.path.join(tempfile.mkdtemp(prefix="schedfence-demo-"), "demo.db")
         store_url = f"sqlite:///{path}"
     url = parse_store_url(store_url)
+    shown = url.redacted  # a PostgreSQL URL's password is never printed
     state = sim_state_for(url.url, url.kind == "sqlite-memory")
     dest, crash = SimulatedDestination(state), CrashOnce()
     try:
         service = open_service(store_url, dest, worker_id="demo-worker", crash_hook=crash)
         count, workflows = service.event_count(), dest.workflow_ids()
+    except StoreUnavailable:
+        _dispose(state)
+        raise  # its own code, and a message without the password
     except Exception as exc:
         _dispose(state)
-        raise InvalidArgument(f"cannot open store {store_url!r}: {type(exc).__name__}: "
-                              f"{exc}") from exc
+        detail = str(exc).replace(url.pg.password, "***") if url.pg and url.pg.password \
+            else str(exc)
+        raise InvalidArgument(f"cannot open store {shown!r}: {type(exc).__name__}: "
+                              f"{detail}") from exc
     if count or workflows:
         service.close()
         _dispose(state)
-        raise InvalidArgument(f"the demo needs an empty store; {store_url} already holds "
+        raise InvalidArgument(f"the demo needs an empty store; {shown} already holds "
                               f"{count} events")
-    return store_url, service, dest, state, crash
+    return shown, service, dest, state, crash
 
 
 def _dispose(state: Any) -> None:

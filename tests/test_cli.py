@@ -393,3 +393,17 @@ def test_demo_refuses_a_store_that_is_not_empty(store: str) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("error: invalid_argument: the demo needs an empty store")
     assert event_count(store) == before
+
+
+def test_demo_on_postgres_never_shows_the_password(pg_database: str) -> None:
+    url = pgtools.new_schema_url(pg_database).replace("postgres@", "postgres:s3cret-pw@")
+    result = CliRunner().invoke(cli, ["demo", "--store", url, "--json"])
+    assert result.exit_code == 0 and "s3cret-pw" not in result.stdout + result.stderr
+    assert json.loads(result.stdout)["store"] == url.replace("s3cret-pw", "***")
+    again = CliRunner().invoke(cli, ["demo", "--store", url])  # no longer empty
+    assert again.stderr.startswith("error: invalid_argument: the demo needs an empty store")
+    assert "s3cret-pw" not in again.stdout + again.stderr
+    down = CliRunner().invoke(cli, ["demo", "--store", f"postgresql://postgres:s3cret-pw@"
+                                    f"127.0.0.1:{pgtools.free_port()}/{pg_database}"])
+    assert down.exit_code == 1 and down.stderr.startswith("error: store_unavailable: ")
+    assert "s3cret-pw" not in down.stdout + down.stderr and "***" in down.stderr
