@@ -59,5 +59,7 @@ def _postgres_engine(env: Any) -> Engine:
                      port=int(env.get("POSTGRES_PORT") or 5432),
                      database=env.get("POSTGRES_DBNAME"))
     schema = env.get("POSTGRES_SCHEMA")
-    connect_args = {"options": f"-csearch_path={schema}"} if schema else {}
+    connect_args: dict[str, Any] = {"options": f"-csearch_path={schema}"} if schema else {}
+    # The store's own connect timeout: an unreachable server fails a query, never hangs it.
+    connect_args["connect_timeout"] = int(env.get("POSTGRES_CONNECT_TIMEOUT") or 5)
     return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
