@@ -108,3 +108,25 @@ def test_verify_names_the_log_position_of_an_undecodable_event(stored_service):
     position = service.event_count()
     with pytest.raises(UndecodableEvent, match=f"log position {position}"):
         service.verify()
+
+
+def test_the_fast_path_for_v1_events_decodes_exactly_what_the_dict_path_does() -> None:
+    """v1 records of v1 classes are parsed straight from bytes; the result must equal the
+    general path's (json -> dict -> model), and bad bytes must still be undecodable."""
+    import json
+
+    from infra.codec import JSONBytes, PydanticMapper
+    mapper = PydanticMapper(transcoder=JSONBytes())
+    mid = uuid.uuid4()
+    event = Migration.OwnershipAccepted(originator_id=mid, originator_version=5,
+                                        request_id="r1", attempt=2, worker="w",
+                                        destination_first_run_id="run-1",
+                                        evidence="chain_head")
+    stored = mapper.to_stored_event(event)
+    assert b'"class_version"' not in stored.state  # v1: the fast path applies
+    fast = mapper.to_domain_event(stored)
+    general = Migration.OwnershipAccepted(**json.loads(stored.state))
+    assert fast == general == event and type(fast) is Migration.OwnershipAccepted
+    broken = StoredEvent(mid, 5, stored.topic, stored.state.replace(b'"chain_head"', b'"x"'))
+    with pytest.raises(UndecodableEvent, match="OwnershipAccepted"):
+        mapper.to_domain_event(broken)
