@@ -58,7 +58,42 @@ def _saves(module: str, url: str, app_name: str, n: int, start: Any, done: Any) 
     app.close()
 
 
-def rate(module: str, url: str, n: int, procs: int) -> float:
+class WaitSampler:
+    """Samples what the benchmark's server backends are doing (pg_stat_activity), to see why
+    writers do or do not scale: waiting for the table lock, for the WAL flush, or for us."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+        from collections import Counter
+        self.url, self.counts, self.stop = url, Counter(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with _admin(self.url) as conn:
+            me = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            while not self.stop.is_set():
+                for state, wtype, wait in conn.execute(
+                        "SELECT state, wait_event_type, wait_event FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> %s "
+                        "AND backend_type = 'client backend'", (me,)):
+                    if state in ("active", "idle in transaction"):
+                        self.counts[f"{wtype or 'CPU'}:{wait or state}"] += 1
+                time.sleep(0.005)
+
+    def __enter__(self) -> "WaitSampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self) -> str:
+        total = sum(self.counts.values()) or 1
+        return ", ".join(f"{k} {v / total:.0%}" for k, v in self.counts.most_common(4))
+
+
+def rate(module: str, url: str, n: int, procs: int, sampler: Any = None) -> float:
     app_name = f"choice{uuid.uuid4().hex[:8]}"
     # Create the tables once, before the clock and before the racing processes.
     type(app_name, (Application,), {"name": app_name})(env=_env(module, url, app_name)).close()
@@ -71,15 +106,26 @@ def rate(module: str, url: str, n: int, procs: int) -> float:
     time.sleep(0.5)
     t0 = time.perf_counter()
     start.set()
+    if sampler is not None:
+        sampler.__enter__()
     for _ in ps:
         done.get(timeout=1800)
     wall = time.perf_counter() - t0
+    if sampler is not None:
+        sampler.__exit__()
     for p in ps:
         p.join()
     with _admin(url) as conn:
         for suffix in ("events", "snapshots"):
             conn.execute(f'DROP TABLE IF EXISTS "{app_name}_{suffix}" CASCADE')
     return n / wall
+
+
+def _fresh(used: WaitSampler) -> WaitSampler:
+    """A new sampler (threads start once) that keeps the counts gathered so far."""
+    fresh = WaitSampler(used.url)
+    fresh.counts = used.counts
+    return fresh
 
 
 def main() -> None:
@@ -95,14 +141,17 @@ def main() -> None:
     except ImportError:
         print("# eventsourcing_sqlalchemy is not installed: measuring the core module only")
     print(f"# {a.saves} saves (2 events each), median of {a.runs} runs; {machine()}")
-    print("module                    procs  saves/s")
-    for procs in (1, 2):
+    print("module                    procs  saves/s  where busy backends spent their time")
+    for procs in (1, 2, 4):
         results: dict[str, list[float]] = {m: [] for m in modules}
+        waits = {m: WaitSampler(a.url) for m in modules}
         for _ in range(a.runs):
             for m in modules:  # interleaved, side by side
-                results[m].append(rate(m, a.url, a.saves, procs))
+                results[m].append(rate(m, a.url, a.saves, procs, waits[m]))
+                waits[m] = _fresh(waits[m])
         for m in modules:
-            print(f"{m:25} {procs:5}  {median(results[m]):7.1f}", flush=True)
+            print(f"{m:25} {procs:5}  {median(results[m]):7.1f}  {waits[m].summary()}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,14 @@ from eventsourcing.utils import get_topic, register_topic, resolve_topic
 from pydantic import BaseModel, ConfigDict, Field
 
 
+def upcast(owner: type, state: dict[str, Any], version: int) -> None:
+    """Bring ``state``, written at schema ``version``, up to ``owner.class_version`` in place,
+    through the owner's ``upcast_vN_vN+1`` hooks, in order."""
+    while version < getattr(owner, "class_version", 1):
+        getattr(owner, f"upcast_v{version}_v{version + 1}")(state)
+        version += 1
+
+
 class Immutable(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -104,9 +112,7 @@ class EvolvingAggregate(BaseAggregate[UUID]):
                 # to fall back to full replay after downgrading).
                 raise ValueError(f"snapshot of {self.topic} v{self.originator_version} has "
                                  f"state v{version}, newer than this code's v{current}")
-            while version < current:
-                getattr(aggregate_class, f"upcast_v{version}_v{version + 1}")(fields)
-                version += 1
+            upcast(aggregate_class, fields, version)
             aggregate = object.__new__(aggregate_class)
             aggregate.__dict__.update(
                 _id=self.originator_id, _version=self.originator_version,

@@ -9,6 +9,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import TopicError, get_topic, resolve_topic
 
 from domain.errors import DomainError
+from domain.model import upcast
 
 
 _VERSION_KEY = b'"class_version"'  # present in stored JSON only for versions above 1
@@ -70,10 +71,8 @@ class PydanticMapper(Mapper[UUID]):
         if version > current:
             raise UndecodableEvent(f"{stored.topic} v{version}{where} is newer than this code "
                                    f"(v{current})")
-        while version < current:
-            getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
-            version += 1
         try:
+            upcast(cls, state, version)
             return cls(**state)
         except Exception as exc:  # pydantic ValidationError or a bad upcast
             raise UndecodableEvent(f"cannot decode {stored.topic}{where}: {exc}") from exc
