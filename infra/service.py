@@ -201,10 +201,12 @@ class MigrationService:
 
     def run_workers(self, stop: threading.Event, concurrency: int = 1, *,
                     until_idle: bool = False, poll_interval: float = 1.0,
-                    on_pass: Callable[[int, int], None] | None = None) -> PoolStats:
+                    on_pass: Callable[[int, int], None] | None = None,
+                    on_error: Callable[[int, str], None] | None = None) -> PoolStats:
         """What ``schedfence worker --concurrency N`` runs: N threads over the due index,
         safe beside any number of other workers on the same store."""
-        pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass)
+        pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass,
+                          on_error=on_error)
         return pool.run(stop, until_idle)
 
     def run_until_idle(self, max_attempts: int = 1000) -> int:

@@ -37,11 +37,13 @@ class PoolStats:
 
 class WorkerPool:
     def __init__(self, service: Any, concurrency: int = 1, *, poll_interval: float = 1.0,
-                 on_pass: Callable[[int, int], None] | None = None) -> None:
+                 on_pass: Callable[[int, int], None] | None = None,
+                 on_error: Callable[[int, str], None] | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.service, self.concurrency, self.poll_interval = service, concurrency, poll_interval
         self.on_pass = on_pass or (lambda thread, progressed: None)
+        self.on_error = on_error or (lambda thread, message: None)
         self.stats = PoolStats()
         self._lock = threading.Lock()
         self._rng = random.Random()
@@ -72,10 +74,15 @@ class WorkerPool:
         worker = self._worker(index)
         while not stop.is_set():
             try:
-                found, progressed = self.one_pass(worker, index)
-            except DomainError as exc:  # e.g. the projection stopped: say so, retry later
-                self._record_error(f"{exc.code}: {exc.message}")
-                found = progressed = 0
+                progressed = self.one_pass(worker, index)[1]
+            except Exception as exc:  # noqa: BLE001 - a thread must outlive a bad pass
+                # E.g. the projection stopped, or the database went away: say so once per
+                # pass, keep everything already appended, and try again after the interval.
+                message = f"{exc.code}: {exc.message}" if isinstance(exc, DomainError) \
+                    else f"internal: {type(exc).__name__}: {str(exc).strip()[:300]}"
+                self._record_error(message)
+                self.on_error(index, message)
+                progressed = 0
             self.on_pass(index, progressed)
             if until_idle and not progressed:
                 return

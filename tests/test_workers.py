@@ -153,3 +153,35 @@ def test_a_foreign_run_parks_and_is_rechecked_after_backoff(store: str) -> None:
         assert svc.migration(NS, "s0").state == "completed"
         assert svc.verify() == []
         assert svc.due.due() == []
+
+
+def test_a_failing_pass_is_reported_and_the_thread_carries_on(store: str) -> None:
+    """A pass that raises (here: reading the due index fails, as when the database goes away)
+    is one error line per pass; the thread keeps running and the work completes after it."""
+    dest = SimulatedDestination()
+    with _service(store, dest, "w1") as svc:
+        _rollbacks(svc, 2)
+        broken = {"left": 2}
+        real = svc.due.due
+
+        def flaky(limit: int = 100):
+            if broken["left"] > 0:
+                broken["left"] -= 1
+                raise RuntimeError("server closed the connection unexpectedly")
+            return real(limit)
+
+        svc.due.due = flaky
+        seen: list[str] = []
+        stop = threading.Event()
+
+        def on_pass(thread: int, progressed: int) -> None:
+            if svc.stats()["by_state"]["completed"] == 2 or len(seen) > 10:
+                stop.set()
+
+        stats = svc.run_workers(stop, poll_interval=0.01, on_pass=on_pass,
+                                on_error=lambda t, m: seen.append(m))
+        assert seen == ["internal: RuntimeError: server closed the connection "
+                        "unexpectedly"] * 2
+        assert stats.errors == seen
+        assert [svc.migration(NS, sid).state for sid in ("s0", "s1")] == ["completed"] * 2
+        assert svc.verify() == []
