@@ -47,7 +47,10 @@ def _env(module: str, url: str, app_name: str) -> dict[str, str]:
 
 
 def _saves(module: str, url: str, app_name: str, n: int, start: Any, done: Any) -> None:
-    app = type(app_name, (Application,), {"name": app_name})(env=_env(module, url, app_name))
+    # The parent made the tables; concurrent DDL by the children would fail
+    # ("tuple concurrently updated").
+    env = dict(_env(module, url, app_name), CREATE_TABLE="no")
+    app = type(app_name, (Application,), {"name": app_name})(env=env)
     start.wait()
     t0 = time.perf_counter()
     for _ in range(n):
