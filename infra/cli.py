@@ -133,7 +133,9 @@ def _emit(as_json: bool, doc: Any, lines: list[str]) -> None:
                    "[?schema=S]; env SCHEDFENCE_STORE.")
 @click.option("--worker-id", default=None, help="Identity recorded on worker/admin events.")
 @click.option("--destination", envvar="SCHEDFENCE_DESTINATION", default=None,
-              help="temporal://HOST:PORT/NAMESPACE; default: the simulator in the store.")
+              help="temporal://HOST:PORT/NAMESPACE, or sim+STORE_URL (the simulator kept in "
+                   "a store of its own, so an active and a standby share one destination); "
+                   "default: the simulator in the store.")
 @click.pass_context
 def cli(ctx: click.Context, store: str, worker_id: str | None,
         destination: str | None) -> None:
@@ -248,7 +250,7 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval:
         stats = _run_pool(service, concurrency, until_idle, poll_interval, as_json)
         summary = stats.to_dict()
         attempts = stats.attempts
-    doc = dict(summary, events_written=service.event_count() - before,
+    doc = dict(summary, events_written=service.app.events_since(before),
                migrations=out.migration_states(service))
     if not until_idle and not as_json:
         click.echo(f"worker stopped after {summary['passes']} passes, {attempts} attempts")

@@ -16,18 +16,6 @@ from .replicate import BATCH, ReplicationReport, follow, replicate as copy_log
 from .store import parse_store_url
 
 PROGRESS_EVERY = 10_000  # events between progress lines on a long copy
-DESTINATION_HELP = (" Or sim+STORE_URL (sim+postgresql://USER@HOST:PORT/DB[?schema=S], "
-                    "sim+sqlite:///PATH): the simulator kept in a store of its own, so an "
-                    "active and a standby store share one destination.")
-
-
-def _document_shared_sim() -> None:
-    """Mention ``sim+`` in the group's --destination help (its text lives in infra/cli.py)."""
-    for param in cli.params:
-        if param.name == "destination" and "sim+" not in (getattr(param, "help", "") or ""):
-            param.help = (param.help or "") + DESTINATION_HELP  # type: ignore[attr-defined]
-
-
 def _summary(report: ReplicationReport) -> list[str]:
     state = "caught up" if report.caught_up else f"{report.source_head - report.position} " \
         "source ids behind"
@@ -128,4 +116,3 @@ def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
                    f"follower stopped after copying {copied} events")
 
 
-_document_shared_sim()

@@ -141,7 +141,14 @@ class FenceApplication(Application[UUID]):
             start = page[-1].id + 1
 
     def event_count(self) -> int:
+        """The log position (highest notification id): the event count on SQLite, an upper
+        bound on PostgreSQL, whose ids skip a value wherever a save rolled back. Right for
+        "did anything change"; count with ``events_since`` where the number matters."""
         return self.recorder.max_notification_id() or 0
+
+    def events_since(self, position: int) -> int:
+        """How many events were appended after log ``position`` (holes not counted)."""
+        return sum(1 for _ in self.notifications(start=position + 1))
 
 
 def open_application(store: StoreURL) -> FenceApplication:
