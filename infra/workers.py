@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -21,6 +22,7 @@ from domain.errors import DomainError
 from .worker import TaskWorker
 
 BATCH = 200  # due migrations read per pass
+PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
 
 
 @dataclass
@@ -47,6 +49,7 @@ class WorkerPool:
         self.stats = PoolStats()
         self._lock = threading.Lock()
         self._rng = random.Random()
+        self._pruned_at = 0.0
 
     def _worker(self, index: int) -> TaskWorker:
         base = self.service.worker
@@ -108,9 +111,17 @@ class WorkerPool:
                 self.stats.results[result] += 1
         with self._lock:
             self.stats.passes += 1
-        if not ids:
-            due.prune()
+        if not ids and self._prune_due():
+            due.prune()  # idle: a write, so not on every poll of every thread
         return len(ids), progressed
+
+    def _prune_due(self) -> bool:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._pruned_at < PRUNE_EVERY:
+                return False
+            self._pruned_at = now
+            return True
 
     def _mine(self, migration_id: UUID, index: int) -> bool:
         return migration_id.int % self.concurrency == index

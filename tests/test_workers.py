@@ -185,3 +185,16 @@ def test_a_failing_pass_is_reported_and_the_thread_carries_on(store: str) -> Non
         assert stats.errors == seen
         assert [svc.migration(NS, sid).state for sid in ("s0", "s1")] == ["completed"] * 2
         assert svc.verify() == []
+
+
+def test_prune_drops_backoff_rows_of_finished_migrations_only(store: str) -> None:
+    dest = SimulatedDestination()
+    with _service(store, dest, "w1") as svc:
+        _rollbacks(svc, 2)
+        done, still_open = [m for m, _ in svc.due.due()]
+        svc.due.back_off(done, "unavailable")
+        svc.due.back_off(still_open, "unavailable")
+        svc.worker.attempt(done)  # completes it, backoff row or not
+        assert svc.due.prune() == 1
+        assert svc.due.due() == []  # the open one is still backed off
+        assert svc.due.open_ids() == [still_open]
