@@ -131,6 +131,7 @@ class DueWork:
     def prune(self) -> int:
         """Drop backoff rows of migrations that are no longer open."""
         self._ensure_table()
+        pv.catch_up(self.service)
         closed = select(migrations.c.migration_id).where(
             migrations.c.state.in_(("completed", "aborted")))
         with self._writing() as conn:
