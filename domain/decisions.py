@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import AlreadyExists, Closed, RecoveryRefused
-from .ids import SCHEDULER_WORKFLOW_TYPE
+from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
+from .ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState
 from .ports import (AlreadyStarted, DestinationUnavailable, RunDescription, StartAccepted,
                     StartWorkflow)
@@ -20,7 +20,7 @@ Facts = list[tuple[type, dict[str, Any]]]
 M = Migration
 RollbackOutcome = Literal["accept", "already_pending", "already_completed"]
 TaskStep = Literal["drop", "fail_closed", "close", "claim_and_start", "reconcile",
-                   "check_foreign", "idle"]
+                   "failover_reconcile", "check_foreign", "idle"]
 
 
 def decide_rollback(source: ScheduleState, request_id: str, same_id: MigrationState | None,
@@ -44,14 +44,39 @@ def decide_rollback(source: ScheduleState, request_id: str, same_id: MigrationSt
     return "accept"
 
 
-def next_step(state: MigrationState) -> TaskStep:
-    """What one task attempt may do in this state (A2.2)."""
+def destination_check(workflow_id: str, current: RunDescription | None) -> dict[str, Any]:
+    """A destination observation as events record it (sentinel gate, source create)."""
+    run = None if current is None else {
+        "run_id": current.run_id, "first_execution_run_id": current.first_execution_run_id,
+        "workflow_type": current.workflow_type, "status": current.status,
+        "create_request_id": current.create_request_id}
+    return {"workflow_id": workflow_id, "current": run}
+
+
+def sentinel_running(check: dict[str, Any] | None) -> bool:
+    current = (check or {}).get("current")
+    return isinstance(current, dict) and current.get("status") == "running" and \
+        current.get("workflow_type") == DUMMY_WORKFLOW_TYPE
+
+
+def check_sentinel(check: dict[str, Any]) -> None:
+    """Only a *running* dummy blocks (F4, I12); a TOCTOU optimisation, not a proof."""
+    if sentinel_running(check):
+        raise SentinelBlocked(f"a running sentinel workflow holds {check['workflow_id']}; "
+                              "retry after it ends")
+
+
+def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
+    """What one task attempt may do in this state (A2.2), in a store at ``epoch`` (the number
+    of failovers recorded): a migration from before the latest failover reconciles first."""
     if state.phase in ("completed", "aborted"):
         return "drop"
     if state.phase == "legacy_pending" or not state.request_id:
         return "fail_closed"
     if state.receipt is not None:
         return "close"
+    if state.epoch < epoch:
+        return "failover_reconcile"
     if state.phase == "pending" and state.claim_armed:
         return "claim_and_start"
     if state.phase == "claimed":
@@ -98,9 +123,11 @@ class StartOutcome:
 
 
 def outcome_of_start(answer: StartAccepted | Exception) -> StartOutcome:
-    """Classify what the destination said. A fresh run is running; a closed one is a dedupe."""
+    """Classify what the destination said. Only a start the destination says it *started*
+    is a creation; anything else that returned a run is a dedupe, which our id may owe to
+    being attached to someone else's run, so it is verified against the chain head."""
     if isinstance(answer, StartAccepted):
-        kind = "created" if answer.status == "running" else "deduplicated"
+        kind = "created" if answer.started is True else "deduplicated"
         return StartOutcome(kind, answer.run_id, answer.first_execution_run_id, "",
                             answer.status)
     if isinstance(answer, AlreadyStarted):
@@ -122,12 +149,12 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
         start_request_id=out.start_request_id, status=out.status, detail=out.detail,
         proves_no_commit=no_commit))
     first = out.first_execution_run_id or out.run_id
-    if out.kind in ("created", "deduplicated") or same_id:
-        evidence = {"created": "start_created", "deduplicated": "start_deduplicated"}.get(
-            out.kind, "already_started_same_id")
+    if out.kind == "created" or same_id:
+        # A creation, or AlreadyStarted naming our id as the running run's *create* id.
+        evidence = "start_created" if out.kind == "created" else "already_started_same_id"
         return [answered, (M.OwnershipAccepted, dict(ctx, destination_first_run_id=first,
                                                       evidence=evidence))], None
-    if out.kind == "already_started":
+    if out.kind in ("already_started", "deduplicated"):
         return [answered], first
     if out.kind == "rejected":
         return [answered, (M.MigrationParked, dict(ctx, reason="start_rejected",
@@ -150,7 +177,8 @@ class ChainObservation:
 
 def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
                  worker: str) -> Facts:
-    """Accept iff the chain head's request ids hold ours; otherwise park (never start again)."""
+    """Accept iff the chain head was *created* with our id (its STARTED request id, never an
+    attached one); otherwise park (never start again)."""
     ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
     seen = dict(ctx, current_run_id=obs.current_run_id, current_status=obs.current_status,
                 first_run_id=obs.first_run_id, detail=obs.detail)
@@ -164,10 +192,8 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
                                          detail=obs.detail or obs.failure))]
     head = obs.head
     assert head is not None
-    ids = sorted(head.request_ids)
-    owned = head.run_id == obs.first_run_id and state.request_id in head.request_ids
-    verdict = "owned" if owned else "foreign"
-    facts: Facts = [(M.ChainVerified, dict(seen, verdict=verdict, head_request_ids=ids))]
+    owned = chain_owned(state, obs)
+    facts: Facts = [(M.ChainVerified, dict(seen, **_head_seen(obs, owned)))]
     if owned:
         facts.append((M.OwnershipAccepted, dict(ctx, destination_first_run_id=obs.first_run_id,
                                                 evidence="chain_head")))
@@ -176,6 +202,46 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
             ctx, reason="foreign_destination",
             detail=f"chain head {obs.first_run_id} was not started by {state.request_id}")))
     return facts
+
+
+def chain_owned(state: MigrationState, obs: ChainObservation) -> bool:
+    head = obs.head
+    return head is not None and obs.failure is None and head.run_id == obs.first_run_id and \
+        bool(state.request_id) and head.create_request_id == state.request_id
+
+
+def _head_seen(obs: ChainObservation, owned: bool) -> dict[str, Any]:
+    head = obs.head
+    return {"verdict": "owned" if owned else "foreign",
+            "head_request_ids": sorted(head.request_ids) if head else [],
+            "head_create_request_id": head.create_request_id if head else ""}
+
+
+def decide_failover_reconcile(state: MigrationState, obs: ChainObservation, epoch: int,
+                              attempt: int, worker: str) -> Facts:
+    """A migration accepted before the latest failover: the lost tail may have consumed its
+    claim, started, and even seen the chain end. Accept only the chain head's create id as
+    proof; anything else parks for an operator (``failover_unverified``), never re-arms."""
+    if obs.failure == "unavailable":
+        return []  # nothing learned: try again later, still before any start
+    ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
+    seen = dict(ctx, current_run_id=obs.current_run_id, current_status=obs.current_status,
+                first_run_id=obs.first_run_id, detail=obs.detail)
+    facts: Facts = [(M.FailoverReconciled, dict(ctx, epoch=epoch))]
+    if obs.failure is not None:
+        facts.append((M.ChainVerified, dict(seen, verdict=obs.failure)))
+    else:
+        owned = chain_owned(state, obs)
+        facts.append((M.ChainVerified, dict(seen, **_head_seen(obs, owned))))
+        if owned:
+            return facts + [(M.OwnershipAccepted, dict(
+                ctx, destination_first_run_id=obs.first_run_id, evidence="chain_head"))]
+    what = obs.detail or obs.failure or f"chain head {obs.first_run_id} was not created by " \
+        f"{state.request_id}"
+    return facts + [(M.MigrationParked, dict(
+        ctx, reason="failover_unverified",
+        detail=f"accepted before failover {epoch}; the lost tail may have started the "
+               f"destination and nothing proves the chain ours ({what})"))]
 
 
 def decide_foreign_check(state: MigrationState, current: RunDescription | None,
@@ -190,10 +256,21 @@ def decide_foreign_check(state: MigrationState, current: RunDescription | None,
                                    "reason": "foreign_run_closed", "evidence": evidence})]
 
 
-def decide_abort(state: MigrationState, actor: str, reason: str) -> Facts:
+def check_epoch(state: MigrationState, epoch: int, what: str) -> None:
+    """Before the reconcile that follows a failover, nothing may act on the claim."""
+    # An unverified park already demands a live-checked operator confirmation for anything.
+    if state.is_open and state.receipt is None and state.epoch < epoch and not state.unverified:
+        raise RecoveryRefused(
+            f"cannot {what}: migration {state.migration_id} was accepted before failover "
+            f"{epoch} and has not been reconciled since (the lost tail may have started the "
+            "destination); run a worker first")
+
+
+def decide_abort(state: MigrationState, actor: str, reason: str, epoch: int = 0) -> Facts:
     """Restore the source only while no start can have committed (A2.4, F9, I9)."""
     if not state.is_open:
         raise RecoveryRefused(f"migration {state.migration_id} is {state.phase}")
+    check_epoch(state, epoch, "abort")
     if state.receipt is not None:
         raise RecoveryRefused("ownership was already accepted by the destination; "
                               "the source can only be closed")
@@ -202,10 +279,11 @@ def decide_abort(state: MigrationState, actor: str, reason: str) -> Facts:
         # committed, and nothing in our log can prove otherwise.
         raise RecoveryRefused("identity-less (legacy) migration: an older release may have "
                               "started the destination; it must be adopted, not aborted")
-    if state.park_reason == "adopted_unverified":
-        # Our log shows no start, but the older release's unknown starts are not in it.
-        raise RecoveryRefused("adopted legacy migration: nothing proves the older release "
-                              "committed no start; use recover resolve after a manual check")
+    if state.unverified:
+        # Our log shows no start, but starts it does not hold (an older release's, a tail
+        # lost in a failover) may have committed.
+        raise RecoveryRefused(f"{state.park_reason} migration: starts this log does not hold "
+                              "may have committed; use recover resolve after a manual check")
     if not state.no_commit_proven:
         raise RecoveryRefused(
             f"a start was issued ({state.starts_issued}) and no answer proves it committed "

@@ -53,3 +53,9 @@ class RecoveryRefused(DomainError):
     """An operator action the protocol forbids in the migration's current state."""
 
     code = "failed_precondition"
+
+
+class StandbyNotPromoted(DomainError):
+    """A replication standby may not act until it is promoted (domain/failover.py)."""
+
+    code = "failed_precondition"

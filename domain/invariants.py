@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .decisions import sentinel_running
+from .failover import StoreEpoch
 from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState, evolve_migration
-from .schedule import Schedule, ScheduleState, evolve_schedule
+from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
 
 M, S = Migration, Schedule
+# Steps that may start the destination, or restore the source, on the strength of the claim.
+_CLAIM_STEPS = (M.StartClaimConsumed, M.DestinationStartIssued, M.StartClaimRearmed)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class _Trace:
     source_closed_at: int | None = None
     aborted_at: int | None = None
     adopted_at: int | None = None
+    chain_seen_at: int | None = None  # first proof that our own chain exists (I5)
+    chains: set[str] = field(default_factory=set)  # first run ids this migration created
 
 
 class Checker:
@@ -54,6 +60,8 @@ class Checker:
         self.closes: dict[str, int] = {}  # migration id -> position of ClosedByMigration
         self.releases: dict[str, int] = {}  # migration id -> position of FenceReleased
         self.adoptions: dict[str, int] = {}  # migration id -> position of FenceAdopted
+        self.epoch, self.failover_at = 0, 0  # the latest FailoverRecorded, and where
+        self.handed_over: dict[tuple[str, str], int] = {}  # key -> its ClosedByMigration
 
     def flag(self, inv: str, mid: str, positions: Iterable[int], message: str) -> None:
         self.violations.append(Violation(inv, mid, tuple(sorted(set(positions))), message))
@@ -65,6 +73,8 @@ class Checker:
             self._migration_event(pos, event)
         elif topic.startswith("schedfence.schedule."):
             self._schedule_event(pos, event)
+        elif isinstance(event, StoreEpoch.FailoverRecorded):
+            self.epoch, self.failover_at = event.epoch, pos
 
     # -- migrations -------------------------------------------------------------------------
     def _migration_event(self, pos: int, e: Any) -> None:
@@ -77,6 +87,9 @@ class Checker:
             return
         if trace is None:
             self.migrations[mid] = _Trace(new_state, pos)
+            if isinstance(e, M.RequestIdAssigned) and sentinel_running(e.sentinel_check):
+                self.flag("I12", mid, [pos], "rollback accepted although its sentinel check "
+                          "saw a running dummy at the destination workflow id")
             return
         self._check_step(mid, trace, pos, e)
         trace.state, trace.prev, trace.prev_pos = new_state, e, pos
@@ -98,9 +111,33 @@ class Checker:
         if st.receipt is not None and not isinstance(e, M.SourceClosed):
             self.flag("I8", mid, [t.receipt_at or pos, pos],
                       f"{type(e).__name__} after the receipt (only SourceClosed may follow)")
+        if st.epoch < self.epoch and st.is_open and st.receipt is None:
+            self._failover_step(mid, t, pos, e)
+        self._resurrection(mid, t, pos, e)
         handler = _STEP_CHECKS.get(type(e))
         if handler:
             handler(self, mid, t, pos, e)
+
+    def _failover_step(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        """I16: a migration accepted before the latest failover acts on nothing its claim
+        allowed (the lost tail may have used it) until it has reconciled."""
+        attested = isinstance(e, M.StartClaimRearmed) and _confirmed_no_run(e) or \
+            isinstance(e, M.MigrationAborted) and isinstance(t.prev, M.MigrationResolved)
+        if isinstance(e, _CLAIM_STEPS + (M.MigrationAborted,)) and not attested:
+            self.flag("I16", mid, [self.failover_at, pos], f"{type(e).__name__} of a migration "
+                      f"accepted before failover {self.epoch}, without reconciling first")
+
+    def _resurrection(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        """I5: once our own chain was observed, nothing starts it again or restores the
+        source on the claim's strength (only an operator's attested resolution may)."""
+        if t.chain_seen_at is None:
+            return
+        created = isinstance(e, M.DestinationAnswered) and e.kind == "created"
+        restore = isinstance(e, M.MigrationAborted) and not isinstance(t.prev,
+                                                                       M.MigrationResolved)
+        if isinstance(e, _CLAIM_STEPS) or created or restore:
+            self.flag("I5", mid, [t.chain_seen_at, pos], f"{type(e).__name__} after this "
+                      "migration's own chain was observed")
 
     def _claim(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         if not t.state.claim_armed:
@@ -117,7 +154,11 @@ class Checker:
 
     def _answer(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         t.answer = (pos, e)
+        if e.kind == "created" or (e.kind == "already_started" and
+                                   e.start_request_id == t.state.request_id):
+            t.chain_seen_at = t.chain_seen_at or pos
         if e.kind == "created":
+            t.chains.add(e.first_execution_run_id or e.run_id)
             t.created_answers.append(pos)
             if len(t.created_answers) > 1:
                 self.flag("I4", mid, t.created_answers, "more than one destination chain "
@@ -125,14 +166,20 @@ class Checker:
 
     def _chain(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         t.chain = (pos, e)
+        if _head_created_by(e, t.state.request_id):
+            t.chain_seen_at = t.chain_seen_at or pos
 
     def _accept(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         t.receipt_at = pos
         rid, first = t.state.request_id, e.destination_first_run_id
         if e.evidence == "chain_head":
-            ok = t.chain is not None and t.chain[1].verdict == "owned" and \
-                t.chain[1].first_run_id == first and rid in t.chain[1].head_request_ids
+            # Only the head's *create* id proves the chain ours: an attached id proves
+            # nothing, and a v1 record (which kept no create id) proves nothing either.
+            ok = t.chain is not None and t.chain[1].first_run_id == first and \
+                _head_created_by(t.chain[1], rid)
             proof = t.chain
+        elif e.evidence == "start_deduplicated":
+            ok, proof = False, t.answer  # our id was on the run: it may have been attached
         else:
             a = t.answer[1] if t.answer else None
             want = {"start_created": "created", "start_deduplicated": "deduplicated",
@@ -143,7 +190,7 @@ class Checker:
             proof = t.answer
         if not ok:
             # A chain-head receipt without an owned head is the continue-as-new hole (I13).
-            inv = "I13" if e.evidence == "chain_head" else "I2"
+            inv = "I13" if e.evidence in ("chain_head", "start_deduplicated") else "I2"
             self.flag(inv, mid, [pos] + ([proof[0]] if proof else []),
                       f"ownership accepted ({e.evidence}) without matching proof")
 
@@ -197,6 +244,8 @@ class Checker:
             self.flag("I0", "", [pos], f"schedule reducer refused {type(e).__name__}: {exc}")
             return
         if before is None:
+            if isinstance(e, S.Created):
+                self._created(sid, pos, e)
             return
         fence = before.fence_migration_id
         if isinstance(e, (S.Paused, S.NotesUpdated, S.Deleted)) and fence:
@@ -218,6 +267,20 @@ class Checker:
                           "that does not hold the fence")
             target = self.closes if isinstance(e, S.ClosedByMigration) else self.releases
             target[e.migration_id] = pos
+        if isinstance(e, S.ClosedByMigration):
+            self.handed_over[(before.namespace, before.schedule_id)] = pos
+
+    def _created(self, sid: str, pos: int, e: Any) -> None:
+        """I1: a source incarnation never begins while a chain runs at the destination."""
+        key = (e.namespace, e.schedule_id)
+        running = destination_running(e.destination_check)
+        if running is not None:
+            self.flag("I1", "", [pos], f"schedule {e.namespace}/{e.schedule_id} created while "
+                      f"run {running.get('run_id')} was running at the destination")
+        elif e.destination_check is None and key in self.handed_over:
+            self.flag("I1", "", [self.handed_over[key], pos], f"schedule {e.namespace}/"
+                      f"{e.schedule_id} re-created after its handover to the destination "
+                      "without checking that the destination chain had ended")
 
     def finish(self) -> list[Violation]:
         """Cross-aggregate pairs that must land together in one append."""
@@ -248,9 +311,14 @@ _STEP_CHECKS = {
 
 
 def _adopted(state: MigrationState) -> bool:
-    """Adopted from a legacy record and not yet verified: an older release's starts are not in
-    this log, so "no start issued" proves nothing."""
-    return state.park_reason == "adopted_unverified"
+    """Adopted from a legacy record, or parked after a failover, and not yet verified: starts
+    not in this log may exist, so "no start issued" proves nothing."""
+    return state.unverified
+
+
+def _head_created_by(chain: Any, request_id: str | None) -> bool:
+    return bool(request_id) and chain.verdict == "owned" and \
+        chain.head_create_request_id == request_id
 
 
 def _confirmed_no_run(e: Any) -> bool:
@@ -265,7 +333,28 @@ def _confirmed_no_run(e: Any) -> bool:
 
 def check_history(events: Iterable[tuple[int, Any]]) -> list[Violation]:
     """Check a whole log given as (position, decoded event) pairs in log order."""
+    return _checked(events).finish()
+
+
+def _checked(events: Iterable[tuple[int, Any]]) -> Checker:
     checker = Checker()
     for pos, event in events:
         checker.add(pos, event)
-    return checker.finish()
+    return checker
+
+
+def check_histories(logs: Iterable[Iterable[tuple[int, Any]]]) -> list[list[Violation]]:
+    """Check several copies of one store (an old active and the standby promoted in its
+    place): each alone, and together for I4: a migration creates one chain across all of
+    them. A lost tail is invisible to either log alone; the union shows a second chain."""
+    checkers = [_checked(log) for log in logs]
+    results = [c.finish() for c in checkers]
+    chains: dict[str, set[str]] = {}
+    for c in checkers:
+        for mid, t in c.migrations.items():
+            chains.setdefault(mid, set()).update(t.chains)
+    for mid, firsts in sorted(chains.items()):
+        if len(firsts) > 1:
+            results[-1].append(Violation("I4", mid, (), f"{len(firsts)} destination chains "
+                                         f"created across the stores: {sorted(firsts)}"))
+    return results

@@ -18,6 +18,8 @@ Phase = Literal[
     "pending", "claimed", "receipted", "completed", "parked", "legacy_pending", "aborted"
 ]
 OPEN_PHASES = ("pending", "claimed", "receipted", "parked", "legacy_pending")
+# Park reasons that mean "starts may exist that this log does not show".
+UNVERIFIED_PARKS = ("adopted_unverified", "failover_unverified")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class MigrationState:
     park_detail: str = ""
     attempts: int = 0
     last_worker: str = ""
+    epoch: int = 0  # the store epoch (failovers recorded) this migration's steps belong to
 
     @property
     def is_open(self) -> bool:
@@ -51,6 +54,12 @@ class MigrationState:
     def no_commit_proven(self) -> bool:
         """Every start ever issued has an answer proving it committed nothing."""
         return self.unproven_starts == 0
+
+    @property
+    def unverified(self) -> bool:
+        """Parked because starts may exist that this log does not hold (an older release's,
+        or a tail lost in a failover): "no start issued" here proves nothing."""
+        return self.phase == "parked" and self.park_reason in UNVERIFIED_PARKS
 
 
 class _Event(EvolvingAggregate.Event):
@@ -72,7 +81,11 @@ class Migration(EvolvingAggregate):
     class RequestIdAssigned(Created):
         """The admin rollback was accepted; persisted with the source's pause and fence.
 
-        v2 (this release) carries the durable ``request_id``, its ``origin``, the armed start
+        v3 (this release) adds the store ``epoch`` the migration was accepted in (failovers
+        recorded before it; v2 reads as 0) and ``sentinel_check``: what the admin gate saw at
+        the destination workflow id before accepting (``{"workflow_id", "current": None |
+        {run_id, workflow_type, status}}``; None on v2, which did not record it).
+        v2 carries the durable ``request_id``, its ``origin``, the armed start
         claim and the ``actor``. v1 is what an older release wrote under the same topic: only
         ``namespace, schedule_id, source_id, incarnation, workflow_id, pre_paused, pre_notes``
         (plus the envelope ``originator_id, originator_version, timestamp, originator_topic``)
@@ -82,7 +95,7 @@ class Migration(EvolvingAggregate):
         """
 
         TOPIC: ClassVar[str] = "schedfence.migration.RequestIdAssigned"
-        class_version: ClassVar[int] = 2
+        class_version: ClassVar[int] = 3
         namespace: str
         schedule_id: str
         source_id: str
@@ -94,10 +107,16 @@ class Migration(EvolvingAggregate):
         pre_notes: str
         claim_armed: bool = True
         actor: str = ""
+        epoch: int = 0
+        sentinel_check: dict[str, Any] | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state.update(request_id=None, origin="legacy", claim_armed=False, actor="")
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state.update(epoch=0, sentinel_check=None)
 
         @model_validator(mode="after")
         def _identity_consistent(self) -> Any:
@@ -130,14 +149,34 @@ class Migration(EvolvingAggregate):
         proves_no_commit: bool = False
 
     class ChainVerified(_Event):
+        """What reconcile saw of the chain. v2 adds ``head_create_request_id``: the id the
+        chain head was *created* with (its STARTED entry). v1 recorded only every id of the
+        head (``head_request_ids``, attached ones included), so it reads as "" (unknown):
+        a v1 ``owned`` verdict is no proof of creation."""
+
         TOPIC: ClassVar[str] = "schedfence.migration.ChainVerified"
+        class_version: ClassVar[int] = 2
         verdict: Literal["owned", "foreign", "head_missing", "no_current_run",
                          "no_first_run_identity", "unavailable"]
         current_run_id: str = ""
         current_status: str = ""
         first_run_id: str = ""
         head_request_ids: list[str] = []
+        head_create_request_id: str = ""
         detail: str = ""
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(head_create_request_id="")
+
+    class FailoverReconciled(_Event):
+        """The first step of a migration accepted before the store's latest failover: its
+        claim may have been used on a tail the failover lost, so it may never start again
+        until reconcile proves the chain ours (then a receipt follows in the same append)
+        or an operator decides (it parks ``failover_unverified``)."""
+
+        TOPIC: ClassVar[str] = "schedfence.migration.FailoverReconciled"
+        epoch: int
 
     class OwnershipAccepted(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.OwnershipAccepted"
@@ -148,7 +187,7 @@ class Migration(EvolvingAggregate):
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"
         reason: Literal["foreign_destination", "head_missing", "no_first_run_identity",
-                        "start_rejected"]
+                        "start_rejected", "failover_unverified"]
         detail: str = ""
 
     class LegacyMigrationAdopted(_Event):
@@ -214,7 +253,7 @@ def _created(event: Any, *, request_id: str | None, origin: str, phase: Phase,
         schedule_id=event.schedule_id, source_id=event.source_id,
         incarnation=event.incarnation, workflow_id=event.workflow_id, request_id=request_id,
         origin=origin, pre_paused=event.pre_paused, pre_notes=event.pre_notes, phase=phase,
-        claim_armed=armed,
+        claim_armed=armed, epoch=event.epoch,
     )
 
 
@@ -262,6 +301,9 @@ def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState
         return _answer(state, event)
     if isinstance(event, M.ChainVerified):
         return state
+    if isinstance(event, M.FailoverReconciled):
+        # Disarmed: only proof (a receipt) or an operator may move it on from here.
+        return replace(state, epoch=max(state.epoch, event.epoch), claim_armed=False)
     if isinstance(event, M.OwnershipAccepted):
         return replace(state, receipt=event.destination_first_run_id, phase="receipted",
                        park_reason=None, park_detail="")

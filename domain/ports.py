@@ -35,22 +35,41 @@ class StartWorkflow:
 
 @dataclass(frozen=True)
 class StartAccepted:
-    """A start that returned a run: newly created, or deduplicated against the current run."""
+    """A start that returned a run: newly created, or deduplicated against the current run.
+
+    ``started`` is True when our request id is the run's *create* id (this call created it,
+    or a retry deduplicated against the run it created: Temporal says True for both), False
+    when the run was returned for another reason (our id was merely *attached* to it, which
+    proves nothing about who created it, or conflict policy USE_EXISTING), None when the
+    destination did not say.
+    """
 
     run_id: str
     first_execution_run_id: str
     status: RunStatus
+    started: bool | None = None
 
 
 @dataclass(frozen=True)
 class RunDescription:
-    """One run of a workflow id, as Describe shows it (request ids of that run only)."""
+    """One run of a workflow id, as Describe shows it (request ids of that run only).
+
+    ``create_request_id`` is the id recorded with the run's STARTED event: the only one that
+    says who *created* the run ("" when the destination did not say). ``request_ids`` holds
+    every id the run dedupes against: the create id and ids attached later (a start with
+    conflict policy USE_EXISTING and attach-request-id), which prove nothing about creation.
+    """
 
     run_id: str
     first_execution_run_id: str
     workflow_type: str
     status: RunStatus
     request_ids: frozenset[str] = frozenset()
+    create_request_id: str = ""
+
+    @property
+    def attached_request_ids(self) -> frozenset[str]:
+        return self.request_ids - {self.create_request_id}
 
 
 class DestinationError(Exception):

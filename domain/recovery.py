@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .decisions import check_epoch
 from .errors import InvalidArgument, RecoveryRefused
 from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState
@@ -55,11 +56,11 @@ def _run_doc(run: RunDescription | None) -> dict[str, Any] | None:
         return None
     return {"run_id": run.run_id, "first_execution_run_id": run.first_execution_run_id,
             "workflow_type": run.workflow_type, "status": run.status,
-            "request_ids": sorted(run.request_ids)}
+            "request_ids": sorted(run.request_ids), "create_request_id": run.create_request_id}
 
 
-def adopted_unverified(state: MigrationState) -> bool:
-    return state.phase == "parked" and state.park_reason == "adopted_unverified"
+def unverified(state: MigrationState) -> bool:
+    return state.unverified
 
 
 def _open_with_id(state: MigrationState, what: str) -> None:
@@ -74,9 +75,10 @@ def _open_with_id(state: MigrationState, what: str) -> None:
 
 
 # -- rearm -------------------------------------------------------------------------------------
-def check_rearm(state: MigrationState, confirmed: bool) -> bool:
+def check_rearm(state: MigrationState, confirmed: bool, epoch: int = 0) -> bool:
     """Refuse a re-arm the protocol forbids; True if it needs a live look at the destination."""
     _open_with_id(state, "re-arm the start claim")
+    check_epoch(state, epoch, "re-arm the start claim")
     if state.phase not in ("parked", "claimed"):
         raise RecoveryRefused(f"nothing to re-arm: the migration is {state.phase} "
                               f"(claim armed: {state.claim_armed})")
@@ -85,23 +87,24 @@ def check_rearm(state: MigrationState, confirmed: bool) -> bool:
         raise RecoveryRefused(
             f"the last start answer ({last}) does not prove that nothing committed; a new "
             "start could create a second chain (use recover resolve after a manual check)")
-    if adopted_unverified(state):
+    if unverified(state):
         if not confirmed:
             raise RecoveryRefused(
-                "adopted legacy migration: an older release may have started the destination "
-                "with unknown ids; check it, then confirm (--confirm-no-destination-run)")
+                f"{state.park_reason} migration: starts this log does not hold (an older "
+                "release's, or a tail lost in a failover) may have reached the destination; "
+                "check it, then confirm (--confirm-no-destination-run)")
         return True
     return False
 
 
 def decide_rearm(state: MigrationState, actor: str, reason: str, *, confirmed: bool,
-                 look: Look | None) -> Facts:
+                 look: Look | None, epoch: int = 0) -> Facts:
     """Re-arm the start claim: only with proof (or a live-checked confirmation) of no commit."""
     evidence: dict[str, Any] = {
         "starts_issued": state.starts_issued, "confirm_no_destination_run": confirmed,
         "last_answer_kind": (state.last_answer or {}).get("kind")}
-    if check_rearm(state, confirmed):
-        assert look is not None, "an adopted migration needs a live look"
+    if check_rearm(state, confirmed, epoch):
+        assert look is not None, "an unverified migration needs a live look"
         current = look.current
         if current is not None and current.status == "running":
             raise RecoveryRefused(f"run {current.run_id} ({current.workflow_type}) is running "
@@ -109,7 +112,7 @@ def decide_rearm(state: MigrationState, actor: str, reason: str, *, confirmed: b
         if current is not None and current.workflow_type == SCHEDULER_WORKFLOW_TYPE:
             raise RecoveryRefused(
                 f"the current run {current.run_id} at {state.workflow_id} is a scheduler run "
-                f"({current.status}): an older release may own it; use recover resolve")
+                f"({current.status}): a start we cannot see may own it; use recover resolve")
         evidence.update(basis="operator_confirmed_no_destination_run",
                         attestation=ATTESTATIONS["no_destination_run"],
                         observed="no_current_run" if current is None else "closed_foreign_run",

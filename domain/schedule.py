@@ -7,11 +7,11 @@ fence may close the source or release the fence (I10).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 from uuid import UUID
 
-from .errors import Closed, MigrationPending
-from .ids import schedule_aggregate_id, schedule_key_id
+from .errors import AlreadyExists, Closed, MigrationPending
+from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id, schedule_key_id
 from .model import EvolvingAggregate
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
@@ -31,6 +31,7 @@ class ScheduleState:
     completed_request_id: str | None = None
     completed_migration_id: str | None = None
     last_migration_id: str | None = None
+    epoch: int = 0  # the store epoch (failovers recorded) this incarnation was created in
 
     @property
     def migration_pending(self) -> bool:
@@ -63,12 +64,25 @@ class Schedule(EvolvingAggregate):
     TOPIC = "schedfence.Schedule"
 
     class Created(EvolvingAggregate.Created):
+        """v2 adds ``epoch`` (the store's failover epoch when created; v1 reads as 0) and
+        ``destination_check``: what the destination showed at the schedule's
+        workflow id before this incarnation was created (``{"workflow_id", "current": None |
+        {run_id, workflow_type, status, ...}}``), so the log proves no chain was running
+        there (single owner, I1). v1 did not look, and reads as None."""
+
         TOPIC: ClassVar[str] = "schedfence.schedule.Created"
+        class_version: ClassVar[int] = 2
         namespace: str
         schedule_id: str
         incarnation: int
         paused: bool
         notes: str
+        destination_check: dict[str, Any] | None = None
+        epoch: int = 0
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(destination_check=None, epoch=0)
 
     class Paused(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
@@ -113,13 +127,18 @@ class Schedule(EvolvingAggregate):
 
     @classmethod
     def create(
-        cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str
+        cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str,
+        destination_check: dict[str, Any] | None = None, epoch: int = 0,
     ) -> Schedule:
+        """A new incarnation; ``destination_check`` must show no running run at the
+        destination workflow id (see ``check_destination_free``)."""
+        if destination_check is not None:
+            check_destination_free(namespace, schedule_id, destination_check)
         return cls._create(
             cls.Created,
             id=schedule_aggregate_id(namespace, schedule_id, incarnation),
             namespace=namespace, schedule_id=schedule_id, incarnation=incarnation,
-            paused=paused, notes=notes,
+            paused=paused, notes=notes, destination_check=destination_check, epoch=epoch,
         )
 
     def set_paused(self, paused: bool) -> None:
@@ -162,11 +181,32 @@ class Schedule(EvolvingAggregate):
                            restored_paused=paused, restored_notes=notes)
 
 
+def destination_running(check: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The running scheduler run (ours or anyone's) a recorded destination check saw."""
+    current = (check or {}).get("current")
+    if isinstance(current, dict) and current.get("status") == "running" and \
+            current.get("workflow_type") == SCHEDULER_WORKFLOW_TYPE:
+        return current
+    return None
+
+
+def check_destination_free(namespace: str, schedule_id: str, check: dict[str, Any]) -> None:
+    """Single owner (I1): a source incarnation may not begin while a scheduler chain runs at
+    the schedule's destination workflow id: ours after a handover, or anyone's. (Any other
+    workflow there owns nothing; a rollback's start meets it as a foreign run.)"""
+    running = destination_running(check)
+    if running is not None:
+        raise AlreadyExists(
+            f"schedule {namespace}/{schedule_id} is owned at the destination: run "
+            f"{running.get('run_id')} ({running.get('workflow_type')}) is running at "
+            f"{check.get('workflow_id')}; it must end before the source may run it again")
+
+
 def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState:
     """Pure reducer of the source's events."""
     if isinstance(event, Schedule.Created):
         return ScheduleState(event.namespace, event.schedule_id, event.incarnation,
-                             event.paused, event.notes)
+                             event.paused, event.notes, epoch=event.epoch)
     assert state is not None, f"{type(event).__name__} before Created"
     if isinstance(event, Schedule.Paused):
         return replace(state, paused=event.paused)

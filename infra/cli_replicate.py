@@ -11,7 +11,7 @@ import json
 import time
 import click
 
-from .cli import cli, json_option
+from .cli import _emit, _service, cli, json_option
 from .replicate import BATCH, ReplicationReport, follow, replicate as copy_log
 from .store import parse_store_url
 
@@ -116,3 +116,21 @@ def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
                    f"follower stopped after copying {copied} events")
 
 
+
+
+@cli.command()
+@click.option("--actor", required=True, help="The operator promoting this store.")
+@click.option("--reason", required=True, help="Why (the incident).")
+@json_option
+def promote(actor: str, reason: str, as_json: bool) -> None:
+    """Make this store (--store) the active one after a failover.
+
+    Records a failover epoch. Replication into it stops (its log now has events no follower
+    copied), and every migration accepted before the failover reconciles against the
+    destination before it may act again: the lost tail of the old active may have started
+    it. Only the chain head's create request id is accepted as proof; anything else parks
+    it (failover_unverified) for an operator. Run it before any worker or admin command."""
+    epoch = _service().promote(actor, reason)
+    _emit(as_json, {"epoch": epoch, "actor": actor, "reason": reason},
+          [f"promoted: this store is now the active one (failover epoch {epoch}); migrations "
+           "accepted before it reconcile before they act"])

@@ -19,6 +19,7 @@ from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, an
                         or_, select, update)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from domain.migration import UNVERIFIED_PARKS
 from projections import service_views as pv
 from projections.engine import WRITE
 from projections.tables import migrations
@@ -92,6 +93,11 @@ class DueWork:
         workable = or_(migrations.c.state.in_(WORKABLE),
                        and_(migrations.c.state == "parked",
                             migrations.c.park_reason == "foreign_destination"))
+        if self.service.epoch() > 0:
+            # After a failover any migration parked before it must reconcile first (an
+            # operator's re-arm waits for that); a reconciled one is idle and costs one load.
+            workable = or_(workable, and_(migrations.c.state == "parked",
+                                          migrations.c.park_reason.not_in(UNVERIFIED_PARKS)))
         ready = or_(backoff.c.not_before_us.is_(None), backoff.c.not_before_us <= _now_us())
         query = (select(migrations.c.migration_id, backoff.c.failures)
                  .select_from(migrations.outerjoin(

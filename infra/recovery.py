@@ -75,10 +75,12 @@ def _rearm(service: MigrationService, namespace: str, schedule_id: str, actor: s
            reason: str, confirmed: bool) -> MigrationView:
     source, mig = _open(service, namespace, schedule_id)
     look = None
-    if r.check_rearm(mig.state, confirmed):  # refuses before the destination is asked
+    epoch = service.epoch()
+    if r.check_rearm(mig.state, confirmed, epoch):  # refuses before the destination is asked
         look = r.Look(current=_describe(service, mig.state.namespace, mig.state.workflow_id))
     check_fence(source.state, mig.state.request_id or "")  # the claim is ours to re-arm
-    mig.record(r.decide_rearm(mig.state, actor, reason, confirmed=confirmed, look=look))
+    mig.record(r.decide_rearm(mig.state, actor, reason, confirmed=confirmed, look=look,
+                              epoch=epoch))
     service.worker.save("rearm", mig)
     return MigrationView.of(mig.state, mig.version)
 

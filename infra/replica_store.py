@@ -130,7 +130,7 @@ class SQLiteStandby(SQLiteProcessRecorder):
 Standby = PostgresStandby | SQLiteStandby
 
 
-def standby_recorder(app: FenceApplication) -> Standby:
+def standby_recorder(app: FenceApplication, create: bool = True) -> Standby:
     """The standby recorder on ``app``'s own datastore and events table."""
     factory: Any = app.factory
     events_table = app.recorder.events_table_name  # type: ignore[attr-defined]
@@ -142,5 +142,18 @@ def standby_recorder(app: FenceApplication) -> Standby:
         recorder = SQLiteStandby(factory.datastore, events_table_name=events_table)
     else:  # pragma: no cover - open_application only builds these two
         raise TypeError(f"no standby recorder for {type(factory).__name__}")
-    recorder.create_table()
+    if create:
+        recorder.create_table()
     return recorder
+
+
+def replica_positions(app: FenceApplication) -> dict[str, int]:
+    """Each follower's last copied source position in ``app``'s store (empty if it never
+    was a standby): what a promotion records. Reads only (no DDL on a store that never
+    was a standby)."""
+    try:
+        return standby_recorder(app, create=False).tracked()
+    except Exception as exc:  # noqa: BLE001 - no tracking table: never a standby
+        if "tracking" in str(exc).lower() or "does not exist" in str(exc).lower():
+            return {}
+        raise

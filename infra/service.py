@@ -10,8 +10,9 @@ from uuid import UUID
 
 from domain import decisions as d
 from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
-                           RecoveryRefused, SentinelBlocked, Unavailable)
-from domain.ids import (DUMMY_WORKFLOW_TYPE, derive_request_id, destination_workflow_id,
+                           RecoveryRefused, StandbyNotPromoted, Unavailable)
+from domain.failover import STORE_EPOCH_ID, StoreEpoch
+from domain.ids import (derive_request_id, destination_workflow_id,
                         migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
                         validate_id)
 from domain.invariants import Violation, check_history
@@ -22,6 +23,7 @@ from projections import service_views as pv
 
 from .recovery import recover as recover_migration
 from .replay import replay_key
+from .replica_store import PREFIX, replica_positions
 from .store import FenceApplication, open_application, parse_store_url, retry_on_conflict
 from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from .due import DueWork
@@ -48,6 +50,7 @@ class MigrationService:
         self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
         self.due = DueWork(self)
         self._on_close = on_close
+        self._active = False  # proven not to be an unpromoted standby (require_active)
 
     def close(self) -> None:
         pv.close_views(self)
@@ -85,6 +88,7 @@ class MigrationService:
         validate_id("schedule id", schedule_id)
         check_notes(notes)
         check_paused(paused)
+        self.require_active()
 
         def create() -> ScheduleView:
             key = self._key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
@@ -93,8 +97,10 @@ class MigrationService:
                 if not current.state.closed:
                     raise AlreadyExists(f"schedule {namespace}/{schedule_id} exists "
                                         f"(incarnation {current.state.incarnation})")
+            check = self._destination_check(namespace, schedule_id, "create check")
             n = key.start_incarnation()
-            schedule = Schedule.create(namespace, schedule_id, n, paused, notes)
+            schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
+                                       self.epoch())
             self.app.save(key, schedule)
             return ScheduleView.of(schedule.state)
 
@@ -108,6 +114,7 @@ class MigrationService:
             check_notes(notes)
         if paused is not None:
             check_paused(paused)
+        self.require_active()
 
         def update() -> ScheduleView:
             # After a conflict (e.g. a rollback fenced it meanwhile) the next read refuses.
@@ -128,6 +135,7 @@ class MigrationService:
                  actor: str = "") -> RollbackResult:
         if request_id is not None:
             validate_id("request id", request_id)
+        self.require_active()
         return retry_on_conflict(
             lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
             AlreadyExists("the schedule kept changing under concurrent rollbacks; retry"))
@@ -146,32 +154,72 @@ class MigrationService:
         if outcome != "accept":
             existing = same.state if same else pending.state  # type: ignore[union-attr]
             return RollbackResult(outcome, rid, existing.origin, existing.migration_id)
-        self._sentinel_gate(namespace, schedule_id)
+        sentinel = self._destination_check(namespace, schedule_id, "sentinel check")
+        d.check_sentinel(sentinel)
         migration = Migration.assign_request_id(
             mid, namespace=namespace, schedule_id=schedule_id, source_id=str(source.id),
             incarnation=st.incarnation, workflow_id=destination_workflow_id(schedule_id),
             request_id=rid, origin=origin, pre_paused=st.paused, pre_notes=st.notes,
-            claim_armed=True, actor=actor or self.worker_id)
+            claim_armed=True, actor=actor or self.worker_id,
+            # A source that existed before the latest failover may have been rolled back on
+            # the lost tail already (same derived id): its claim counts as pre-failover.
+            epoch=st.epoch, sentinel_check=sentinel)
         source.fence_for_migration(rid, mid)
         self.worker.save("rollback", source, migration)  # one atomic append, both aggregates
         return RollbackResult("accepted", rid, origin, str(mid))
 
-    def _sentinel_gate(self, namespace: str, schedule_id: str) -> None:
-        """Only a *running* dummy blocks (F4, I12); a TOCTOU optimisation, not a proof."""
+    def _destination_check(self, namespace: str, schedule_id: str,
+                           what: str) -> dict[str, Any]:
+        """What the destination shows at the schedule's workflow id, as recorded on the
+        event it justifies (the sentinel gate, I12; a source create, I1)."""
+        workflow_id = destination_workflow_id(schedule_id)
         try:
-            current = self.destination.describe(namespace, destination_workflow_id(schedule_id))
+            current = self.destination.describe(namespace, workflow_id)
         except DestinationNotFound:
-            return
+            current = None
         except DestinationUnavailable as exc:
-            raise Unavailable(f"destination unavailable for the sentinel check: {exc}") from exc
-        if current.workflow_type == DUMMY_WORKFLOW_TYPE and current.status == "running":
-            raise SentinelBlocked(f"a running sentinel workflow holds "
-                                  f"{destination_workflow_id(schedule_id)}; retry after it ends")
+            raise Unavailable(f"destination unavailable for the {what}: {exc}") from exc
+        return d.destination_check(workflow_id, current)
+
+    def epoch(self) -> int:
+        """The store's epoch: how many failovers were recorded on it (domain/failover.py)."""
+        found = self.app.find(STORE_EPOCH_ID)
+        return found.state.epoch if found is not None else 0
+
+    def require_active(self) -> None:
+        """Refuse to act on a standby that was not promoted since its last copy: its claims
+        may have been used on the active already (domain/failover.py)."""
+        if self._active:
+            return
+        positions = replica_positions(self.app)
+        found = self.app.find(STORE_EPOCH_ID)
+        promoted = found.state.replicated if found is not None else None
+        if positions and promoted != positions:
+            raise StandbyNotPromoted(
+                "this store is a replication standby (copied up to "
+                f"{', '.join(f'{k.removeprefix(PREFIX)}@{v}' for k, v in positions.items())}"
+                ") and has not been promoted since: run `schedfence promote` on it first")
+        self._active = True
+
+    def promote(self, actor: str, reason: str) -> int:
+        """Record that this store is now the active one after a failover; returns the new
+        epoch. Every migration accepted before it reconciles before it may act again."""
+        validate_id("actor", actor)
+        validate_id("reason", reason)
+
+        def record() -> int:
+            store_epoch = self.app.find(STORE_EPOCH_ID) or StoreEpoch.start()
+            epoch = store_epoch.record_failover(actor, reason, replica_positions(self.app))
+            self.app.save(store_epoch)
+            return epoch
+
+        return retry_on_conflict(record, AlreadyExists("another promotion ran concurrently"))
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
         """Cancel the open migration and restore the source, only where A2.4 allows it."""
         validate_id("reason", reason)
         validate_id("actor", actor)
+        self.require_active()
         return retry_on_conflict(
             lambda: self._abort_once(namespace, schedule_id, reason, actor),
             RecoveryRefused("the migration kept changing under a running worker; retry"))
@@ -182,7 +230,7 @@ class MigrationService:
         migration = self._migration(source.state.fence_migration_id)
         if migration is None:
             raise RecoveryRefused(f"schedule {namespace}/{schedule_id} has no open migration")
-        migration.record(d.decide_abort(migration.state, actor, reason))
+        migration.record(d.decide_abort(migration.state, actor, reason, self.epoch()))
         source.release_fence(migration.state.request_id, migration.state.pre_paused,
                              migration.state.pre_notes)
         self.worker.save("abort", source, migration)
@@ -191,6 +239,7 @@ class MigrationService:
     def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
                 request_id: str | None = None, **options: Any) -> MigrationView:
         """Operator recovery: rearm | abort | adopt | resolve (infra/recovery.py)."""
+        self.require_active()
         return recover_migration(self, kind, namespace, schedule_id, actor=actor,
                                  reason=reason, request_id=request_id, **options)
 
@@ -205,6 +254,7 @@ class MigrationService:
                     on_error: Callable[[int, str], None] | None = None) -> PoolStats:
         """What ``schedfence worker --concurrency N`` runs: N threads over the due index,
         safe beside any number of other workers on the same store."""
+        self.require_active()
         pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass,
                           on_error=on_error)
         return pool.run(stop, until_idle)
@@ -213,6 +263,7 @@ class MigrationService:
         """Attempt every open migration until a whole pass changes nothing; returns attempts."""
         if max_attempts < 1:
             raise_invalid("max_attempts must be at least 1")
+        self.require_active()
         attempts, backed_off = 0, set()
         while attempts < max_attempts:
             progressed = False

@@ -90,11 +90,12 @@ def _description(run: dict) -> RunDescription:
         workflow_type=run["workflow_type"],
         status=run["status"],
         request_ids=frozenset(run["request_ids"]),
+        create_request_id=run["create_request_id"],
     )
 
 
-def _accepted(run: dict) -> StartAccepted:
-    return StartAccepted(run["run_id"], run["first_execution_run_id"], run["status"])
+def _accepted(run: dict, started: bool) -> StartAccepted:
+    return StartAccepted(run["run_id"], run["first_execution_run_id"], run["status"], started)
 
 
 def _already_started(run: dict) -> AlreadyStarted:
@@ -191,13 +192,16 @@ class SimulatedDestination:
     # --- the port -----------------------------------------------------------------------------
 
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        return self._logged_start(request, attach=False)
+
+    def _logged_start(self, request: StartWorkflow, attach: bool) -> StartAccepted:
         fault = self._next_fault("start")
         with self._state.transaction() as state:
             if fault in _PRE_COMMIT_OUTCOME:
                 outcome = _PRE_COMMIT_OUTCOME[fault]
                 result: StartAccepted | Exception = DestinationUnavailable(f"start: {outcome}")
             else:
-                outcome, result = self._start(state, request)
+                outcome, result = self._start(state, request, attach)
                 if fault == "lose_response":
                     outcome = "lost_response"
                     result = DestinationUnavailable("start committed but its response was lost")
@@ -206,7 +210,9 @@ class SimulatedDestination:
             raise result
         return result
 
-    def _start(self, state: dict, req: StartWorkflow) -> tuple[str, StartAccepted | Exception]:
+    def _start(
+        self, state: dict, req: StartWorkflow, attach: bool
+    ) -> tuple[str, StartAccepted | Exception]:
         """B1 StartWorkflowExecution; returns (log outcome, result or error to raise)."""
         problem = _validate(req)
         if problem is not None:
@@ -214,24 +220,30 @@ class SimulatedDestination:
         request_id = req.request_id or self._next_id(state, "req")  # B0.6
         current = _current(_runs(state, req.namespace, req.workflow_id))
         if current is not None and request_id in current["request_ids"]:
-            return "deduplicated", _accepted(current)  # B1.2: ignores type, input, policies
+            # B1.2: ignores type, input, policies. Like Temporal, ``started`` says whether the
+            # id is the run's create id (a retry of the creating start), not an attached one.
+            started = request_id == current["create_request_id"]
+            return "deduplicated", _accepted(current, started)
         if current is not None and current["status"] == "running":
-            return self._start_over_running(state, req, request_id, current)
+            return self._start_over_running(state, req, request_id, current, attach)
         if current is not None and (
             req.id_reuse_policy == "reject_duplicate"
             or (req.id_reuse_policy == "allow_duplicate_failed_only" and current["status"] == "completed")
         ):
             return "already_started", _already_started(current)
-        return "created", _accepted(self._add_run(state, req, request_id, None))
+        return "created", _accepted(self._add_run(state, req, request_id, None), True)
 
     def _start_over_running(
-        self, state: dict, req: StartWorkflow, request_id: str, current: dict
+        self, state: dict, req: StartWorkflow, request_id: str, current: dict, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
         if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
             current["status"] = "terminated"
-            return "created", _accepted(self._add_run(state, req, request_id, None))
+            return "created", _accepted(self._add_run(state, req, request_id, None), True)
         if req.id_conflict_policy == "use_existing":
-            return "use_existing", _accepted(current)
+            if attach:  # later starts with this id dedupe to this run (started False)
+                current["request_ids"].append(request_id)
+                return "use_existing_attached", _accepted(current, False)
+            return "use_existing", _accepted(current, False)
         return "already_started", _already_started(current)
 
     def describe(self, namespace: str, workflow_id: str, run_id: str | None = None) -> RunDescription:
@@ -250,8 +262,22 @@ class SimulatedDestination:
 
     # --- environment operations ---------------------------------------------------------------
 
+    def start_workflow_attaching(self, request: StartWorkflow) -> StartAccepted:
+        """StartWorkflowExecution with ``on_conflict_options.attach_request_id`` set.
+
+        Only a start that meets a *running* run under conflict policy ``use_existing`` attaches
+        its request id to that run (the server records it with event type
+        WORKFLOW_EXECUTION_OPTIONS_UPDATED, not STARTED); every other case is ``start_workflow``.
+        Faults and the start log apply as to ``start_workflow``.
+        """
+        return self._logged_start(request, attach=True)
+
     def continue_as_new(self, namespace: str, workflow_id: str, input: dict | None = None) -> str:
-        """Close the running current run as continued_as_new; the next run gets a fresh request id (B1.5)."""
+        """Close the running current run as continued_as_new (B1.5).
+
+        The next run's only request id is a fresh create id; ids attached to the old run stay
+        there (measured on Temporal 1.32: the new run's request_id_infos hold one STARTED id).
+        """
         with self._state.transaction() as state:
             current = _find(state, namespace, workflow_id, None)
             if current["status"] != "running":

@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any, Awaitable, Callable, TypeVar
 
 from temporalio.api.common.v1 import Payloads, WorkflowExecution, WorkflowType
-from temporalio.api.enums.v1 import (WorkflowExecutionStatus, WorkflowIdConflictPolicy,
-                                     WorkflowIdReusePolicy)
+from temporalio.api.enums.v1 import (EventType, WorkflowExecutionStatus,
+                                     WorkflowIdConflictPolicy, WorkflowIdReusePolicy)
 from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionRequest,
@@ -158,6 +158,17 @@ def describe_error(exc: RPCError) -> Exception:
     return DestinationUnavailable(f"describe: {exc.status.name}: {exc.message}")
 
 
+def create_request_id(request_id_infos: Any) -> str:
+    """The request id recorded with the run's STARTED event, "" unless exactly one says so.
+
+    Ids attached later (USE_EXISTING + attach_request_id) carry the event type
+    WORKFLOW_EXECUTION_OPTIONS_UPDATED and prove nothing about who created the run.
+    """
+    created = [rid for rid, info in request_id_infos.items()
+               if info.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED]
+    return created[0] if len(created) == 1 else ""
+
+
 class TemporalDestination:
     """``domain.ports.Destination`` on one namespace of a Temporal server."""
 
@@ -229,7 +240,11 @@ class TemporalDestination:
             identity=self.identity, request_id=request.request_id,
             workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict)
         resp = self._rpc("start", "start_workflow_execution", rpc, start_error)
-        return StartAccepted(resp.run_id, resp.first_execution_run_id, status_name(resp.status))
+        # The server sets ``started`` when the request id is the run's create id (a retry of
+        # the start that created it answers True too), False for an attached id or
+        # USE_EXISTING. A server too old to know the field leaves it False: never a false True.
+        return StartAccepted(resp.run_id, resp.first_execution_run_id, status_name(resp.status),
+                             started=resp.started)
 
     def describe(self, namespace: str, workflow_id: str,
                  run_id: str | None = None) -> RunDescription:
@@ -242,10 +257,11 @@ class TemporalDestination:
             execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""))
         resp = self._rpc("describe", "describe_workflow_execution", rpc, describe_error)
         info = resp.workflow_execution_info
+        infos = resp.workflow_extended_info.request_id_infos
         return RunDescription(
             run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
             workflow_type=info.type.name, status=status_name(info.status),
-            request_ids=frozenset(resp.workflow_extended_info.request_id_infos))
+            request_ids=frozenset(infos), create_request_id=create_request_id(infos))
 
     def close(self) -> None:
         """Drop the client on its own loop, then stop the loop (idempotent)."""

@@ -15,6 +15,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain import decisions as d
 from domain.errors import Closed, MigrationPending
+from domain.failover import STORE_EPOCH_ID
 from domain.migration import Migration
 from domain.ports import (Destination, DestinationError, DestinationNotFound,
                           DestinationUnavailable, RunDescription)
@@ -65,11 +66,12 @@ class TaskWorker:
         result: AttemptResult = "idle"
         mig = self.app.repository.get(migration_id)
         attempt = mig.state.attempts + 1
+        epoch = self.epoch()
         for _ in range(8):  # a full rollback is at most claim, answer, chain, close
             try:
                 # After a successful append the aggregate in hand is the stored one; it is
                 # reloaded only when another writer won a race (its copy is then stale).
-                step = self._step(mig, attempt)
+                step = self._step(mig, attempt, epoch)
             except IntegrityError:
                 step = "progress"  # another worker moved it; reload and look again
                 mig = self.app.repository.get(migration_id)
@@ -80,12 +82,18 @@ class TaskWorker:
             result = "progress"
         return result
 
-    def _step(self, mig: Migration, attempt: int) -> AttemptResult:
-        step = d.next_step(mig.state)
+    def epoch(self) -> int:
+        found = self.app.find(STORE_EPOCH_ID)
+        return found.state.epoch if found is not None else 0
+
+    def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
+        step = d.next_step(mig.state, epoch)
         if step in ("drop", "fail_closed", "idle"):
             return "idle"
         if step == "close":
             return self._close(mig, attempt)
+        if step == "failover_reconcile":
+            return self._failover_reconcile(mig, attempt, epoch)
         if step == "claim_and_start":
             return self._claim_and_start(mig, attempt)
         if step == "reconcile":
@@ -135,6 +143,14 @@ class TaskWorker:
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
         self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
         return "backoff" if obs.failure == "unavailable" else "progress"
+
+    def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
+        obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
+        facts = d.decide_failover_reconcile(mig.state, obs, epoch, attempt, self.worker_id)
+        if not facts:
+            return "backoff"
+        self._append("failover", mig, facts)
+        return "progress"
 
     def _check_foreign(self, mig: Migration, attempt: int) -> AttemptResult:
         st = mig.state

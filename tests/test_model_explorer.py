@@ -63,7 +63,8 @@ class Dest:
         r = self.run(run_id)
         if r is None:
             return None
-        return RunDescription(r.run_id, r.first, r.workflow_type, r.status, r.request_ids)
+        return RunDescription(r.run_id, r.first, r.workflow_type, r.status, r.request_ids,
+                              r.create_id)
 
     def _add(self, create_id: str, wtype: str, first: str | None, by_start: bool) -> Dest:
         n = self.counter + 1
@@ -80,11 +81,13 @@ class Dest:
         """B1: dedupe against the current run, conflict FAIL while running, else a new chain."""
         cur = self.run(None)
         if cur is not None and request_id in cur.request_ids:
-            return self, StartAccepted(cur.run_id, cur.first, cur.status)
+            # As the server answers: started iff our id is the run's create id.
+            return self, StartAccepted(cur.run_id, cur.first, cur.status,
+                                       started=request_id == cur.create_id)
         if cur is not None and cur.status == "running":
             return self, AlreadyStarted(cur.create_id, cur.run_id, cur.first)
         new = self._add(request_id, wtype, None, True)
-        return new, StartAccepted(new.current, new.current, "running")
+        return new, StartAccepted(new.current, new.current, "running", started=True)
 
     def continue_as_new(self) -> Dest | None:
         cur = self.run(None)
@@ -105,6 +108,14 @@ class Dest:
             return None
         new, _ = self.start(f"foreign-{self.counter + 1}", "user-workflow")
         return new
+
+    def attach_ours(self) -> Dest | None:
+        """Somebody's USE_EXISTING start attaches our request id to a running foreign run:
+        starts with our id now dedupe to it, yet it was never ours."""
+        cur = self.run(None)
+        if cur is None or cur.status != "running" or RID in cur.request_ids:
+            return None
+        return self._set(cur.run_id, request_ids=cur.request_ids | {RID})
 
     def delete_head(self) -> Dest | None:
         """Retention or DeleteWorkflowExecution of the latest chain's first run."""
@@ -245,7 +256,8 @@ def _abort(w: World) -> tuple[World, list[Any]] | None:
 
 
 ENV = {"foreign_start": Dest.foreign_start, "continue_as_new": Dest.continue_as_new,
-       "terminate": Dest.terminate, "delete_head": Dest.delete_head}
+       "terminate": Dest.terminate, "delete_head": Dest.delete_head,
+       "attach_ours": Dest.attach_ours}
 INPUTS = [("worker", f) for f in START_FAULTS] + [("abort", "")] + [("env", e) for e in ENV]
 
 

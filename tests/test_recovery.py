@@ -165,6 +165,7 @@ def test_adopt_refused_unless_identity_less(world, state):
 
 def test_adopt_refused_for_an_id_already_used_on_the_key(world):
     w = completed(world)  # incarnation 1 used R1
+    w.dest.terminate(NS, WID)  # its chain ended: the key may start a new incarnation
     w.service.create_schedule(NS, SID)
     plant_legacy(w.service)
     with refused(w.service, RecoveryRefused):

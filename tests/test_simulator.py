@@ -5,6 +5,7 @@ import itertools
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_new_id_while_running_fails_with_details(dest, reuse):
 def test_use_existing_returns_running_run_without_attaching(dest):
     first = dest.start_workflow(req("R1"))
     got = dest.start_workflow(req("R2", conflict="use_existing"))
-    assert got == first
+    assert got == replace(first, started=False) and first.started is True
     assert dest.describe(NS, WID).request_ids == {"R1"}
     assert last_outcome(dest) == "use_existing"
 
@@ -349,7 +350,7 @@ def test_environment_operation_errors(dest):
 def test_attached_request_id_dedupes(dest):
     a = dest.start_workflow(req("R1"))
     dest.attach_request_id(NS, WID, "R2")
-    assert dest.start_workflow(req("R2")) == a
+    assert dest.start_workflow(req("R2")) == replace(a, started=False)  # attached: not ours
     assert dest.describe(NS, WID).request_ids == {"R1", "R2"}
 
 

@@ -77,6 +77,29 @@ class ServerOps:
                "paused": False, "notes": "", **spec}
         return self.start(SCHEDULER_WORKFLOW_TYPE, workflow_id, arg)
 
+    def start_attaching(self, workflow_id: str, request_id: str, workflow_type: str, arg: Any,
+                        conflict: int | None = None) -> Any:
+        """A raw StartWorkflowExecution with ``on_conflict_options.attach_request_id`` set and
+        conflict policy USE_EXISTING unless ``conflict`` says otherwise; the raw response.
+
+        The SDK's high-level client hides both, so this speaks to the WorkflowService directly.
+        """
+        from temporalio.api.common.v1 import WorkflowType
+        from temporalio.api.enums.v1 import WorkflowIdConflictPolicy
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflow.v1 import OnConflictOptions
+        from temporalio.api.workflowservice.v1 import StartWorkflowExecutionRequest
+        if conflict is None:
+            conflict = WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+        rpc = StartWorkflowExecutionRequest(
+            namespace=NS, workflow_id=workflow_id, workflow_type=WorkflowType(name=workflow_type),
+            task_queue=TaskQueue(name=DEFAULT_TASK_QUEUE),
+            input=self.client.data_converter.payload_converter.to_payloads_wrapper([arg]),
+            identity="contract-test", request_id=request_id,
+            workflow_id_conflict_policy=conflict,
+            on_conflict_options=OnConflictOptions(attach_request_id=True))
+        return self.run(lambda: self.client.workflow_service.start_workflow_execution(rpc))
+
     def signal(self, workflow_id: str, name: str, *args: Any) -> None:
         self.run(lambda: self.handle(workflow_id).signal(name, *args))
 

@@ -1,21 +1,18 @@
 """Destination semantics (PROTOCOL.md B0/B1), one suite for the simulator and a real server.
 
 Every test runs twice: against ``SimulatedDestination`` and against ``TemporalDestination`` on a
-Temporal dev server. The server is the reference: a test that passes on one and fails on the
-other is a bug in the simulator.
+Temporal dev server (the ``world`` fixture, tests/contract/conftest.py). The server is the
+reference: a test that passes on one and fails on the other is a bug in the simulator.
 """
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from domain.ids import SCHEDULER_WORKFLOW_TYPE
-from domain.ports import (AlreadyStarted, DestinationNotFound, InvalidStartRequest,
-                          RunDescription, StartAccepted, StartWorkflow)
-from infra.simulator import SimulatedDestination
-from tests.contract.temporal_env import NS, TemporalEnv, wait_for
+from domain.ports import DestinationNotFound, InvalidStartRequest
+from tests.contract.worlds import already_started, describe, rid, start
 
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate",
          "terminate_if_running")
@@ -24,86 +21,6 @@ INVALID = [("terminate_if_running", "use_existing"),
            ("terminate_if_running", "terminate_existing"),
            ("reject_duplicate", "terminate_existing")]
 VALID = [(r, c) for r in REUSE for c in CONFLICT if (r, c) not in INVALID]
-# Paused, so the server's workflow takes no actions; valid input, so it runs and obeys signals.
-INPUT = {"namespace": NS, "schedule_id": "contract", "incarnation": 1, "paused": True,
-         "notes": "contract"}
-
-
-class SimWorld:
-    def __init__(self) -> None:
-        self.dest = SimulatedDestination()
-
-    def complete(self, wid: str) -> None:
-        self.dest.complete(NS, wid)
-
-    def terminate(self, wid: str) -> None:
-        self.dest.terminate(NS, wid)
-
-    def continue_as_new(self, wid: str) -> str:
-        return self.dest.continue_as_new(NS, wid)
-
-
-class ServerWorld:
-    """The same operations, done by the real workflow (signals) or the server (terminate)."""
-
-    def __init__(self, env: TemporalEnv) -> None:
-        self.dest, self.ops = env.destination, env.ops
-
-    def _await_status(self, wid: str, run_id: str, status: str) -> None:
-        wait_for(lambda: self.dest.describe(NS, wid, run_id).status, lambda s: s == status,
-                 10.0, f"run {run_id} {status}")
-
-    def complete(self, wid: str) -> None:
-        run = self.dest.describe(NS, wid).run_id
-        self.ops.signal(wid, "delete")
-        self._await_status(wid, run, "completed")
-
-    def terminate(self, wid: str) -> None:
-        run = self.dest.describe(NS, wid).run_id
-        self.ops.terminate(wid)
-        self._await_status(wid, run, "terminated")
-
-    def continue_as_new(self, wid: str) -> str:
-        before = self.dest.describe(NS, wid).run_id
-        self.ops.signal(wid, "force-continue-as-new")
-        self._await_status(wid, before, "continued_as_new")
-        return self.dest.describe(NS, wid).run_id
-
-
-@pytest.fixture(params=["simulated", "temporal"])
-def world(request: pytest.FixtureRequest) -> Any:
-    if request.param == "simulated":
-        return SimWorld()
-    return ServerWorld(request.getfixturevalue("temporal_env"))
-
-
-@pytest.fixture
-def wid() -> str:
-    return f"temporal-sys-scheduler:contract-{uuid.uuid4().hex}"
-
-
-def rid() -> str:
-    return str(uuid.uuid4())
-
-
-def start(world: Any, wid: str, request_id: str, reuse: str = "allow_duplicate",
-          conflict: str = "fail", workflow_type: str = SCHEDULER_WORKFLOW_TYPE,
-          input: dict | None = None) -> StartAccepted:
-    return world.dest.start_workflow(StartWorkflow(
-        NS, wid, request_id, workflow_type, INPUT if input is None else input,
-        id_reuse_policy=reuse, id_conflict_policy=conflict))
-
-
-def describe(world: Any, wid: str, run_id: str | None = None) -> RunDescription:
-    return world.dest.describe(NS, wid, run_id)
-
-
-def already_started(world: Any, wid: str, request_id: str, **kw: Any) -> AlreadyStarted:
-    with pytest.raises(AlreadyStarted) as info:
-        start(world, wid, request_id, **kw)
-    return info.value
-
-
 CLOSE = ["complete", "terminate"]
 CLOSED_STATUS = {"complete": "completed", "terminate": "terminated"}
 

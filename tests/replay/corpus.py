@@ -8,6 +8,14 @@ code that recorded it derived: the folded state of the event's aggregate after e
 ``check`` re-decodes every event through the real mapper (so upcasting runs), re-folds with
 today's reducers and checker, and lists every difference: a schema or reducer change that
 breaks an old history shows up here.
+
+``histories/`` holds histories recorded by today's code; ``histories/older_release/`` holds
+histories recorded by the release before the create-id, failover-epoch and re-create rules
+(issue 9). Their events stay exactly as that release stored them (old schema versions, upcast
+on read); their expectations were re-derived once (``regenerate --refold``) when the checker
+learnt to flag what those releases let through: chain-head receipts proved by an id that may
+have been attached (I13), a source re-created over a running destination chain without
+looking (I1), and a lost-tail second chain seen across two stores (I4, ``check_histories``).
 """
 from __future__ import annotations
 
@@ -86,7 +94,17 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def files() -> list[Path]:
-    return sorted(HISTORIES.glob("*.json"))
+    return sorted(HISTORIES.glob("*.json")) + sorted(HISTORIES.glob("older_release/*.json"))
+
+
+def key(path: Path) -> str:
+    """A history's name in the corpus: its path under ``histories/``."""
+    return path.relative_to(HISTORIES).as_posix()
+
+
+def refold(doc: dict[str, Any]) -> dict[str, Any]:
+    """The same events with today's expectations (a deliberate, reviewed change)."""
+    return {**doc, "expected": fold_expectations(decode(doc["events"]))}
 
 
 def check(doc: dict[str, Any], limit: int = 10) -> list[str]:

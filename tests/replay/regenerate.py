@@ -69,7 +69,15 @@ def main(argv: list[str] | None = None, new_store: NewStore = lambda: MEMORY) ->
                                      description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="histories to record (default: all)")
     parser.add_argument("--force", action="store_true", help="overwrite existing files")
+    parser.add_argument("--refold", action="store_true",
+                        help="keep every file's events; re-derive only its expectations")
     args = parser.parse_args(argv)
+    if args.refold:
+        for path in corpus.files():
+            if not args.names or corpus.key(path) in args.names:
+                path.write_text(corpus.dumps(corpus.refold(corpus.load(path))))
+                print(f"refolded {corpus.key(path)}")
+        return 0
     available = builders(new_store)
     names = args.names or list(available)
     unknown = [n for n in names if n not in available]

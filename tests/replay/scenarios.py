@@ -109,9 +109,10 @@ def f6(w: World) -> None:
     w.service.run_until_idle()
     w.dest.continue_as_new(NS, wid("f6-owned"))
     w.service.run_until_idle()  # accepted via the chain head's request ids
+    w.service.create_schedule(NS, "f6-foreign", notes="pre")
     start_foreign(w.dest, "f6-foreign", workflow_type=SCHEDULER_WORKFLOW_TYPE)
     w.dest.continue_as_new(NS, wid("f6-foreign"))
-    accept(w, "f6-foreign")
+    w.service.rollback(NS, "f6-foreign", "R1")
     w.service.run_until_idle()  # the head is not ours: parked foreign_destination
 
 

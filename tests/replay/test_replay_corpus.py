@@ -14,7 +14,7 @@ from tests.helpers import MEMORY
 from tests.replay import corpus, regenerate
 
 FILES = corpus.files()
-DOCS = {p.name: corpus.load(p) for p in FILES}
+DOCS = {corpus.key(p): corpus.load(p) for p in FILES}
 
 
 def by_type(doc: dict, short: str) -> dict:

@@ -1,0 +1,74 @@
+"""Failovers of the store: an epoch that fences every claim a lost tail may have used.
+
+Replication to a standby is asynchronous, so the standby may lack the tail of the active's
+log: a claim consumed there, a start, a receipt, a close. A migration the standby sees as
+``pending`` may therefore already own a destination chain, which may since have continued as
+new, ended or been deleted. Starting it again could make a second chain.
+
+Promotion records ``FailoverRecorded`` on the store's one ``StoreEpoch`` aggregate. Every
+migration accepted in an earlier epoch must reconcile against the destination before anything
+else (``decisions.decide_failover_reconcile``): the chain head's create id is the only proof
+it accepts; anything else parks the migration for an operator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+from uuid import UUID, uuid5
+
+from .ids import SCHEDFENCE_NAMESPACE
+from .model import EvolvingAggregate
+
+STORE_EPOCH_ID: UUID = uuid5(SCHEDFENCE_NAMESPACE, "store-epoch")
+
+
+@dataclass(frozen=True)
+class EpochState:
+    epoch: int = 0
+    last_actor: str = ""
+    last_reason: str = ""
+    replicated: dict[str, int] | None = None  # follower name -> source position at promotion
+
+
+class StoreEpoch(EvolvingAggregate):
+    TOPIC = "schedfence.StoreEpoch"
+
+    class Created(EvolvingAggregate.Created):
+        TOPIC: ClassVar[str] = "schedfence.store_epoch.Created"
+
+    class FailoverRecorded(EvolvingAggregate.Event):
+        """This store was promoted to be the active one; ``epoch`` counts promotions.
+        ``replicated`` holds each follower's last copied source position at that moment."""
+
+        TOPIC: ClassVar[str] = "schedfence.store_epoch.FailoverRecorded"
+        epoch: int
+        actor: str
+        reason: str
+        replicated: dict[str, int] = {}
+
+    @staticmethod
+    def evolve(state: EpochState | None, event: Any) -> EpochState:
+        return evolve_epoch(state, event)
+
+    @classmethod
+    def start(cls) -> StoreEpoch:
+        return cls._create(cls.Created, id=STORE_EPOCH_ID)
+
+    def record_failover(self, actor: str, reason: str, replicated: dict[str, int]) -> int:
+        epoch = self.state.epoch + 1
+        self.trigger_event(self.FailoverRecorded, epoch=epoch, actor=actor, reason=reason,
+                           replicated=dict(replicated))
+        return epoch
+
+
+def evolve_epoch(state: EpochState | None, event: Any) -> EpochState:
+    if isinstance(event, StoreEpoch.Created):
+        return EpochState()
+    if state is None:
+        raise ValueError(f"{type(event).__name__} before the store epoch was started")
+    if isinstance(event, StoreEpoch.FailoverRecorded):
+        if event.epoch != state.epoch + 1:
+            raise ValueError(f"failover epoch {event.epoch} does not follow {state.epoch}")
+        return replace(state, epoch=event.epoch, last_actor=event.actor,
+                       last_reason=event.reason, replicated=dict(event.replicated))
+    raise TypeError(f"unknown store epoch event {type(event).__name__}")
