@@ -282,8 +282,8 @@ def decide_abort(state: MigrationState, actor: str, reason: str, epoch: int = 0)
     if state.unverified:
         # Our log shows no start, but starts it does not hold (an older release's, a tail
         # lost in a failover) may have committed.
-        raise RecoveryRefused(f"{state.park_reason} migration: starts this log does not hold "
-                              "may have committed; use recover resolve after a manual check")
+        raise RecoveryRefused(f"{state.unverified_why}; nothing proves that no start "
+                              "committed: use recover resolve after a manual check")
     if not state.no_commit_proven:
         raise RecoveryRefused(
             f"a start was issued ({state.starts_issued}) and no answer proves it committed "

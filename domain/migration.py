@@ -56,6 +56,15 @@ class MigrationState:
         return self.unproven_starts == 0
 
     @property
+    def unverified_why(self) -> str:
+        """Why "no start in this log" proves nothing, for an unverified park."""
+        return {"adopted_unverified": "adopted legacy migration: an older release may have "
+                                      "started the destination with ids this log lacks",
+                "failover_unverified": "migration from before a failover: the tail the "
+                                       "failover lost may have started the destination"
+                }.get(self.park_reason or "", "")
+
+    @property
     def unverified(self) -> bool:
         """Parked because starts may exist that this log does not hold (an older release's,
         or a tail lost in a failover): "no start issued" here proves nothing."""

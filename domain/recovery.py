@@ -89,10 +89,8 @@ def check_rearm(state: MigrationState, confirmed: bool, epoch: int = 0) -> bool:
             "start could create a second chain (use recover resolve after a manual check)")
     if unverified(state):
         if not confirmed:
-            raise RecoveryRefused(
-                f"{state.park_reason} migration: starts this log does not hold (an older "
-                "release's, or a tail lost in a failover) may have reached the destination; "
-                "check it, then confirm (--confirm-no-destination-run)")
+            raise RecoveryRefused(f"{state.unverified_why}; check it, then confirm "
+                                  "(--confirm-no-destination-run)")
         return True
     return False
 

@@ -337,13 +337,16 @@ def history(namespace: str, schedule_id: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--also", default=None, metavar="STORE_URL",
+              help="Another copy of this store (the old active after a failover): check "
+                   "both, and one destination chain per migration across them.")
 @json_option
 @click.pass_context
-def verify(ctx: click.Context, as_json: bool) -> None:
+def verify(ctx: click.Context, also: str | None, as_json: bool) -> None:
     """Check the log against the protocol invariants.
 
     Exits 1 if any invariant is violated."""
-    doc = out.verdict(_service())
+    doc = out.verdict(_service(), also)
     _emit(as_json, doc, out.verdict_lines(doc))
     if not doc["ok"]:
         ctx.exit(1)

@@ -178,9 +178,9 @@ def migration_states(service: MigrationService) -> dict[str, int]:
     return {state: n for state, n in service.stats()["by_state"].items() if n}
 
 
-def verdict(service: MigrationService) -> dict[str, Any]:
+def verdict(service: MigrationService, also: str | None = None) -> dict[str, Any]:
     """The invariant checker's verdict over the whole store, as a JSON-ready document."""
-    violations = [v.to_dict() for v in service.verify()]
+    violations = [v.to_dict() for v in service.verify(also)]
     # Counted, not the last log position: PostgreSQL's sequence leaves a hole wherever a save
     # rolled back (a lost optimistic-concurrency race), so positions overstate the events.
     events = migrations = 0
@@ -238,10 +238,13 @@ def render_event(event_type: str, d: dict[str, Any]) -> tuple[str, str] | None:
     if event_type == "DestinationAnswered":
         return "dest", _answer(d)
     if event_type == "ChainVerified":
-        ids = ", ".join(short(i) for i in d["head_request_ids"]) or "-"
+        creator = short(d.get("head_create_request_id")) or "-"
         return "worker", (f"chain verified (attempt {d['attempt']}): {d['verdict']}; current "
                           f"run {short(d['current_run_id'])}, head {short(d['first_run_id'])} "
-                          f"started by {ids}")
+                          f"created by {creator}")
+    if event_type == "FailoverReconciled":
+        return "worker", (f"accepted before failover {d['epoch']}: reconciling before any "
+                          "start")
     if event_type == "OwnershipAccepted":
         return "worker", (f"ownership accepted ({d['evidence']}), receipt "
                           f"{short(d['destination_first_run_id'])}")

@@ -63,7 +63,8 @@ def _answer(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
                 [compare("start_request_id == request id", e.start_request_id,
                          st.request_id)])
     text = {"created": f"created run {run}: accept (start_created)",
-            "deduplicated": f"deduplicated against run {run} ({e.status}): accept",
+            "deduplicated": f"returned run {run} ({e.status}) that it did not create for "
+                            "this id (the id may be attached): verify the chain head",
             "unavailable": f"unavailable ({e.detail}): outcome unknown, the claim stays "
                            "consumed, reconcile next",
             "rejected": f"rejected ({e.detail}): nothing committed, park start_rejected"}
@@ -73,12 +74,20 @@ def _answer(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
 
 def _chain(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
     ctx["chain"] = e
-    ids = ", ".join(e.head_request_ids) or "-"
-    comps = [compare("request id in head_request_ids", st.request_id, e.head_request_ids,
-                     member=True)] if e.verdict in ("owned", "foreign") else []
+    creator = e.head_create_request_id or "- (not recorded)"
+    comps = [compare("head_create_request_id == request id", e.head_create_request_id,
+                     st.request_id)] if e.verdict in ("owned", "foreign") else []
+    attached = [i for i in e.head_request_ids if i != e.head_create_request_id]
     return (f"chain verified: {e.verdict}; current run {_short(e.current_run_id)} "
-            f"({e.current_status or '-'}), chain head {_short(e.first_run_id)} started by "
-            f"{ids}" + (f"; {e.detail}" if e.detail else ""), comps)
+            f"({e.current_status or '-'}), chain head {_short(e.first_run_id)} created by "
+            f"{creator}" + (f" (attached: {', '.join(attached)})" if attached else "") +
+            (f"; {e.detail}" if e.detail else ""), comps)
+
+
+def _failover(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
+    return (f"accepted before failover {e.epoch}: the lost tail may have used its claim, so "
+            "it reconciles (accepts only the chain head's create id) before anything else",
+            [])
 
 
 def _accept(e: Any, st: Any, ctx: dict) -> tuple[str, list]:
@@ -144,6 +153,7 @@ EXPLAINERS: dict[str, Explainer] = {
     "DestinationAnswered": _answer, "ChainVerified": _chain, "OwnershipAccepted": _accept,
     "MigrationParked": _parked, "StartClaimRearmed": _rearm, "SourceClosed": _closed,
     "MigrationAborted": _aborted, "FencedForMigration": _fenced,
+    "FailoverReconciled": _failover,
     "ClosedByMigration": _source_closed, "FenceReleased": _released,
 }
 

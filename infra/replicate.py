@@ -349,3 +349,10 @@ def follow(source: str, standby: str, *, poll_interval: float = 1.0,
                 on_error(exc.message)
             time.sleep(poll_interval)
         return report
+
+
+def open_copy(store: str) -> FenceApplication:
+    """Another copy of a store, opened to read (``verify --also``): it must hold a log."""
+    url = parse_store_url(store)
+    _require_source_log(url)
+    return _open(url, "other")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from dataclasses import replace
 from typing import Any, Callable
 from uuid import UUID
 
@@ -15,7 +16,7 @@ from domain.failover import STORE_EPOCH_ID, StoreEpoch
 from domain.ids import (derive_request_id, destination_workflow_id,
                         migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
                         validate_id)
-from domain.invariants import Violation, check_history
+from domain.invariants import Violation, check_histories, check_history
 from domain.migration import Migration
 from domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from domain.schedule import Schedule, ScheduleKey
@@ -323,9 +324,18 @@ class MigrationService:
     def event_count(self) -> int:
         return self.app.event_count()
 
-    def verify(self) -> list[Violation]:
-        events = ((n.id, self.app.mapper.to_domain_event(n)) for n in self.app.notifications())
-        return check_history(events)
+    def verify(self, also: str | None = None) -> list[Violation]:
+        """The checker over this store; with ``also`` (another copy of it, e.g. the old
+        active after a failover), over both, and across them (I4: one chain per migration)."""
+        if also is None:
+            return check_history(_decoded(self.app))
+        from .replicate import open_copy
+        other = open_copy(also)
+        try:
+            theirs, mine = check_histories([_decoded(other), _decoded(self.app)])
+        finally:
+            other.close()
+        return mine + [replace(v, message=f"in the other store: {v.message}") for v in theirs]
 
     # -- operator read models: projections/service_views.py (caught up before each answer) --
     def catch_up(self) -> int:
@@ -350,6 +360,10 @@ class MigrationService:
                migration_id: str | None = None) -> dict[str, Any]:
         """Forensic replay of a migration from the stored events alone (infra/replay.py)."""
         return replay_key(self, namespace, schedule_id, at, migration_id)
+
+
+def _decoded(app: FenceApplication) -> Any:
+    return ((n.id, app.mapper.to_domain_event(n)) for n in app.notifications())
 
 
 def raise_invalid(message: str) -> None:

@@ -93,6 +93,8 @@ class TaskWorker:
         if step == "close":
             return self._close(mig, attempt)
         if step == "failover_reconcile":
+            if mig.state.phase == "claimed" and self._start_in_flight(mig):
+                return "backoff"  # the old active's start may still land: let it
             return self._failover_reconcile(mig, attempt, epoch)
         if step == "claim_and_start":
             return self._claim_and_start(mig, attempt)

@@ -104,4 +104,9 @@ def _parked(state: MigrationState) -> list[str]:
     if reason == "adopted_unverified":
         return ["adopted legacy migration: check the destination by hand, then recover rearm "
                 "--confirm-no-destination-run, or recover resolve"]
+    if reason == "failover_unverified":
+        return ["accepted before a failover and nothing proves the destination chain ours: "
+                "the lost tail may have started it. Check the destination by hand, then "
+                "recover rearm --confirm-no-destination-run (no run there), or recover "
+                "resolve (source_kept / destination_owns)"]
     return [f"parked ({reason}): resolve manually"]

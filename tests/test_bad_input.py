@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from domain.errors import AlreadyExists, Closed, DomainError, InvalidArgument, NotFound
-from domain.ids import MAX_ID_LENGTH
+from domain.ids import MAX_ID_LENGTH, destination_workflow_id
 from infra.service import open_service
 from tests.helpers import NS, SID, given, nothing_written, refused, then, when, world
 
@@ -169,7 +169,11 @@ def test_closed_incarnation_is_recreated_as_a_new_incarnation(world, how):
             w.service.update_schedule(NS, SID, notes="late")
         with refused(w.service, Closed):
             w.service.rollback(NS, SID, "R2")
-    with when("the key is created again"):
+    with when("the key is created again (once a handed-over chain has ended: I1)"):
+        if how == "migrated":
+            with refused(w.service, AlreadyExists):
+                w.service.create_schedule(NS, SID, notes="two")
+            w.dest.terminate(NS, destination_workflow_id(SID))
         view = w.service.create_schedule(NS, SID, notes="two")
     with then("it is incarnation 2, open and unfenced; history keeps both"):
         assert (view.incarnation, view.closed, view.migration_pending, view.paused,

@@ -61,8 +61,12 @@ def legacy() -> Given:
 
 
 def run(run_id: str, first: str | None = None, *, status: str = "running",
-        ids: tuple[str, ...] = (RID,), wtype: str = SCHEDULER_WORKFLOW_TYPE) -> RunDescription:
-    return RunDescription(run_id, first or run_id, wtype, status, frozenset(ids))
+        ids: tuple[str, ...] = (RID,), wtype: str = SCHEDULER_WORKFLOW_TYPE,
+        creator: str | None = None) -> RunDescription:
+    """A run whose create request id is ``creator`` (default: the first of ``ids``); the
+    other ids are attached."""
+    return RunDescription(run_id, first or run_id, wtype, status, frozenset(ids),
+                          ids[0] if creator is None else creator)
 
 
 def answer(g: Given, out: StartOutcome) -> Given:
@@ -239,7 +243,10 @@ def test_claim_facts_consume_then_issue_with_durable_id_and_pre_state():
 
 # -- outcome_of_start ------------------------------------------------------------------------
 @pytest.mark.parametrize("ans,kind", [
-    (StartAccepted("A", "A", "running"), "created"),
+    (StartAccepted("A", "A", "running", started=True), "created"),
+    # Not started for us: our id was attached, or the destination did not say.
+    (StartAccepted("A", "A", "running", started=False), "deduplicated"),
+    (StartAccepted("A", "A", "running"), "deduplicated"),
     *[(StartAccepted("A", "A", s), "deduplicated") for s in CLOSED_STATUSES],
     (AlreadyStarted("other", "F", "F0"), "already_started"),
     (DestinationUnavailable("timeout"), "unavailable"),
@@ -257,7 +264,7 @@ def test_outcome_of_start_classifies_answers(ans, kind):
 def test_start_created_accepts():
     g = claimed()
     facts, head = d.decide_start_outcome(g.state, d.outcome_of_start(
-        StartAccepted("A", "A", "running")), 1, W)
+        StartAccepted("A", "A", "running", started=True)), 1, W)
     assert names(facts) == ["DestinationAnswered", "OwnershipAccepted"] and head is None
     assert facts[0][1]["proves_no_commit"] is False
     assert facts[1][1] == dict(request_id=RID, attempt=1, worker=W,
@@ -265,15 +272,16 @@ def test_start_created_accepts():
     assert g.then(facts).state.receipt == "A"
 
 
-@pytest.mark.parametrize("status", CLOSED_STATUSES)
-def test_start_deduplicated_against_closed_run_accepts(status):
+@pytest.mark.parametrize("status", ("running",) + CLOSED_STATUSES)
+def test_a_start_that_did_not_create_for_us_is_verified_at_the_chain_head(status):
+    """Our id may merely be attached to the run the destination returned (USE_EXISTING +
+    attach): no receipt on that alone, the chain head's create id decides."""
     g = claimed()
     facts, head = d.decide_start_outcome(g.state, d.outcome_of_start(
-        StartAccepted("A2", "A", status)), 1, W)
-    assert names(facts) == ["DestinationAnswered", "OwnershipAccepted"] and head is None
-    assert facts[1][1]["evidence"] == "start_deduplicated"
-    assert facts[1][1]["destination_first_run_id"] == "A"  # the chain head, not the run
-    assert g.then(facts).state.phase == "receipted"
+        StartAccepted("A2", "A", status, started=False)), 1, W)
+    assert names(facts) == ["DestinationAnswered"] and head == "A"  # the head, not the run
+    assert facts[0][1]["kind"] == "deduplicated" and not facts[0][1]["proves_no_commit"]
+    assert g.then(facts).state.phase == "claimed"
 
 
 @pytest.mark.parametrize("first", ["A", ""])
@@ -334,13 +342,16 @@ def test_chain_owned_accepts_via_head(current):
     assert names(facts) == ["ChainVerified", "OwnershipAccepted"]
     assert facts[0][1]["verdict"] == "owned"
     assert facts[0][1]["head_request_ids"] == sorted([RID, "attached"])
+    assert facts[0][1]["head_create_request_id"] == RID
     assert facts[1][1]["evidence"] == "chain_head"
     assert (after.phase, after.receipt) == ("receipted", "A")
 
 
 @pytest.mark.parametrize("head", [run("A", ids=("other",)),  # another create request id
-                                  run("X", "A", ids=(RID,))],  # described run is not the head
-                         ids=["other_id", "not_the_head"])
+                                  run("X", "A", ids=(RID,)),  # described run is not the head
+                                  run("A", ids=("F", RID)),  # ours only attached to F's run
+                                  run("A", ids=(RID,), creator="")],  # creator unknown
+                         ids=["other_id", "not_the_head", "ours_attached", "creator_unknown"])
 def test_chain_foreign_parks(head):
     obs = ChainObservation(current_run_id="B", current_status="running", first_run_id="A",
                            head=head)

@@ -77,14 +77,15 @@ def test_rollback_and_abort_are_refused_for_a_legacy_migration(world):
         w.service.abort(NS, SID, "try", "op")
 
 
-def test_v2_records_carry_the_class_version_marker(world):
+def test_new_records_carry_the_class_version_marker(world):
     w = world
     w.service.create_schedule(NS, SID)
     mid = w.service.rollback(NS, SID, "R1").migration_id
     record = stored_records(w.service, mid)[0]
     raw = json.loads(record.state)
     assert (raw["class_version"], raw["request_id"], raw["origin"], raw["claim_armed"]) == \
-        (2, "R1", "caller", True)
+        (3, "R1", "caller", True)
+    assert (raw["epoch"], raw["sentinel_check"]["current"]) == (0, None)
     event = w.service.app.mapper.to_domain_event(record)
     assert (event.request_id, event.origin) == ("R1", "caller")
 

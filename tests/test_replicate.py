@@ -207,6 +207,7 @@ def test_refuses_once_the_standby_was_written_after_the_copy(source: str,
     populate(source, 1)
     replicate(source, standby)
     with open_service(standby, SimulatedDestination()) as promoted:
+        promoted.promote("oncall", "failover")
         promoted.create_schedule("ns", "written-on-standby")
     populate(source, 1, prefix="more")
     before = log(standby)
@@ -222,14 +223,14 @@ def test_a_writer_appearing_mid_copy_stops_the_follower(source: str, standby: st
         if point == "batch.after_commit" and not intrude.done:  # type: ignore[attr-defined]
             intrude.done = True  # type: ignore[attr-defined]
             with open_service(standby, SimulatedDestination()) as other:
-                other.create_schedule("ns", "intruder")
+                other.promote("intruder", "a promotion while the follower still copies")
     intrude.done = False  # type: ignore[attr-defined]
     with pytest.raises(ReplicationRefused, match="written only by its follower"):
         replicate(source, standby, batch_size=5, hook=intrude)
     (position,) = tracked(standby).values()
     copied = [row[1:] for row in log(source) if row[0] <= position]
     assert events(standby)[:len(copied)] == copied
-    assert len(events(standby)) == len(copied) + 3  # and the intruder's 3 events only
+    assert len(events(standby)) == len(copied) + 2  # and the promotion's 2 events only
 
 
 def test_refuses_a_source_that_does_not_continue_the_copy(dbs: list[str], source: str,

@@ -97,9 +97,9 @@ class CopyAt:
 
 @pytest.mark.parametrize("fate", FATES)
 @pytest.mark.parametrize("lag", LAGS)
-def test_a_promoted_lagging_standby_never_starts_a_second_chain(tmp_path, lag, fate):
+def test_a_promoted_lagging_standby_never_starts_a_second_chain(new_store_url, lag, fate):
     dest = SimulatedDestination()
-    active_url, standby_url = (f"sqlite:///{tmp_path}/{n}.db" for n in ("active", "standby"))
+    active_url, standby_url = new_store_url("active"), new_store_url("standby")
     copy = CopyAt(LAGS[lag], active_url, standby_url)
     with given(f"the active completed the rollback; the standby's copy stopped {lag}"):
         with open_service(active_url, dest, worker_id="active", claim_grace=0,
@@ -130,9 +130,9 @@ def test_a_promoted_lagging_standby_never_starts_a_second_chain(tmp_path, lag, f
             assert mig.destination_first_run_id == dest.chains(NS, WID)[0]
 
 
-def test_a_rollback_that_never_started_needs_the_operators_confirmation(tmp_path):
+def test_a_rollback_that_never_started_needs_the_operators_confirmation(new_store_url):
     dest = SimulatedDestination()
-    active_url, standby_url = (f"sqlite:///{tmp_path}/{n}.db" for n in ("active", "standby"))
+    active_url, standby_url = new_store_url("active"), new_store_url("standby")
     with open_service(active_url, dest, worker_id="active") as active:
         active.create_schedule(NS, SID, notes="pre")
         active.rollback(NS, SID, "R1")  # the active dies before any worker ran
@@ -153,10 +153,10 @@ def test_a_rollback_that_never_started_needs_the_operators_confirmation(tmp_path
         assert dest.created_count(NS, WID) == 1 and standby.verify() == []
 
 
-def test_a_rollback_re_issued_after_the_failover_reconciles_too(tmp_path):
+def test_a_rollback_re_issued_after_the_failover_reconciles_too(new_store_url):
     """The lost tail held the rollback itself: the re-issued one has the same derived id."""
     dest = SimulatedDestination()
-    active_url, standby_url = (f"sqlite:///{tmp_path}/{n}.db" for n in ("active", "standby"))
+    active_url, standby_url = new_store_url("active"), new_store_url("standby")
     with open_service(active_url, dest, worker_id="active", claim_grace=0) as active:
         active.create_schedule(NS, SID, notes="pre")
         replicate(active_url, standby_url)  # the standby has the schedule, not the rollback

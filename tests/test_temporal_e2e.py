@@ -79,8 +79,8 @@ def test_happy_path_hands_the_schedule_to_a_running_workflow(temporal_env, servi
 
 def test_a_foreign_workflow_at_the_id_parks_and_keeps_the_source(temporal_env, service, sid):
     wid = destination_workflow_id(sid)
+    service.create_schedule(NS, sid, notes="keep me")  # before: a running chain refuses it
     foreign = temporal_env.ops.start_schedule(wid)
-    service.create_schedule(NS, sid, notes="keep me")
     service.rollback(NS, sid)
     service.run_until_idle()
     mig = service.migration(NS, sid)
@@ -218,7 +218,12 @@ def test_the_cli_reports_an_unreachable_server_in_one_line(tmp_path, sid):
             [sys.executable, "-m", "infra.cli", "--store", f"sqlite:///{tmp_path / 'x.db'}",
              "--destination", "temporal://127.0.0.1:1/default", *args],
             cwd=REPO, timeout=60, capture_output=True, text=True)
-    assert run("schedule", "create", NS, sid).returncode == 0  # needs no destination
+    proc = run("schedule", "create", NS, sid)  # it checks for a running chain (I1)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: unavailable: ") and proc.stderr.count("\n") == 1
+    with open_service(f"sqlite:///{tmp_path / 'x.db'}") as svc:  # nothing was written
+        assert svc.event_count() == 0
+        svc.create_schedule(NS, sid)  # with the simulator in the store, to try a rollback
     proc = run("rollback", NS, sid)
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: unavailable: ") and proc.stderr.count("\n") == 1

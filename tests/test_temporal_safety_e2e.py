@@ -1,0 +1,155 @@
+"""Two safety holes, closed, end to end against a real Temporal dev server.
+
+1. The chain-head proof uses the head's *create* request id, never one attached to it later
+   (USE_EXISTING + ``on_conflict_options.attach_request_id``): a foreign run that merely carries
+   our request id is parked as ``foreign_destination``, with or without a continue-as-new.
+2. A handed-over schedule cannot be created again at the source while its scheduler chain runs
+   at the destination; once that chain has ended it can, and the new incarnation records what
+   the destination showed.
+
+Every fact about the server is read from the server (describe, list), never from our records.
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from domain.errors import AlreadyExists
+from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from infra.service import MigrationService, open_service
+from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
+from tests.contract.worlds import INPUT, ServerWorld
+
+CHAIN_VERIFIED = "schedfence.migration.ChainVerified"
+ANSWERED = "schedfence.migration.DestinationAnswered"
+ACCEPTED = "schedfence.migration.OwnershipAccepted"
+CREATED = "schedfence.schedule.Created"
+
+
+@pytest.fixture
+def sid() -> str:
+    return f"safety-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def service(temporal_env: TemporalEnv, tmp_path: Path) -> MigrationService:
+    svc = open_service(f"sqlite:///{tmp_path / 'fence.db'}", temporal_env.destination,
+                       worker_id="e2e-safety")
+    yield svc
+    svc.close()
+
+
+def events(svc: MigrationService, sid: str, topic: str) -> list[dict]:
+    return [e.data for e in svc.history(NS, sid) if e.type == topic]
+
+
+def foreign_run_with_our_id_attached(env: TemporalEnv, wid: str, foreign_rid: str,
+                                     our_rid: str) -> str:
+    """A foreign scheduler run created with ``foreign_rid``, then ``our_rid`` attached to it;
+    the run id. Both requests go to the server raw, so the request ids are exactly these."""
+    created = env.ops.start_attaching(wid, foreign_rid, SCHEDULER_WORKFLOW_TYPE, INPUT)
+    assert created.started, created
+    attached = env.ops.start_attaching(wid, our_rid, SCHEDULER_WORKFLOW_TYPE, INPUT)
+    assert (attached.run_id, attached.started) == (created.run_id, False)
+    run = env.destination.describe(NS, wid, created.run_id)
+    # The server's own account: F created the run, R1 is only attached to it.
+    assert run.create_request_id == foreign_rid
+    assert run.attached_request_ids == {our_rid}
+    return created.run_id
+
+
+def assert_parked_foreign(env: TemporalEnv, svc: MigrationService, sid: str, foreign: str,
+                          foreign_rid: str, our_rid: str) -> None:
+    mig = svc.migration(NS, sid)
+    assert (mig.state, mig.park_reason, mig.destination_first_run_id) == (
+        "parked", "foreign_destination", None), mig
+    assert mig.starts_issued == 1
+    assert events(svc, sid, ACCEPTED) == []
+    source = svc.schedule(NS, sid)
+    assert not source.closed and source.migration_pending
+    assert svc.verify() == []
+    verified = events(svc, sid, CHAIN_VERIFIED)
+    assert len(verified) == 1, verified
+    (chain,) = verified
+    assert (chain["verdict"], chain["first_run_id"]) == ("foreign", foreign)
+    assert chain["head_create_request_id"] == foreign_rid != our_rid
+    assert set(chain["head_request_ids"]) == {foreign_rid, our_rid}
+    # The server still holds exactly the foreign chain: we started nothing.
+    chains = env.ops.chains(destination_workflow_id(sid), 1)
+    assert list(chains) == [foreign]
+
+
+def test_an_attached_id_on_a_continued_foreign_chain_is_not_proof(temporal_env, service, sid):
+    wid, f_rid, r1 = destination_workflow_id(sid), f"F-{uuid.uuid4()}", f"R1-{uuid.uuid4()}"
+    service.create_schedule(NS, sid, notes="mine")
+    foreign = foreign_run_with_our_id_attached(temporal_env, wid, f_rid, r1)
+    continued = ServerWorld(temporal_env).continue_as_new(wid)
+    assert continued != foreign
+    current = temporal_env.destination.describe(NS, wid)
+    assert (current.run_id, current.first_execution_run_id, current.status) == (
+        continued, foreign, "running")
+
+    assert service.rollback(NS, sid, r1).outcome == "accepted"
+    service.run_until_idle()
+
+    (answer,) = events(service, sid, ANSWERED)
+    # Whatever the server answers the start with (a dedupe through the chain, or the running
+    # run's random create id), the worker must go to the chain head and find F there.
+    assert answer["kind"] in ("already_started", "deduplicated"), answer
+    assert answer["first_execution_run_id"] in ("", foreign), answer
+    assert_parked_foreign(temporal_env, service, sid, foreign, f_rid, r1)
+    assert temporal_env.destination.describe(NS, wid).run_id == continued
+
+
+def test_a_start_deduplicated_on_an_attached_id_is_verified_not_accepted(temporal_env,
+                                                                        service, sid):
+    wid, f_rid, r1 = destination_workflow_id(sid), f"F-{uuid.uuid4()}", f"R1-{uuid.uuid4()}"
+    service.create_schedule(NS, sid)
+    foreign = foreign_run_with_our_id_attached(temporal_env, wid, f_rid, r1)
+
+    assert service.rollback(NS, sid, r1).outcome == "accepted"
+    service.run_until_idle()
+
+    (answer,) = events(service, sid, ANSWERED)
+    # The server dedupes our start on the attached id and says it did not start the run.
+    assert (answer["kind"], answer["run_id"], answer["proves_no_commit"]) == (
+        "deduplicated", foreign, False), answer
+    assert_parked_foreign(temporal_env, service, sid, foreign, f_rid, r1)
+    assert temporal_env.destination.describe(NS, wid).status == "running"
+
+
+def test_a_handed_over_schedule_is_not_created_again_while_its_chain_runs(temporal_env,
+                                                                         service, sid):
+    wid = destination_workflow_id(sid)
+    service.create_schedule(NS, sid, notes="first")
+    assert service.rollback(NS, sid).outcome == "accepted"
+    wait_for(lambda: (service.run_until_idle(), service.migration(NS, sid).state)[1],
+             lambda state: state == "completed", 30, "a completed rollback")
+    assert service.schedule(NS, sid).closed
+    ours = service.migration(NS, sid).destination_first_run_id
+    # The session's destination worker runs the scheduler workflow we started.
+    wait_for(lambda: temporal_env.ops.query(wid), lambda s: s is not None, 10, "query")
+    running = temporal_env.destination.describe(NS, wid)
+    assert (running.run_id, running.status, running.workflow_type) == (
+        ours, "running", SCHEDULER_WORKFLOW_TYPE)
+
+    before = service.event_count()
+    with pytest.raises(AlreadyExists) as refused:
+        service.create_schedule(NS, sid, notes="second")
+    assert running.run_id in str(refused.value)
+    assert service.event_count() == before
+    assert service.schedule(NS, sid).incarnation == 1 and service.verify() == []
+
+    temporal_env.ops.terminate(wid)
+    wait_for(lambda: temporal_env.destination.describe(NS, wid).status,
+             lambda s: s == "terminated", 10, "the chain terminated")
+    again = service.create_schedule(NS, sid, notes="second")
+    assert (again.incarnation, again.closed, again.notes) == (2, False, "second")
+    created = [e for e in events(service, sid, CREATED) if e["incarnation"] == 2]
+    assert len(created) == 1, created
+    check = created[0]["destination_check"]
+    assert check["workflow_id"] == wid
+    assert (check["current"]["run_id"], check["current"]["status"]) == (ours, "terminated")
+    assert service.verify() == []
