@@ -44,6 +44,17 @@ def decide_rollback(source: ScheduleState, request_id: str, same_id: MigrationSt
     return "accept"
 
 
+def claim_epoch(source: ScheduleState, last: MigrationState | None, epoch: int) -> int:
+    """The epoch a new migration's claim belongs to. A source created before the latest
+    failover may have been rolled back on the lost tail already (a derived id is a function of
+    the incarnation, so a re-issued rollback is the same migration): its claim counts as
+    pre-failover and reconciles first, unless an earlier migration of this incarnation has
+    reconciled since the failover (the question is settled for it)."""
+    if source.epoch >= epoch or (last is not None and last.epoch >= epoch):
+        return epoch
+    return source.epoch
+
+
 def destination_check(workflow_id: str, current: RunDescription | None) -> dict[str, Any]:
     """A destination observation as events record it (sentinel gate, source create)."""
     run = None if current is None else {

@@ -156,15 +156,15 @@ class MigrationService:
             existing = same.state if same else pending.state  # type: ignore[union-attr]
             return RollbackResult(outcome, rid, existing.origin, existing.migration_id)
         sentinel = self._destination_check(namespace, schedule_id, "sentinel check")
+        last = self._migration(st.last_migration_id)
         d.check_sentinel(sentinel)
         migration = Migration.assign_request_id(
             mid, namespace=namespace, schedule_id=schedule_id, source_id=str(source.id),
             incarnation=st.incarnation, workflow_id=destination_workflow_id(schedule_id),
             request_id=rid, origin=origin, pre_paused=st.paused, pre_notes=st.notes,
             claim_armed=True, actor=actor or self.worker_id,
-            # A source that existed before the latest failover may have been rolled back on
-            # the lost tail already (same derived id): its claim counts as pre-failover.
-            epoch=st.epoch, sentinel_check=sentinel)
+            epoch=d.claim_epoch(st, last and last.state, self.epoch()),
+            sentinel_check=sentinel)
         source.fence_for_migration(rid, mid)
         self.worker.save("rollback", source, migration)  # one atomic append, both aggregates
         return RollbackResult("accepted", rid, origin, str(mid))

@@ -91,8 +91,8 @@ def test_f1_replay_shows_the_ids_compared_and_the_decisions(world):
     assert foreign["worker"] == "w1" and foreign["payload"]["kind"] == "already_started"
     [chain] = steps_of(doc, "ChainVerified")
     assert chain["decision"]["comparisons"][-1] == {
-        "name": "request id in head_request_ids", "left": "R1", "right": ["foreign-request"],
-        "equal": False}
+        "name": "head_create_request_id == request id", "left": "foreign-request",
+        "right": "R1", "equal": False}
     [parked] = steps_of(doc, "MigrationParked")
     assert {d["field"]: (d["before"], d["after"]) for d in parked["diff"]}["phase"] == (
         "claimed", "parked")

@@ -153,6 +153,25 @@ def test_a_rollback_that_never_started_needs_the_operators_confirmation(new_stor
         assert dest.created_count(NS, WID) == 1 and standby.verify() == []
 
 
+def test_once_an_operator_settled_it_the_next_rollback_of_the_source_just_runs(new_store_url):
+    dest = SimulatedDestination()
+    active_url, standby_url = new_store_url("active"), new_store_url("standby")
+    with open_service(active_url, dest, worker_id="active") as active:
+        active.create_schedule(NS, SID, notes="pre")
+        active.rollback(NS, SID, "R1")
+    replicate(active_url, standby_url)
+    with open_service(standby_url, dest, worker_id="standby", claim_grace=0) as standby:
+        standby.promote("oncall", "active lost")
+        standby.run_until_idle()
+        standby.recover("resolve", NS, SID, actor="ann", reason="nothing ran there",
+                        resolution="source_kept")
+        assert not standby.schedule(NS, SID).migration_pending
+        standby.rollback(NS, SID, "R2")  # the incarnation's question is settled: no park
+        standby.run_until_idle()
+        assert standby.migration(NS, SID).state == "completed"
+        assert dest.created_count(NS, WID) == 1 and standby.verify() == []
+
+
 def test_a_rollback_re_issued_after_the_failover_reconciles_too(new_store_url):
     """The lost tail held the rollback itself: the re-issued one has the same derived id."""
     dest = SimulatedDestination()

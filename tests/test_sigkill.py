@@ -76,7 +76,8 @@ class Workers:
     def stop(self) -> list[int]:
         """SIGTERM each (once it is past start-up, so its handler is installed); a clean
         stop between attempts exits 0."""
-        time.sleep(max(0.0, STARTUP - (time.monotonic() - min(self.born))))
+        # The youngest process decides: a respawn may still be starting up (max, not min).
+        time.sleep(max(0.0, STARTUP - (time.monotonic() - max(self.born))))
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)

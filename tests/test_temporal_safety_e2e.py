@@ -1,4 +1,4 @@
-"""Two safety holes, closed, end to end against a real Temporal dev server.
+"""Three safety holes, closed, end to end against a real Temporal dev server.
 
 1. The chain-head proof uses the head's *create* request id, never one attached to it later
    (USE_EXISTING + ``on_conflict_options.attach_request_id``): a foreign run that merely carries
@@ -6,6 +6,8 @@
 2. A handed-over schedule cannot be created again at the source while its scheduler chain runs
    at the destination; once that chain has ended it can, and the new incarnation records what
    the destination showed.
+3. A lagging standby, once promoted, never starts a second chain: a pre-failover migration
+   accepts only the chain head's create id as proof, else parks ``failover_unverified``.
 
 Every fact about the server is read from the server (describe, list), never from our records.
 """
@@ -16,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from domain.errors import AlreadyExists
+from domain.errors import AlreadyExists, StandbyNotPromoted
 from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from domain.ports import DestinationNotFound
+from infra.replicate import replicate
 from infra.service import MigrationService, open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.contract.worlds import INPUT, ServerWorld
@@ -26,6 +30,7 @@ CHAIN_VERIFIED = "schedfence.migration.ChainVerified"
 ANSWERED = "schedfence.migration.DestinationAnswered"
 ACCEPTED = "schedfence.migration.OwnershipAccepted"
 CREATED = "schedfence.schedule.Created"
+STARTS = ("schedfence.migration.StartClaimConsumed", "schedfence.migration.DestinationStartIssued")
 
 
 @pytest.fixture
@@ -43,6 +48,11 @@ def service(temporal_env: TemporalEnv, tmp_path: Path) -> MigrationService:
 
 def events(svc: MigrationService, sid: str, topic: str) -> list[dict]:
     return [e.data for e in svc.history(NS, sid) if e.type == topic]
+
+
+def start_workers(svc: MigrationService, sid: str) -> list[str]:
+    """Who consumed a claim or issued a start, per the store's log."""
+    return [e.data["worker"] for e in svc.history(NS, sid) if e.type in STARTS]
 
 
 def foreign_run_with_our_id_attached(env: TemporalEnv, wid: str, foreign_rid: str,
@@ -153,3 +163,140 @@ def test_a_handed_over_schedule_is_not_created_again_while_its_chain_runs(tempor
     assert check["workflow_id"] == wid
     assert (check["current"]["run_id"], check["current"]["status"]) == (ours, "terminated")
     assert service.verify() == []
+
+
+# -- a lagging standby, promoted: it never starts a second chain -----------------------------
+class CopyAt:
+    """The active's crash hook: the standby's last copy is taken at one worker boundary."""
+
+    def __init__(self, point: str, source: str, standby: str) -> None:
+        self.point, self.source, self.standby, self.done = point, source, standby, False
+
+    def __call__(self, at: str) -> None:
+        if at == self.point and not self.done:
+            replicate(self.source, self.standby)
+            self.done = True
+
+
+def completed_on_the_active(env: TemporalEnv, tmp_path: Path, sid: str, rid: str,
+                            lag_point: str) -> tuple[str, str, str]:
+    """The active rolls ``sid`` back with ``rid`` and completes; the standby's copy stopped at
+    ``lag_point``. Returns (active url, standby url, the chain's first run id)."""
+    active_url = f"sqlite:///{tmp_path / 'active.db'}"
+    standby_url = f"sqlite:///{tmp_path / 'standby.db'}"
+    copy = CopyAt(lag_point, active_url, standby_url)
+    with open_service(active_url, env.destination, worker_id="active", claim_grace=0,
+                      crash_hook=copy) as active:
+        active.create_schedule(NS, sid, notes="pre")
+        assert active.rollback(NS, sid, rid).outcome == "accepted"
+        active.run_until_idle()
+        mig = active.migration(NS, sid)
+        assert mig.state == "completed" and copy.done, mig
+        assert active.verify() == []
+    first = mig.destination_first_run_id
+    # The server's account: our request created the chain.
+    assert env.destination.describe(NS, destination_workflow_id(sid),
+                                    first).create_request_id == rid
+    return active_url, standby_url, first
+
+
+def promoted(env: TemporalEnv, standby_url: str) -> MigrationService:
+    standby = open_service(standby_url, env.destination, worker_id="standby", claim_grace=0)
+    with pytest.raises(StandbyNotPromoted):
+        standby.run_until_idle()  # not before the promotion
+    assert standby.promote("oncall", "active lost") == 1
+    standby.run_until_idle()
+    return standby
+
+
+def listed_run_ids(env: TemporalEnv, wid: str) -> list[str]:
+    """Visibility only (a deleted run can no longer be described)."""
+    async def listing() -> list[str]:
+        return [wf.run_id async for wf in env.ops.client.list_workflows(
+            f'WorkflowId = "{wid}"')]
+    return env.ops.run(listing)
+
+
+def delete_every_run(env: TemporalEnv, wid: str) -> None:
+    """DeleteWorkflowExecution of each run at ``wid``; returns once the server holds none."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+    for run_id in listed_run_ids(env, wid):
+        rpc = DeleteWorkflowExecutionRequest(
+            namespace=NS, workflow_execution=WorkflowExecution(workflow_id=wid, run_id=run_id))
+        env.ops.run(lambda rpc=rpc: env.ops.client.workflow_service
+                    .delete_workflow_execution(rpc))
+
+    def gone() -> bool:
+        try:
+            env.destination.describe(NS, wid)
+        except DestinationNotFound:
+            return True
+        return False
+    wait_for(gone, bool, 30, f"every run at {wid} deleted")
+    wait_for(lambda: listed_run_ids(env, wid), lambda runs: runs == [], 30,
+             f"visibility without runs at {wid}")
+
+
+def test_a_standby_lagging_before_the_claim_accepts_the_continued_chain(temporal_env,
+                                                                       tmp_path, sid):
+    env, wid, rid = temporal_env, destination_workflow_id(sid), f"R-{uuid.uuid4()}"
+    active_url, standby_url, first = completed_on_the_active(env, tmp_path, sid, rid,
+                                                             "claim.before_append")
+    # The session's destination worker runs the chain: continue it as new, then end it.
+    wait_for(lambda: env.ops.query(wid), lambda s: s is not None, 10, "query")
+    world = ServerWorld(env)
+    continued = world.continue_as_new(wid)
+    assert continued != first
+    world.terminate(wid)
+
+    standby = promoted(env, standby_url)
+    try:
+        mig = standby.migration(NS, sid)
+        assert (mig.state, mig.destination_first_run_id) == ("completed", first), mig
+        assert start_workers(standby, sid) == []  # reconciled via the chain head, no start
+        assert [e["evidence"] for e in events(standby, sid, ACCEPTED)] == ["chain_head"]
+        (chain,) = events(standby, sid, CHAIN_VERIFIED)
+        assert (chain["verdict"], chain["head_create_request_id"]) == ("owned", rid)
+        source = standby.schedule(NS, sid)
+        assert source.closed and source.close_reason == "migrated"
+        assert standby.verify() == []
+        assert standby.verify(also=active_url) == []
+    finally:
+        standby.close()
+
+    # The server holds exactly one chain: our two runs, the continued one still current.
+    current = env.destination.describe(NS, wid)
+    assert (current.run_id, current.first_execution_run_id, current.status) == (
+        continued, first, "terminated")
+    chains = env.ops.chains(wid, 2)
+    assert list(chains) == [first]
+    assert [r.run_id for r in chains[first]] == [first, continued]
+
+
+def test_a_standby_lagging_after_the_claim_parks_when_the_chain_was_deleted(temporal_env,
+                                                                          tmp_path, sid):
+    env, wid, rid = temporal_env, destination_workflow_id(sid), f"R-{uuid.uuid4()}"
+    active_url, standby_url, _ = completed_on_the_active(env, tmp_path, sid, rid,
+                                                         "start.before_call")
+    delete_every_run(env, wid)
+
+    standby = promoted(env, standby_url)
+    try:
+        mig = standby.migration(NS, sid)
+        assert (mig.state, mig.park_reason, mig.destination_first_run_id) == (
+            "parked", "failover_unverified", None), mig
+        # The copied claim and start are the active's; the standby started nothing.
+        assert start_workers(standby, sid) == ["active", "active"]
+        assert events(standby, sid, ACCEPTED) == []
+        source = standby.schedule(NS, sid)
+        assert not source.closed and source.migration_pending
+        assert standby.verify() == []
+        assert standby.verify(also=active_url) == []
+    finally:
+        standby.close()
+
+    # Nothing was started at the id: Describe (strongly consistent) and visibility agree.
+    with pytest.raises(DestinationNotFound):
+        env.destination.describe(NS, wid)
+    assert listed_run_ids(env, wid) == []
