@@ -20,7 +20,7 @@ import statistics
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from benchkit import median, sqlite_store
 
@@ -66,33 +66,26 @@ class RunResult:
     violations: int = 0
 
 
-def create(svc: MigrationService, proxy: CountingDestination, sid: str,
-           result: RunResult) -> None:
-    """The source create looks for a running chain at the destination first (I1)."""
-    proxy.caller = "create"
+def admin(proxy: CountingDestination, caller: str, call: Callable[[], object],
+          result: RunResult) -> None:
+    """An admin call that asks the destination first (the source create's running-chain
+    check, I1; the rollback's sentinel preflight, I12); a lost answer wrote nothing, so it
+    is retried, and its describes are counted under ``caller``."""
+    proxy.caller = caller
     for _ in range(ADMIN_TRIES):
         try:
-            svc.create_schedule(NS, sid)
+            call()
             break
-        except Unavailable:  # the check's answer was lost: nothing was written
+        except Unavailable:
             result.admin_retries += 1
     else:
-        raise RuntimeError(f"{sid}: the create never got through")
+        raise RuntimeError(f"{caller}: the call never got through")
     proxy.caller = "worker"
 
 
 def roll_back(svc: MigrationService, proxy: CountingDestination, sid: str,
               result: RunResult) -> None:
-    proxy.caller = "admin"
-    for _ in range(ADMIN_TRIES):
-        try:
-            svc.rollback(NS, sid)
-            break
-        except Unavailable:  # the sentinel preflight's answer was lost: nothing was written
-            result.admin_retries += 1
-    else:
-        raise RuntimeError(f"{sid}: the admin call never got through")
-    proxy.caller = "worker"
+    admin(proxy, "admin", lambda: svc.rollback(NS, sid), result)
     for passes in range(1, WORKER_PASSES + 1):
         svc.run_until_idle()
         if svc.migration(NS, sid).state not in WORKABLE:
@@ -109,7 +102,7 @@ def one_run(n: int, seed: int, loss: float) -> RunResult:
         try:
             sids = [f"s{i:04d}" for i in range(n)]
             for sid in sids:
-                create(svc, proxy, sid, result)
+                admin(proxy, "create", lambda sid=sid: svc.create_schedule(NS, sid), result)
             for sid in sids:
                 roll_back(svc, proxy, sid, result)
             tally(svc, proxy, dest, sids, result)

@@ -7,6 +7,7 @@ import psycopg
 import pytest
 
 from infra.replica_store import PG_TRACKING_TABLE, standby_recorder
+from infra.replicate import replicate
 from infra.service import open_service
 from infra.simulator import SimulatedDestination
 from infra.store import open_application, parse_store_url
@@ -105,3 +106,15 @@ def bulk_schedules(url: str, count: int, per_save: int = 500) -> None:
 def require(condition: bool, message: str) -> None:
     if not condition:
         pytest.fail(message)
+
+
+class CopyAt:
+    """The active's crash hook: the standby's last copy is taken at one worker boundary."""
+
+    def __init__(self, point: str, source: str, standby: str) -> None:
+        self.point, self.source, self.standby, self.done = point, source, standby, False
+
+    def __call__(self, at: str) -> None:
+        if at == self.point and not self.done:
+            replicate(self.source, self.standby)
+            self.done = True

@@ -22,6 +22,7 @@ from infra.replicate import replicate
 from infra.service import open_service
 from infra.simulator import SimulatedDestination
 
+from .replica_helpers import CopyAt
 from .helpers import (NS, SID, WID, World, given, nothing_written, refused,  # noqa: F401
                       start_foreign, then, when, world)
 
@@ -81,18 +82,6 @@ FATES: dict[str, Callable[[SimulatedDestination], None]] = {
     "terminated": lambda d: d.terminate(NS, WID),
     "deleted": lambda d: d.delete(NS, WID),
 }
-
-
-class CopyAt:
-    """The active's crash hook: the standby's last copy is taken at one point."""
-
-    def __init__(self, point: str, source: str, standby: str) -> None:
-        self.point, self.source, self.standby, self.done = point, source, standby, False
-
-    def __call__(self, at: str) -> None:
-        if at == self.point and not self.done:
-            replicate(self.source, self.standby)
-            self.done = True
 
 
 @pytest.mark.parametrize("fate", FATES)

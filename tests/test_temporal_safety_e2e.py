@@ -21,10 +21,10 @@ import pytest
 from domain.errors import AlreadyExists, StandbyNotPromoted
 from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
 from domain.ports import DestinationNotFound
-from infra.replicate import replicate
 from infra.service import MigrationService, open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.contract.worlds import INPUT, ServerWorld
+from tests.replica_helpers import CopyAt
 
 CHAIN_VERIFIED = "schedfence.migration.ChainVerified"
 ANSWERED = "schedfence.migration.DestinationAnswered"
@@ -166,18 +166,6 @@ def test_a_handed_over_schedule_is_not_created_again_while_its_chain_runs(tempor
 
 
 # -- a lagging standby, promoted: it never starts a second chain -----------------------------
-class CopyAt:
-    """The active's crash hook: the standby's last copy is taken at one worker boundary."""
-
-    def __init__(self, point: str, source: str, standby: str) -> None:
-        self.point, self.source, self.standby, self.done = point, source, standby, False
-
-    def __call__(self, at: str) -> None:
-        if at == self.point and not self.done:
-            replicate(self.source, self.standby)
-            self.done = True
-
-
 def completed_on_the_active(env: TemporalEnv, tmp_path: Path, sid: str, rid: str,
                             lag_point: str) -> tuple[str, str, str]:
     """The active rolls ``sid`` back with ``rid`` and completes; the standby's copy stopped at
