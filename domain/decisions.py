@@ -12,8 +12,8 @@ from typing import Any, Literal
 from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
 from .ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState
-from .ports import (AlreadyStarted, DestinationUnavailable, RunDescription, StartAccepted,
-                    StartWorkflow)
+from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
+                    RunDescription, StartAccepted, StartWorkflow)
 from .schedule import ScheduleState
 
 Facts = list[tuple[type, dict[str, Any]]]
@@ -125,7 +125,8 @@ def claim_facts(state: MigrationState, attempt: int, worker: str) -> Facts:
 
 @dataclass(frozen=True)
 class StartOutcome:
-    kind: Literal["created", "deduplicated", "already_started", "unavailable", "rejected"]
+    kind: Literal["created", "deduplicated", "already_started", "unavailable", "rejected",
+                  "not_sent"]
     run_id: str = ""
     first_execution_run_id: str = ""
     start_request_id: str = ""
@@ -144,6 +145,8 @@ def outcome_of_start(answer: StartAccepted | Exception) -> StartOutcome:
     if isinstance(answer, AlreadyStarted):
         return StartOutcome("already_started", answer.run_id, answer.first_execution_run_id,
                             answer.start_request_id, "running")
+    if isinstance(answer, DestinationNotReached):
+        return StartOutcome("not_sent", detail=str(answer))
     if isinstance(answer, DestinationUnavailable):
         return StartOutcome("unavailable", detail=str(answer))
     return StartOutcome("rejected", detail=f"{type(answer).__name__}: {answer}")
@@ -154,7 +157,8 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
     """Events for the start's answer, and the chain head to verify (if any) (A2.2)."""
     ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
     same_id = out.kind == "already_started" and out.start_request_id == state.request_id
-    no_commit = out.kind == "rejected" or (out.kind == "already_started" and not same_id)
+    no_commit = out.kind in ("rejected", "not_sent") or (out.kind == "already_started" and
+                                                          not same_id)
     answered = (M.DestinationAnswered, dict(
         ctx, kind=out.kind, run_id=out.run_id, first_execution_run_id=out.first_execution_run_id,
         start_request_id=out.start_request_id, status=out.status, detail=out.detail,
@@ -170,6 +174,11 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
     if out.kind == "rejected":
         return [answered, (M.MigrationParked, dict(ctx, reason="start_rejected",
                                                    detail=out.detail))], None
+    if out.kind == "not_sent":
+        # The call never left: nothing committed, so the claim may be used again later.
+        return [answered, (M.StartClaimRearmed, dict(
+            ctx, actor="worker", reason="start_not_sent",
+            evidence={"detail": out.detail}))], None
     return [answered], None  # unavailable: outcome unknown, the claim stays consumed
 
 
@@ -184,6 +193,15 @@ class ChainObservation:
     first_run_id: str = ""
     head: RunDescription | None = None
     detail: str = ""
+    claim_age: float | None = None  # seconds since the migration's last step, when read
+    claim_grace: float | None = None  # for how long after it a start may still land
+
+    @property
+    def in_flight(self) -> bool:
+        """Read so soon after the claim (or its unknown answer) that the one start may still
+        be on its way: absence proves nothing yet."""
+        return None not in (self.claim_age, self.claim_grace) and \
+            self.claim_age < self.claim_grace  # type: ignore[operator]
 
 
 def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
@@ -192,9 +210,12 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
     attached one); otherwise park (never start again)."""
     ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
     seen = dict(ctx, current_run_id=obs.current_run_id, current_status=obs.current_status,
-                first_run_id=obs.first_run_id, detail=obs.detail)
+                first_run_id=obs.first_run_id, detail=obs.detail, claim_age=obs.claim_age,
+                claim_grace=obs.claim_grace)
     if obs.failure == "unavailable":
         return [(M.ChainVerified, dict(seen, verdict="unavailable"))]
+    if obs.in_flight and not chain_owned(state, obs):
+        return []  # the start may still land: look again after the grace, park nothing
     if obs.failure is not None:
         reason = "no_first_run_identity" if obs.failure == "no_first_run_identity" \
             else "head_missing"

@@ -62,12 +62,26 @@ class Checker:
         self.adoptions: dict[str, int] = {}  # migration id -> position of FenceAdopted
         self.epoch, self.failover_at = 0, 0  # the latest FailoverRecorded, and where
         self.handed_over: dict[tuple[str, str], int] = {}  # key -> its ClosedByMigration
+        self.versions: dict[str, tuple[int, int]] = {}  # aggregate -> (last version, where)
+
+    def _continuity(self, pos: int, e: Any) -> None:
+        """I0: every aggregate's versions run 1, 2, 3, ... in log order: a deleted or lost
+        event shows as a gap, named with the versions that are missing."""
+        aid, version = str(getattr(e, "originator_id", "")), getattr(e, "originator_version", 0)
+        last, at = self.versions.get(aid, (0, 0))
+        if version != last + 1:
+            missing = f"versions {last + 1}..{version - 1} missing" if version > last + 1 \
+                else f"version {version} after version {last}"
+            self.flag("I0", aid if _is_migration(e) else "", [p for p in (at, pos) if p],
+                      f"aggregate {aid} ({type(e).__name__}): {missing}")
+        self.versions[aid] = (max(version, last), pos)
 
     def flag(self, inv: str, mid: str, positions: Iterable[int], message: str) -> None:
         self.violations.append(Violation(inv, mid, tuple(sorted(set(positions))), message))
 
     # -- dispatch ---------------------------------------------------------------------------
     def add(self, pos: int, event: Any) -> None:
+        self._continuity(pos, event)
         topic = getattr(type(event), "TOPIC", "")
         if topic.startswith("schedfence.migration."):
             self._migration_event(pos, event)
@@ -163,6 +177,16 @@ class Checker:
             if len(t.created_answers) > 1:
                 self.flag("I4", mid, t.created_answers, "more than one destination chain "
                           "created by this migration")
+
+    def _park(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        """L1 (liveness): no park on what a destination read showed while the one start
+        could still land (its recorded age inside its recorded grace): a false park."""
+        c = t.prev
+        if isinstance(c, M.ChainVerified) and None not in (c.claim_age, c.claim_grace) and \
+                c.claim_age < c.claim_grace:
+            self.flag("L1", mid, [t.prev_pos, pos], f"parked {e.reason} on a read "
+                      f"{c.claim_age:.3f}s after the claim's last step, inside its "
+                      f"{c.claim_grace:g}s grace: the start could still land")
 
     def _chain(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         t.chain = (pos, e)
@@ -283,7 +307,14 @@ class Checker:
                       "without checking that the destination chain had ended")
 
     def finish(self) -> list[Violation]:
-        """Cross-aggregate pairs that must land together in one append."""
+        """Cross-aggregate pairs that must land together in one append, and fences that
+        point at a migration the log does not hold."""
+        for sid, st in self.schedules.items():
+            fence = st.fence_migration_id
+            if fence and fence not in self.migrations:
+                self.flag("I0", fence, [self.fenced_at.get(sid, 0)] if sid in self.fenced_at
+                          else [], f"schedule {st.namespace}/{st.schedule_id} is fenced by "
+                          f"migration {fence}, which the log does not hold")
         for mid, t in self.migrations.items():
             pairs = (("SourceClosed", t.source_closed_at, self.closes.get(mid)),
                      ("MigrationAborted", t.aborted_at, self.releases.get(mid)),
@@ -301,6 +332,7 @@ _STEP_CHECKS = {
     M.DestinationStartIssued: Checker._start,
     M.DestinationAnswered: Checker._answer,
     M.ChainVerified: Checker._chain,
+    M.MigrationParked: Checker._park,
     M.OwnershipAccepted: Checker._accept,
     M.SourceClosed: Checker._close,
     M.StartClaimRearmed: Checker._rearm,
@@ -314,6 +346,10 @@ def _adopted(state: MigrationState) -> bool:
     """Adopted from a legacy record, or parked after a failover, and not yet verified: starts
     not in this log may exist, so "no start issued" proves nothing."""
     return state.unverified
+
+
+def _is_migration(e: Any) -> bool:
+    return getattr(type(e), "TOPIC", "").startswith("schedfence.migration.")
 
 
 def _head_created_by(chain: Any, request_id: str | None) -> bool:

@@ -149,7 +149,8 @@ class Migration(EvolvingAggregate):
 
     class DestinationAnswered(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.DestinationAnswered"
-        kind: Literal["created", "deduplicated", "already_started", "unavailable", "rejected"]
+        kind: Literal["created", "deduplicated", "already_started", "unavailable", "rejected",
+                      "not_sent"]
         run_id: str = ""
         first_execution_run_id: str = ""
         start_request_id: str = ""
@@ -161,7 +162,10 @@ class Migration(EvolvingAggregate):
         """What reconcile saw of the chain. v2 adds ``head_create_request_id``: the id the
         chain head was *created* with (its STARTED entry). v1 recorded only every id of the
         head (``head_request_ids``, attached ones included), so it reads as "" (unknown):
-        a v1 ``owned`` verdict is no proof of creation."""
+        a v1 ``owned`` verdict is no proof of creation. ``claim_age`` and ``claim_grace``
+        (seconds; None when not recorded) say how long after the migration's last step the
+        destination was read, and for how long a start could still land then: a park on
+        absence inside that window is a false park (the checker flags it)."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.ChainVerified"
         class_version: ClassVar[int] = 2
@@ -173,6 +177,8 @@ class Migration(EvolvingAggregate):
         head_request_ids: list[str] = []
         head_create_request_id: str = ""
         detail: str = ""
+        claim_age: float | None = None
+        claim_grace: float | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:

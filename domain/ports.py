@@ -97,6 +97,12 @@ class DestinationUnavailable(DestinationError):
     """The call's outcome is unknown: it may or may not have committed."""
 
 
+class DestinationNotReached(DestinationUnavailable):
+    """The call provably never reached the destination: the connection was refused, the
+    name did not resolve, or no channel was ready before the deadline. Nothing can have
+    committed (unlike a plain ``DestinationUnavailable``, whose outcome is unknown)."""
+
+
 class DestinationNotFound(DestinationError):
     """No such workflow run (never existed, deleted, or removed by retention)."""
 

@@ -26,7 +26,8 @@ from temporalio.client import Client
 from temporalio.converter import default as default_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationUnavailable,
+from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
+                          DestinationUnavailable,
                           InvalidStartRequest, RunDescription, StartAccepted, StartWorkflow)
 
 # The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
@@ -132,8 +133,20 @@ def _has_detail(exc: RPCError, name: str) -> bool:
     return any(d.type_url.endswith("." + name) for d in exc.grpc_status.details)
 
 
+# What the bridge says when the channel could not (re)connect: the request never left this
+# process (measured on a dev server killed under a connected client, and on a bad host name).
+_NOT_SENT = ("tcp connect error", "dns error", "error trying to connect")
+
+
+def never_sent(exc: RPCError) -> bool:
+    """UNAVAILABLE because no connection could be made: nothing reached the server."""
+    return exc.status == RPCStatusCode.UNAVAILABLE and any(m in exc.message for m in _NOT_SENT)
+
+
 def start_error(exc: RPCError) -> Exception:
     """The port's error for a failed StartWorkflowExecution."""
+    if never_sent(exc):
+        return DestinationNotReached(f"start not sent: {exc.status.name}: {exc.message}")
     if exc.status == RPCStatusCode.ALREADY_EXISTS:
         failure = already_started_details(exc)
         if failure is not None:
@@ -155,6 +168,8 @@ def describe_error(exc: RPCError) -> Exception:
         return DestinationNotFound(exc.message)
     if exc.status == RPCStatusCode.INVALID_ARGUMENT and "RunId" in exc.message:
         return DestinationNotFound(exc.message)
+    if never_sent(exc):
+        return DestinationNotReached(f"describe not sent: {exc.status.name}: {exc.message}")
     return DestinationUnavailable(f"describe: {exc.status.name}: {exc.message}")
 
 
@@ -192,7 +207,8 @@ class TemporalDestination:
                         self.target, namespace=self.namespace, identity=self.identity,
                         connect_timeout=timedelta(seconds=self.rpc_timeout))
                 except RuntimeError as exc:  # the bridge reports connect failures this way
-                    raise DestinationUnavailable(
+                    # No connection, so no request of ours left this process.
+                    raise DestinationNotReached(
                         f"cannot connect to {self.target}: {exc}") from exc
             return self._client
 

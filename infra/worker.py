@@ -7,6 +7,7 @@ can only reconcile, never start twice.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal
 from uuid import UUID
@@ -139,11 +140,17 @@ class TaskWorker:
             obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
                                      outcome.run_id, outcome.status)
             self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
-        return "backoff" if outcome.kind == "unavailable" else "progress"
+        return "backoff" if outcome.kind in ("unavailable", "not_sent") else "progress"
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
-        self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
+        # Whoever claimed it (this worker too), the one start may still be on its way.
+        age = (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
+        obs = replace(obs, claim_age=round(age, 3), claim_grace=self.claim_grace)
+        facts = d.decide_chain(mig.state, obs, attempt, self.worker_id)
+        if not facts:
+            return "backoff"  # absent, but inside the grace: look again later
+        self._append("chain", mig, facts)
         return "backoff" if obs.failure == "unavailable" else "progress"
 
     def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:

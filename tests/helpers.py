@@ -96,10 +96,14 @@ class World:
 
 
 def new_world(store: str = MEMORY, dest: SimulatedDestination | None = None,
-              worker_id: str = "w1") -> World:
+              worker_id: str = "w1", claim_grace: float = 0.0) -> World:
+    """A service on ``store`` over a simulator. ``claim_grace`` defaults to 0: these tests
+    play one worker step after another, and a reconcile right after a crash or a lost answer
+    should decide at once (tests of the grace itself pass their own)."""
     hooks = Hooks()
     dest = dest if dest is not None else SimulatedDestination()
-    service = open_service(store, dest, worker_id=worker_id, crash_hook=hooks)
+    service = open_service(store, dest, worker_id=worker_id, crash_hook=hooks,
+                           claim_grace=claim_grace)
     return World(service, dest, hooks)
 
 

@@ -108,3 +108,23 @@ def test_the_older_release_histories_of_the_holes_are_flagged():
     both = check_histories([active, standby])
     assert both[0] == [] and [v.invariant for v in both[1]] == ["I4"]
     assert "2 destination chains" in both[1][0].message
+
+
+def test_i0_a_deleted_event_is_a_version_gap_named_by_aggregate():
+    events, mid = scenario_created()
+    i = index_of(events, M.DestinationStartIssued)
+    deleted = events[i]
+    del events[i]
+    violations = check_history(list(enumerate(events, start=1)))  # positions as stored
+    gaps = [v for v in violations if v.invariant == "I0"]
+    assert [v.migration_id for v in gaps] == [mid]
+    assert f"versions {deleted.originator_version}..{deleted.originator_version} missing" \
+        in gaps[0].message and str(deleted.originator_id) in gaps[0].message
+
+
+def test_i0_a_fence_whose_migration_is_gone():
+    events, mid = scenario_created()
+    events = events[:index_of(events, M.RequestIdAssigned)]  # the migration row was lost
+    violations = check_history(list(enumerate(events, start=1)))
+    assert [(v.invariant, v.migration_id) for v in violations] == [("I0", mid)]
+    assert "which the log does not hold" in violations[0].message

@@ -17,7 +17,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from domain.errors import InvalidArgument
 from domain.ids import SCHEDULER_WORKFLOW_TYPE
-from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationUnavailable,
+from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
+                          DestinationUnavailable,
                           InvalidStartRequest, StartWorkflow)
 from infra.cli_temporal import parse_destination
 from infra.temporal_destination import (TemporalDestination, describe_error, policies,
@@ -68,6 +69,20 @@ def test_start_errors_are_unknown_outcomes_unless_the_server_proved_a_refusal(co
     assert type(start_error(rpc_error(code))) is expected
 
 
+@pytest.mark.parametrize("message,expected", [
+    # What the bridge said when the server was down or the name did not resolve: the
+    # request never left this process, so nothing committed.
+    ("tcp connect error", DestinationNotReached),
+    ("dns error: failed to lookup address information", DestinationNotReached),
+    ("error trying to connect: connection refused", DestinationNotReached),
+    # A transport failure after the request may have gone out is an unknown outcome.
+    ("transport error", DestinationUnavailable),
+    ("connection reset by peer", DestinationUnavailable),
+])
+def test_only_a_start_that_never_connected_is_known_not_sent(message, expected):
+    assert type(start_error(rpc_error(RPCStatusCode.UNAVAILABLE, message))) is expected
+
+
 @pytest.mark.parametrize("error,expected", [
     (rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found", NotFoundFailure()),
      DestinationNotFound),
@@ -75,7 +90,7 @@ def test_start_errors_are_unknown_outcomes_unless_the_server_proved_a_refusal(co
     # A missing namespace says nothing about the workflow: never "free to start".
     (rpc_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found.",
                NamespaceNotFoundFailure(namespace="x")), DestinationUnavailable),
-    (rpc_error(RPCStatusCode.UNAVAILABLE, "tcp connect error"), DestinationUnavailable),
+    (rpc_error(RPCStatusCode.UNAVAILABLE, "tcp connect error"), DestinationNotReached),
     (rpc_error(RPCStatusCode.DEADLINE_EXCEEDED), DestinationUnavailable),
     (rpc_error(RPCStatusCode.INVALID_ARGUMENT, "WorkflowId is not set"),
      DestinationUnavailable),
