@@ -1,12 +1,11 @@
 """Identifier rules: validation of caller input and the derived (fallback) request id."""
 from __future__ import annotations
 
-import unicodedata
 import uuid
 
 from .errors import InvalidArgument
+from .text import MAX_ID_LENGTH, validate_id  # noqa: F401  (the one set of rules)
 
-MAX_ID_LENGTH = 1000
 # A fixed namespace for every id this project derives; changing it would change derived ids.
 SCHEDFENCE_NAMESPACE = uuid.UUID("6f1c1a52-5d0e-4c65-9a44-3f0f3a1f9e10")
 WORKFLOW_ID_PREFIX = "temporal-sys-scheduler:"
@@ -14,18 +13,36 @@ SCHEDULER_WORKFLOW_TYPE = "temporal-sys-scheduler-workflow"
 DUMMY_WORKFLOW_TYPE = "temporal-sys-dummy-workflow"
 
 
-def validate_id(kind: str, value: object) -> str:
-    """Return ``value`` if it is a usable identifier, else raise InvalidArgument."""
-    if not isinstance(value, str) or value == "":
-        raise InvalidArgument(f"{kind} is required")
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidArgument(f"{kind} is longer than {MAX_ID_LENGTH} characters ({len(value)})")
-    # C0/C1 controls and line/paragraph separators break logs, terminals and one-line errors.
-    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
-        raise InvalidArgument(f"{kind} contains a control character")
-    if value != value.strip():
-        raise InvalidArgument(f"{kind} has leading or trailing white space")
+# Temporal refuses ids longer than its ``limit.maxIDLength`` (default 1000), counted in bytes
+# (Go's len): a workflow id, a request id, a namespace. The destination workflow id is
+# WORKFLOW_ID_PREFIX + schedule id, so a schedule id gets what the prefix leaves.
+MAX_DESTINATION_ID_BYTES = 1000
+MAX_SCHEDULE_ID_BYTES = MAX_DESTINATION_ID_BYTES - len(WORKFLOW_ID_PREFIX.encode("utf-8"))
+
+
+def _fits_destination(kind: str, value: str, limit: int, why: str = "") -> str:
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise InvalidArgument(f"{kind} is {size} bytes in UTF-8; the destination (Temporal) "
+                              f"takes at most {limit}{why}")
     return value
+
+
+def validate_destination_key(namespace: object, schedule_id: object) -> tuple[str, str]:
+    """A key a rollback can hand over: the generic id rules, and what Temporal accepts for the
+    namespace and the workflow id ``temporal-sys-scheduler:<schedule id>``. Checked where a key
+    is created or handed over; reads of keys stored earlier use ``validate_id`` only."""
+    ns = validate_id("namespace", namespace)
+    sid = validate_id("schedule id", schedule_id)
+    return (_fits_destination("namespace", ns, MAX_DESTINATION_ID_BYTES),
+            _fits_destination("schedule id", sid, MAX_SCHEDULE_ID_BYTES,
+                              f" (its workflow id {WORKFLOW_ID_PREFIX}<schedule id> at most "
+                              f"{MAX_DESTINATION_ID_BYTES})"))
+
+
+def validate_request_id(value: object, kind: str = "request id") -> str:
+    """A request id sent to the destination as StartWorkflowExecution's request id."""
+    return _fits_destination(kind, validate_id(kind, value), MAX_DESTINATION_ID_BYTES)
 
 
 def derive_request_id(namespace: str, schedule_id: str, incarnation: int) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import click
 
 from domain.errors import DomainError, InvalidArgument, NotFound
-from domain.ids import validate_id
+from domain.text import validate_worker_id
 
 from . import cli_output as out
 from .cli_recovery import recover
@@ -63,8 +63,11 @@ def open_cli_service(store: str, worker_id: str | None,
     Any failure to open is the caller's store/URL problem, so it is reported as invalid_argument.
     """
     url = parse_store_url(store)
+    if url.kind == "sqlite-memory":
+        raise InvalidArgument("store sqlite:///:memory: ends with this command, so every "
+                              "write would vanish: use sqlite:///PATH or postgresql://")
     if worker_id is not None:
-        validate_id("worker id", worker_id)
+        validate_worker_id(worker_id)
     dest = None
     if destination:  # a real Temporal server instead of the simulator in the store
         from .cli_temporal import open_destination
@@ -91,7 +94,8 @@ class FenceGroup(click.Group):
             finally:
                 if isinstance(ctx.obj, CliState):
                     ctx.obj.close()
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort,
+                BrokenPipeError):  # a reader gone (`| head`): click's main exits 1, quietly
             raise  # usage errors (exit 2) and deliberate exits keep click's handling
         except DomainError as exc:
             self._fail(ctx, exc.code, exc.message)

@@ -7,15 +7,22 @@ Every answer comes from the projection, caught up with the log first.
 """
 from __future__ import annotations
 
+import math
+from datetime import datetime
 from typing import Any, Callable
 
 import click
 
+from domain.errors import InvalidArgument
+from domain.ids import validate_id
+from projections import queries as q
 from projections import service_views as pv
+from projections.records import EPOCH, MICROSECOND
 
 from . import cli_output as out
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+MAX_STUCK_AFTER = 100 * 366 * 86400  # seconds: beyond that, microsecond arithmetic overflows
 
 
 def register(group: click.Group, json_option: Decorator, service: Callable[[], Any],
@@ -45,11 +52,25 @@ def _audit(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cli
         """Who did what, when: events from the audit index, in log order.
 
         Filters combine (AND); the answer comes from the projection's indexes."""
+        for label, value in (("request id", request_id), ("actor", actor)):
+            if value is not None:
+                validate_id(label, value)  # a filter value the store can compare at all
         page = service().audit(schedule=schedule, request_id=request_id,
-                               migration_id=migration_id, actor=actor, since=since,
-                               until=until, newest_first=newest_first, limit=limit)
+                               migration_id=migration_id, actor=actor,
+                               since=_moment(since, "since"), until=_moment(until, "until"),
+                               newest_first=newest_first, limit=limit)
         emit(as_json, page.to_dict(), audit_lines(page))
     return audit
+
+
+def _moment(text: str | None, name: str) -> datetime | None:
+    """``--since``/``--until`` as a time the projection's integer microseconds can hold."""
+    if text is None:
+        return None
+    try:
+        return EPOCH + q.parse_time(text, name) * MICROSECOND
+    except (OverflowError, ValueError):
+        raise InvalidArgument(f"{name} is out of range (years 1 to 9999)") from None
 
 
 def audit_lines(page: pv.AuditPage) -> list[str]:
@@ -98,6 +119,9 @@ def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cl
     @json_option
     def oncall(stuck_after: float, as_json: bool) -> None:
         """Migrations that need an operator: parked, legacy, stuck — and what may be done."""
+        if not math.isfinite(stuck_after) or stuck_after > MAX_STUCK_AFTER:
+            raise InvalidArgument(f"--stuck-after must be a number of seconds from 0 to "
+                                  f"{MAX_STUCK_AFTER}")
         items = service().oncall(stuck_after_seconds=stuck_after)
         emit(as_json, {"stuck_after_seconds": stuck_after,
                        "items": [i.to_dict() for i in items]}, oncall_lines(items))

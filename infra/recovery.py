@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Callable
 
 from domain import recovery as r
 from domain.errors import InvalidArgument, RecoveryRefused, Unavailable
-from domain.ids import derive_request_id, migration_aggregate_id, validate_id
+from domain.ids import (derive_request_id, migration_aggregate_id, validate_id,
+                        validate_request_id)
 from domain.migration import Migration
 from domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
 from domain.schedule import Schedule, check_fence
+from domain.text import validate_actor, validate_reason
 
 from .store import retry_on_conflict
 from .views import MigrationView
@@ -32,11 +34,12 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
     """Run one operator recovery; refused with ``failed_precondition`` where A2 forbids it."""
     if kind not in r.KINDS:
         raise InvalidArgument(f"recovery must be one of {', '.join(r.KINDS)}, not {kind!r}")
-    validate_id("actor", actor)
-    validate_id("reason", reason)
-    for value, what in ((request_id, "request id"), (first_run_id, "first run id")):
-        if value is not None:
-            validate_id(what, value)
+    validate_actor(actor)
+    validate_reason(reason)
+    if request_id is not None:
+        validate_request_id(request_id)  # adopt: the id a later start sends to the destination
+    if first_run_id is not None:
+        validate_id("first run id", first_run_id)
     if kind == "abort":
         return service.abort(namespace, schedule_id, reason, actor)
     args = (service, namespace, schedule_id, actor, reason)

@@ -15,11 +15,12 @@ from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, Not
 from domain.failover import STORE_EPOCH_ID, StoreEpoch
 from domain.ids import (derive_request_id, destination_workflow_id,
                         migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
-                        validate_id)
+                        validate_destination_key, validate_id, validate_request_id)
 from domain.invariants import Violation, check_histories, check_history
 from domain.migration import Migration
 from domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from domain.schedule import Schedule, ScheduleKey
+from domain.text import validate_actor, validate_notes, validate_reason, validate_worker_id
 from projections import service_views as pv
 
 from .recovery import recover as recover_migration
@@ -33,7 +34,6 @@ from .workers import PoolStats, WorkerPool
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
-MAX_NOTES = 10_000
 
 
 def default_worker_id() -> str:
@@ -85,9 +85,8 @@ class MigrationService:
     # -- admin ------------------------------------------------------------------------------
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
                         notes: str = "") -> ScheduleView:
-        validate_id("namespace", namespace)
-        validate_id("schedule id", schedule_id)
-        check_notes(notes)
+        validate_destination_key(namespace, schedule_id)
+        validate_notes(notes)
         check_paused(paused)
         self.require_active()
 
@@ -112,7 +111,7 @@ class MigrationService:
                         notes: str | None = None, delete: bool = False) -> ScheduleView:
         """Ordinary source mutations; all refused with ``migration_pending`` while fenced."""
         if notes is not None:
-            check_notes(notes)
+            validate_notes(notes)
         if paused is not None:
             check_paused(paused)
         self.require_active()
@@ -134,8 +133,11 @@ class MigrationService:
 
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
                  actor: str = "") -> RollbackResult:
+        validate_destination_key(namespace, schedule_id)
         if request_id is not None:
-            validate_id("request id", request_id)
+            validate_request_id(request_id)
+        if actor not in ("", None):
+            validate_actor(actor)
         self.require_active()
         return retry_on_conflict(
             lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
@@ -205,8 +207,8 @@ class MigrationService:
     def promote(self, actor: str, reason: str) -> int:
         """Record that this store is now the active one after a failover; returns the new
         epoch. Every migration accepted before it reconciles before it may act again."""
-        validate_id("actor", actor)
-        validate_id("reason", reason)
+        validate_actor(actor)
+        validate_reason(reason)
 
         def record() -> int:
             store_epoch = self.app.find(STORE_EPOCH_ID) or StoreEpoch.start()
@@ -218,8 +220,8 @@ class MigrationService:
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
         """Cancel the open migration and restore the source, only where A2.4 allows it."""
-        validate_id("reason", reason)
-        validate_id("actor", actor)
+        validate_reason(reason)
+        validate_actor(actor)
         self.require_active()
         return retry_on_conflict(
             lambda: self._abort_once(namespace, schedule_id, reason, actor),
@@ -375,11 +377,6 @@ def check_paused(paused: object) -> None:
         raise_invalid("paused must be true or false")
 
 
-def check_notes(notes: object) -> None:
-    if not isinstance(notes, str) or len(notes) > MAX_NOTES:
-        raise_invalid(f"notes must be a string of at most {MAX_NOTES} characters")
-
-
 def open_service(store: str, destination: Destination | None = None, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS) -> MigrationService:
@@ -389,6 +386,8 @@ def open_service(store: str, destination: Destination | None = None, *,
     ``destination=None`` means the simulator persisted beside the events in the same store, so
     separate processes share it.
     """
+    if worker_id is not None:
+        validate_worker_id(worker_id)
     url = parse_store_url(store)
     app = open_application(url)
     on_close: Callable[[], None] | None = None

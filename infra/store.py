@@ -60,17 +60,37 @@ def parse_store_url(url: str) -> StoreURL:
         path = url[len("sqlite:///"):]
         if not path:
             raise InvalidArgument(f"store URL {url!r} names no file")
+        if "?" in path:  # not a URI filename: it would become part of the file's name
+            raise InvalidArgument(f"store URL {url!r}: sqlite:///PATH takes no '?' options "
+                                  "(mode=ro and the like are not supported)")
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise InvalidArgument(f"store URL {url!r}: directory {directory} does not exist")
         return StoreURL(url, "sqlite-file", path)
     if url.startswith(PG_SCHEMES):
-        target = parse_pg_url(url)
-        return StoreURL(url, "postgresql", pg=target)
+        return StoreURL(url, "postgresql", pg=_parse_pg(url))
     scheme, sep, rest = url.partition("://")
     shown = f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url  # never echo a password
     raise InvalidArgument(f"unsupported store URL {shown!r} (expected sqlite:///PATH or "
                           "postgresql://USER@HOST:PORT/DB)")
+
+
+def _parse_pg(url: str) -> PgTarget:
+    """``parse_pg_url``, refusing what it would misread; no message echoes the password."""
+    if url.partition("://")[2].split("?", 1)[0].count("@") > 1:
+        raise InvalidArgument("store URL has more than one '@' before its host: percent-encode "
+                              "'@' in the user name or password as %40")
+    try:
+        target = parse_pg_url(url)
+    except InvalidArgument:
+        raise
+    except (ValueError, TypeError):  # e.g. a port that is not a number: its text may be secret
+        raise InvalidArgument("store URL is not a valid postgresql://USER[:PASSWORD]@HOST:PORT/"
+                              "DB URL (the port must be a number; percent-encode ':', '/' and "
+                              "'@' in the password)") from None
+    if not 0 < target.port < 65536:
+        raise InvalidArgument(f"store URL port {target.port} is not between 1 and 65535")
+    return target
 
 
 def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:

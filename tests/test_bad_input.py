@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from domain.errors import AlreadyExists, Closed, DomainError, InvalidArgument, NotFound
-from domain.ids import MAX_ID_LENGTH, destination_workflow_id
+from domain.ids import MAX_ID_LENGTH, MAX_SCHEDULE_ID_BYTES, destination_workflow_id
 from infra.service import open_service
 from tests.helpers import NS, SID, given, nothing_written, refused, then, when, world
 
@@ -20,6 +20,12 @@ BAD_IDS = {
     "delete": "a\x7fb",
     "padded": " a",
     "not_a_string": 5,
+    "surrogate": "a\udc80",  # an invalid UTF-8 byte from a command line arrives as this
+    "c1": "a\x85b",
+    "line_separator": "a\u2028b",
+    "bidi_override": "a\u202eb",
+    "zero_width": "a\u200bb",
+    "bom": "\ufeffa",
 }
 
 # Every operation addressed by (namespace, schedule id); all validate both.
@@ -113,9 +119,10 @@ def test_abort_validates_reason_and_actor(world, field, bad):
 
 
 def test_boundary_ids_are_accepted(world):
-    """Exactly MAX_ID_LENGTH characters, and non-ASCII text, are well-formed."""
+    """Ids at their limits (the schedule id leaves room for the destination workflow id's
+    prefix), and non-ASCII text, are well-formed."""
     w = world
-    ns, sid, rid = "n" * MAX_ID_LENGTH, "s" * MAX_ID_LENGTH, "r" * MAX_ID_LENGTH
+    ns, sid, rid = "n" * MAX_ID_LENGTH, "s" * MAX_SCHEDULE_ID_BYTES, "r" * MAX_ID_LENGTH
     w.service.create_schedule(ns, sid)
     assert w.service.rollback(ns, sid, rid).outcome == "accepted"
     w.service.create_schedule(NS, "日程-é")

@@ -1,0 +1,98 @@
+"""The rules every caller-supplied id and free-text value passes before it is written.
+
+The event log is append-only, so a value accepted once is stored forever: every entry point
+(the Python API, and the CLI through it) calls these functions before anything is appended, and
+every accepted value fits the projection's columns (``projections/tables.py``: ids and actors
+are ``VARCHAR(1000)``, free text is ``TEXT``) and decodes everywhere it is read back.
+
+| value                                       | max chars | line breaks | identifier rules |
+|---------------------------------------------|-----------|-------------|------------------|
+| ids (namespace, schedule id, request id, …) | 1000      | no          | yes              |
+| actor (operator identity)                   | 200       | no          | yes              |
+| worker id                                   | 200       | no          | yes              |
+| reason                                      | 1000      | no          | no (must not be blank) |
+| notes                                       | 10,000    | ``\\n`` and ``\\t`` only | no (may be empty) |
+
+Everywhere: a ``str`` that encodes to UTF-8 (no lone surrogates: invalid UTF-8 bytes on a
+command line arrive in Python as surrogateescape surrogates, so those are refused too), and no
+control characters (C0, C1, DEL, U+2028/U+2029); NUL among them. Identifier rules: no leading
+or trailing white space, no bidirectional formatting characters (U+061C, U+200E/U+200F,
+U+202A–U+202E, U+2066–U+2069), no zero-width characters (U+200B–U+200D, U+2060) and no BOM
+(U+FEFF): each would make two different ids look the same. Lengths are in characters (what
+PostgreSQL's ``VARCHAR(n)`` counts); ids sent to Temporal also have byte limits (domain/ids.py).
+Messages never echo the value, only its length or the offending code point and position.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+from .errors import InvalidArgument
+
+MAX_ID_LENGTH = 1000
+MAX_ACTOR_LENGTH = 200
+MAX_WORKER_ID_LENGTH = 200
+MAX_REASON_LENGTH = 1000
+MAX_NOTES_LENGTH = 10_000
+
+CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+MULTILINE_ALLOWED = frozenset("\n\t")
+INVISIBLE = frozenset(
+    ["\u061c", "\u200e", "\u200f", "\ufeff", "\u2060"]
+    + [chr(c) for c in range(0x200B, 0x200E)]     # zero width space, non-joiner, joiner
+    + [chr(c) for c in range(0x202A, 0x202F)]     # bidi embeddings and overrides
+    + [chr(c) for c in range(0x2066, 0x206A)])    # bidi isolates
+
+
+def validate_text(kind: str, value: object, max_length: int, *, multiline: bool = False,
+                  identifier: bool = False, required: bool = True) -> str:
+    """Return ``value`` if it is acceptable ``kind`` text, else raise InvalidArgument.
+
+    ``multiline`` keeps ``\\n`` and ``\\t``; ``identifier`` adds the identifier rules;
+    ``required`` refuses an empty (or, for free text, blank) value."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{kind} is required" if value is None and required
+                              else f"{kind} must be a string")
+    if value == "" or (not identifier and not value.strip()):
+        if required:
+            raise InvalidArgument(f"{kind} is required")
+        return value
+    if len(value) > max_length:
+        raise InvalidArgument(f"{kind} is longer than {max_length} characters ({len(value)})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(f"{kind} is not valid UTF-8 text (undecodable byte or lone "
+                              f"surrogate U+{ord(value[exc.start]):04X} at position "
+                              f"{exc.start})") from None
+    for i, c in enumerate(value):
+        if unicodedata.category(c) in CONTROL_CATEGORIES and not (
+                multiline and c in MULTILINE_ALLOWED):
+            raise InvalidArgument(f"{kind} contains a control character (U+{ord(c):04X} at "
+                                  f"position {i})")
+        if identifier and c in INVISIBLE:
+            raise InvalidArgument(f"{kind} contains an invisible or bidirectional formatting "
+                                  f"character (U+{ord(c):04X} at position {i})")
+    if identifier and value != value.strip():
+        raise InvalidArgument(f"{kind} has leading or trailing white space")
+    return value
+
+
+def validate_id(kind: str, value: object) -> str:
+    """Namespace, schedule id, request id, run id, …: at most 1000 characters, one line."""
+    return validate_text(kind, value, MAX_ID_LENGTH, identifier=True)
+
+
+def validate_actor(value: object, kind: str = "actor") -> str:
+    return validate_text(kind, value, MAX_ACTOR_LENGTH, identifier=True)
+
+
+def validate_worker_id(value: object) -> str:
+    return validate_text("worker id", value, MAX_WORKER_ID_LENGTH, identifier=True)
+
+
+def validate_reason(value: object) -> str:
+    return validate_text("reason", value, MAX_REASON_LENGTH)
+
+
+def validate_notes(value: object) -> str:
+    return validate_text("notes", value, MAX_NOTES_LENGTH, multiline=True, required=False)
