@@ -100,7 +100,9 @@ class FenceGroup(click.Group):
         except DomainError as exc:
             self._fail(ctx, exc.code, exc.message)
         except Exception as exc:  # anything unexpected: still one line, never a traceback
-            self._fail(ctx, "internal", f"{type(exc).__name__}: {exc}")
+            text = str(exc)  # bounded: a driver error can carry kilobytes of SQL and values
+            self._fail(ctx, "internal", f"{type(exc).__name__}: "
+                                        f"{text[:300] + ' ...' if len(text) > 300 else text}")
 
     @staticmethod
     def _fail(ctx: click.Context, code: str, message: str) -> None:

@@ -47,7 +47,7 @@ class MigrationService:
                  claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
         self.app = app
         self.destination = destination
-        self.worker_id = worker_id or default_worker_id()
+        self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
         self.due = DueWork(self)
         self._on_close = on_close

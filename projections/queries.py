@@ -25,6 +25,9 @@ _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+MAX_AGO = 62_000_000_000.0  # seconds: about 1,960 years, within datetime's range from now
+
+
 def parse_time(text: str | datetime, name: str, now: float | None = None) -> int:
     """ISO 8601 (naive = UTC) or a duration ago (``90s``, ``15m``, ``2h``, ``7d``) → µs."""
     if isinstance(text, datetime):
@@ -33,6 +36,9 @@ def parse_time(text: str | datetime, name: str, now: float | None = None) -> int
     ago = _AGO.match(value)
     if ago:
         seconds = float(ago.group(1)) * _UNITS[ago.group(2)]
+        if not seconds < MAX_AGO:  # also refuses nan and inf
+            raise InvalidArgument(f"{name} {value[:40]!r} is out of range (further back "
+                                  "than year 1)")
         return int(((now if now is not None else time.time()) - seconds) * 1_000_000)
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))

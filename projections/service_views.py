@@ -96,10 +96,16 @@ def stats(service: MigrationService) -> dict[str, Any]:
     return q.stats(p.view.engine, p.position)
 
 
+MAX_STUCK_AFTER = 100 * 365 * 86400.0  # a century, as the CLI's --stuck-after allows
+
+
 def oncall(service: MigrationService,
            stuck_after_seconds: float = STUCK_AFTER) -> list[OnCallItem]:
-    if not isinstance(stuck_after_seconds, (int, float)) or stuck_after_seconds < 0:
-        raise InvalidArgument("stuck_after_seconds must be a number >= 0")
+    if isinstance(stuck_after_seconds, bool) or not isinstance(stuck_after_seconds,
+                                                                 (int, float)) \
+            or not 0 <= stuck_after_seconds <= MAX_STUCK_AFTER:  # refuses nan and inf too
+        raise InvalidArgument(f"stuck_after_seconds must be a number from 0 to "
+                              f"{MAX_STUCK_AFTER:g}")
     return q.oncall(_fresh(service).view.engine, stuck_after_seconds)
 
 
