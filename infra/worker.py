@@ -134,13 +134,31 @@ class TaskWorker:
         except DestinationError as exc:  # the destination's answer, whatever it is, becomes data
             answer = exc
         outcome = d.outcome_of_start(answer)
-        facts, head = d.decide_start_outcome(mig.state, outcome, attempt, self.worker_id)
-        self._append("answer", mig, facts)
+        recorded = self._record_answer(mig, outcome, attempt)
+        if recorded is None:
+            return "progress"  # another worker already proved the chain and took it on
+        mig, head = recorded
         if head is not None:
             obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
                                      outcome.run_id, outcome.status)
             self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
         return "backoff" if outcome.kind in ("unavailable", "not_sent") else "progress"
+
+    def _record_answer(self, mig: Migration, outcome: d.StartOutcome,
+                       attempt: int) -> tuple[Migration, str | None] | None:
+        """The one start's answer is evidence that must not be lost: when another worker
+        moved the migration meanwhile (it reconciled before the start landed, say), decide
+        again on top of what that worker wrote. None: nothing left to record."""
+        for _ in range(8):
+            facts, head = d.decide_start_outcome(mig.state, outcome, attempt, self.worker_id)
+            try:
+                self._append("answer", mig, facts)
+                return mig, head
+            except IntegrityError:
+                mig = self.app.repository.get(mig.id)
+                if not mig.state.is_open or mig.state.receipt is not None:
+                    return None
+        return None  # still racing: the answer is lost, and reconcile decides from the log
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)

@@ -3,11 +3,13 @@ server leaves no migration parked, and a read inside the claim grace parks nothi
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from domain.ids import destination_workflow_id
 from domain.ports import DestinationNotReached, RunDescription, StartAccepted, StartWorkflow
 from infra.service import open_service
 from infra.simulator import SimulatedDestination
+from infra.worker import TaskWorker
 
 from .helpers import NS, new_world
 
@@ -73,4 +75,21 @@ def test_an_absent_chain_inside_the_grace_parks_nothing_and_is_found_after() -> 
     assert (mig.state, mig.park_reason) == ("parked", "head_missing")
     assert w.service.verify() == []
     assert w.dest.runs(NS, destination_workflow_id("s1")) == []  # indeed nothing landed
+    w.service.close()
+
+
+def test_an_answer_that_loses_a_race_is_still_recorded() -> None:
+    """Another worker reconciles while our start is on its way (no grace), finds nothing and
+    parks; the start then creates our chain. Its answer is recorded on top, and proves it."""
+    w = new_world()
+    w.service.create_schedule(NS, "s1")
+    mid = w.service.rollback(NS, "s1", "R1").migration_id
+    rival = TaskWorker(w.service.app, w.dest, "rival", claim_grace=0)  # same store
+    w.hooks.once("start.before_call", lambda: rival.attempt(UUID(mid)))
+    w.service.run_until_idle()
+    kinds = [e.type.rsplit(".", 1)[1] for e in w.service.history(NS, "s1")]
+    assert "MigrationParked" in kinds  # the rival parked first ...
+    assert kinds.index("DestinationAnswered") > kinds.index("MigrationParked")  # ... then ours
+    mig = w.service.migration(NS, "s1")
+    assert mig.state == "completed" and w.service.verify() == []
     w.service.close()
