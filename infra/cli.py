@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import signal
 import threading
 import time
@@ -26,6 +27,7 @@ from .sim_store import sim_state_for
 from .simulator import SimulatedDestination, SqlSimState
 from .store import DEFAULT_STORE, parse_store_url
 from .worker import CLAIM_GRACE_SECONDS
+from .workers import MAX_POLL_INTERVAL, unique_worker_id
 
 JSON_KEY = "schedfence.json"
 
@@ -234,10 +236,10 @@ def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bo
 @click.option("--max-attempts", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Task attempts per run (--until-idle with one thread).")
 @click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Seconds between passes when nothing was due.")
+              help="Seconds between passes when nothing was due (at most 3600).")
 @click.option("--claim-grace", type=click.FloatRange(min=0), default=CLAIM_GRACE_SECONDS,
               show_default=True, help="Seconds another worker's fresh claim counts as in "
-              "flight before this one reconciles it.")
+              "flight before this one reconciles it (at most 3600).")
 @json_option
 def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval: float,
            claim_grace: float, as_json: bool) -> None:
@@ -245,11 +247,17 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval:
 
     Without --until-idle, poll until Ctrl-C or SIGTERM, printing one line per pass that made
     progress (with --json: one JSON object per such line). Several workers, in this process
-    (--concurrency) or others, may share a store: the store decides every race."""
+    (--concurrency) or others, may share a store: the store decides every race. Events name
+    each thread WORKER_ID#RANDOM[/THREAD], so processes sharing a --worker-id stay distinct."""
+    for name, value in (("--poll-interval", poll_interval), ("--claim-grace", claim_grace)):
+        if not (math.isfinite(value) and value <= MAX_POLL_INTERVAL):  # nan, inf, 1e308
+            raise InvalidArgument(f"{name} must be a number of seconds from 0 to "
+                                  f"{MAX_POLL_INTERVAL:g}")
     service = _service()
     service.worker.claim_grace = claim_grace
     before = service.event_count()
     if until_idle and concurrency == 1:
+        service.worker.worker_id = unique_worker_id(service.worker_id)  # a pool does its own
         attempts = service.run_until_idle(max_attempts)
         summary: dict[str, Any] = {"attempts": attempts}
     else:
