@@ -48,12 +48,19 @@ class PydanticMapper(Mapper[UUID]):
                            topic=get_topic(type(domain_event)), state=data)
 
     def to_domain_event(self, stored: Any) -> Any:
-        data = stored.state
-        if self.cipher:
-            data = self.cipher.decrypt(data)
-        if self.compressor:
-            data = self.compressor.decompress(data)
         where = _where(stored)
+        if not isinstance(stored.originator_id, UUID):  # a raw row id (see lenient_uuid)
+            raise UndecodableEvent(f"cannot decode {stored.topic}{where}: originator id "
+                                   f"{str(stored.originator_id)[:80]!r} is not a UUID")
+        data = stored.state
+        try:
+            if self.cipher:
+                data = self.cipher.decrypt(data)
+            if self.compressor:
+                data = self.compressor.decompress(data)
+        except Exception as exc:
+            raise UndecodableEvent(f"cannot decrypt or decompress {stored.topic}{where}: "
+                                   f"{_brief(exc)}") from exc
         try:
             cls = resolve_topic(stored.topic)
         except TopicError as exc:
@@ -66,8 +73,18 @@ class PydanticMapper(Mapper[UUID]):
                 return cls.model_validate_json(data)
             except Exception as exc:
                 raise UndecodableEvent(f"cannot decode {stored.topic}{where}: {exc}") from exc
-        state: dict[str, Any] = self.transcoder.decode(data)
+        try:
+            state = self.transcoder.decode(data)
+        except Exception as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise UndecodableEvent(f"cannot decode {stored.topic}{where}: stored state is not "
+                                   f"valid JSON ({_brief(exc)})") from exc
+        if not isinstance(state, dict):
+            raise UndecodableEvent(f"cannot decode {stored.topic}{where}: stored state is a "
+                                   f"JSON {type(state).__name__}, not an object")
         version = state.pop("class_version", 1)
+        if type(version) is not int or version < 1:
+            raise UndecodableEvent(f"cannot decode {stored.topic}{where}: class_version "
+                                   f"{str(version)[:40]!r} is not a positive whole number")
         if version > current:
             raise UndecodableEvent(f"{stored.topic} v{version}{where} is newer than this code "
                                    f"(v{current})")
@@ -79,8 +96,24 @@ class PydanticMapper(Mapper[UUID]):
 
 
 def _where(stored: Any) -> str:
-    """Name the event's place: log position when read from the log, else aggregate/version."""
+    """Name the event's place: its log position when read from the log, and its aggregate and
+    version (the record's own columns, not its possibly broken payload)."""
     position = getattr(stored, "id", None)
-    if position is not None:
-        return f" at log position {position}"
-    return f" (aggregate {stored.originator_id} version {stored.originator_version})"
+    record = f"(aggregate {str(stored.originator_id)[:80]} version {stored.originator_version})"
+    return f" at log position {position} {record}" if position is not None else f" {record}"
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text[:200] + ' ...' if len(text) > 200 else text}"
+
+
+def lenient_uuid(originator_id: Any) -> Any:
+    """A recorder's row id as a UUID, or unchanged when it is not one, so that the mapper (not
+    the recorder, which would fail the whole page) names the broken record."""
+    if isinstance(originator_id, UUID):
+        return originator_id
+    try:
+        return UUID(originator_id)
+    except (ValueError, TypeError, AttributeError):
+        return originator_id

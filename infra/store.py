@@ -1,25 +1,33 @@
 """Opening the event store from a URL (eventsourcing's own persistence)."""
 from __future__ import annotations
 
+import functools
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, Repository
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import (IntegrityError, InterfaceError, OperationalError,
+                                       PersistenceError)
 from eventsourcing.utils import get_topic
 
 from domain.errors import InvalidArgument
 from domain.migration import Migration
+from domain.model import EvolvingAggregate
 from domain.schedule import Schedule
-from .codec import JSONBytes, PydanticMapper
-from .pg import SCHEMES as PG_SCHEMES, PgTarget, StoreUnavailable, parse_pg_url
+from .codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
+from .pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES, STATEMENT_TIMEOUT_KEY,
+                 PgTarget, StoreTimeout, StoreUnavailable, parse_pg_url, session_options,
+                 timeout_of)
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
 PAGE = 1000
 OCC_RETRIES = 20
+SQLITE_LOCK_TIMEOUT = 30  # seconds a SQLite writer waits for another writer's lock
+STORE_RETRIES, STORE_RETRY_WAIT = 10, 0.2  # eventsourcing.postgres's own retry of its methods
 T = TypeVar("T")
 
 
@@ -93,19 +101,95 @@ def _parse_pg(url: str) -> PgTarget:
     return target
 
 
+class CorruptHistory(UndecodableEvent):
+    """An aggregate's stored history cannot be folded: a version is missing, or the reducer
+    rejects a stored event. The message names the aggregate, the version(s) and the event."""
+
+    code = "corrupt_history"
+
+
 def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:
-    """Apply stored events in order. The library's default projector also asserts a runtime
-    ``Protocol`` isinstance per event, which costs more than our reducer itself; every event
-    here is one of our own classes, whose ``mutate`` the mapper has already resolved."""
+    """Apply stored events in order, refusing a gap in their versions. The library's default
+    projector also asserts a runtime ``Protocol`` isinstance per event, which costs more than
+    our reducer itself; every event here is one of our own classes, whose ``mutate`` the
+    mapper has already resolved."""
+    expected = None if aggregate is None else aggregate.version + 1
     for event in events:
-        aggregate = event.mutate(aggregate)
+        version = event.originator_version
+        if expected is None:  # the first of the history: version 1, or a snapshot's
+            expected = version if isinstance(event, EvolvingAggregate.Snapshot) else 1
+        if version < expected:
+            raise CorruptHistory(
+                f"aggregate {event.originator_id}: version {version} ({_topic(event)}) is "
+                f"stored again after version {expected - 1} (repeated or out of order)")
+        if version != expected:
+            missing = f"version {expected} is" if version == expected + 1 else \
+                f"versions {expected}..{version - 1} are"
+            raise CorruptHistory(
+                f"aggregate {event.originator_id}: {missing} missing from its stored history "
+                f"(the next stored event is version {version}, {_topic(event)})")
+        try:
+            aggregate = event.mutate(aggregate)
+        except UndecodableEvent:
+            raise
+        except Exception as exc:  # the reducer rejects what is stored
+            text = str(exc)[:200]
+            raise CorruptHistory(f"aggregate {event.originator_id} version {version} "
+                                 f"({_topic(event)}) cannot be applied: {type(exc).__name__}"
+                                 f"{': ' + text if text else ''}") from exc
+        expected = version + 1
     return aggregate
+
+
+def _topic(event: Any) -> str:
+    return getattr(event, "TOPIC", None) or type(event).__name__
 
 
 class FenceRepository(Repository[UUID]):
     def get(self, aggregate_id: UUID, **options: Any) -> Any:
         options.setdefault("projector_func", fold_events)
         return super().get(aggregate_id, **options)
+
+
+_READS = ("select_events", "select_notifications", "max_notification_id")
+
+
+def guard_recorder(recorder: Any, timeout: Callable[[BaseException], StoreTimeout | None]) -> Any:
+    """Make ``recorder`` report a lock or statement timeout as ``StoreTimeout`` (naming the
+    timeout), at once for a read, after eventsourcing's retries for a writer's insert-lock wait.
+    Other errors are retried exactly as eventsourcing's ``@retry`` would."""
+    for name in (*_READS, "insert_events"):
+        method = getattr(type(recorder), name, None)
+        if method is None:
+            continue
+        inner = getattr(method, "__wrapped__", None)  # eventsourcing's @retry, undone
+        attempts = STORE_RETRIES if inner is not None else 1
+        setattr(recorder, name, _guarded((inner or method).__get__(recorder), attempts,
+                                         name == "insert_events", timeout))
+    return recorder
+
+
+def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
+             timeout: Callable[[BaseException], StoreTimeout | None]) -> Callable[..., T]:
+    @functools.wraps(call)
+    def guarded(*args: Any, **kwargs: Any) -> T:
+        for attempt in range(1, attempts + 1):
+            try:
+                return call(*args, **kwargs)
+            except (InterfaceError, OperationalError) as exc:
+                timed_out = timeout(exc)
+                lock_wait = timed_out is not None and "lock timeout" in timed_out.message
+                if attempt == attempts or (timed_out is not None and not
+                                           (is_write and lock_wait)):
+                    if timed_out is None:
+                        raise
+                    if attempt > 1:
+                        timed_out.message += f" (gave up after {attempt} attempts)"
+                        timed_out.args = (timed_out.message,)
+                    raise timed_out from None
+                time.sleep(STORE_RETRY_WAIT)
+        raise AssertionError("unreachable")
+    return guarded
 
 
 class FenceApplication(Application[UUID]):
@@ -131,6 +215,35 @@ class FenceApplication(Application[UUID]):
             self.snapshotting_intervals = {Migration: int(raw), Schedule: int(raw)}
         return environment
 
+    def construct_factory(self, env: Any) -> Any:
+        factory = super().construct_factory(env)
+        pool = getattr(getattr(factory, "datastore", None), "pool", None)
+        if pool is not None and env.get(LOCK_TIMEOUT_KEY):  # eventsourcing.postgres: not open yet
+            pool.kwargs["options"] = session_options(int(env.get(LOCK_TIMEOUT_KEY)),
+                                                     int(env.get(STATEMENT_TIMEOUT_KEY)))
+        return factory
+
+    def construct_recorder(self) -> Any:
+        recorder = super().construct_recorder()
+        if hasattr(recorder, "convert_originator_id"):  # SQLite: a bad row id names its row
+            recorder.convert_originator_id = lenient_uuid
+        return guard_recorder(recorder, self._timeout_of)
+
+    def _timeout_of(self, exc: BaseException) -> StoreTimeout | None:
+        env = self.env
+        if env.get(LOCK_TIMEOUT_KEY):
+            where = (f"the event store on postgresql://{env.get('POSTGRES_HOST')}:"
+                     f"{env.get('POSTGRES_PORT')}/{env.get('POSTGRES_DBNAME')} (schema "
+                     f"{env.get('POSTGRES_SCHEMA')})")
+            return timeout_of(exc, int(env.get(LOCK_TIMEOUT_KEY)),
+                              int(env.get(STATEMENT_TIMEOUT_KEY)), where)
+        seconds = env.get("SQLITE_LOCK_TIMEOUT")
+        if seconds and "database is locked" in str(exc):
+            return StoreTimeout(f"the SQLite store {env.get('SQLITE_DBNAME')} stayed locked by "
+                                f"another connection (lock timeout {seconds}s, "
+                                f"SQLITE_LOCK_TIMEOUT): {exc}")
+        return None
+
     def construct_repository(self) -> Repository[UUID]:
         repository = super().construct_repository()
         # Same settings, our fold: see FenceRepository.
@@ -142,7 +255,7 @@ class FenceApplication(Application[UUID]):
         # must not turn a recorded step into an error (a worker would misread it as a conflict).
         try:
             super()._take_snapshots(processing_event)
-        except PersistenceError:
+        except (PersistenceError, StoreUnavailable):
             pass
 
     def find(self, aggregate_id: UUID) -> Any | None:
@@ -180,7 +293,7 @@ def open_application(store: StoreURL) -> FenceApplication:
     else:
         name = store.path
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name,
-           "SQLITE_LOCK_TIMEOUT": "30"}
+           "SQLITE_LOCK_TIMEOUT": str(SQLITE_LOCK_TIMEOUT)}
     return FenceApplication(env=env)
 
 
@@ -195,6 +308,9 @@ def _open_postgres(target: PgTarget) -> FenceApplication:
         try:
             return FenceApplication(env=target.env())
         except Exception as exc:  # psycopg/pool errors while creating tables
+            timed_out = target.timeout_of(exc, "opening the event store")
+            if timed_out is not None:
+                raise timed_out from None
             first = str(exc).splitlines()[0] if str(exc) else ""
             raise StoreUnavailable(f"cannot open the event store on {target.redacted}: "
                                    f"{type(exc).__name__}: {first}") from None

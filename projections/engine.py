@@ -11,6 +11,10 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
+from infra.pg import LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options, \
+    timeout_of
+
+SQLITE_TIMEOUT = 30  # seconds a SQLite connection waits for another's lock
 WRITE = "schedfence_write"  # execution option: this transaction will write (see _sqlite_engine)
 
 
@@ -39,7 +43,7 @@ def _sqlite_engine(url: str) -> Engine:
     """Driver autocommit, so the 'begin' hook decides how transactions start: a writing one
     takes the write lock up front (BEGIN IMMEDIATE), so two projectors, or a projector and a
     worker, queue on the lock instead of failing a lock upgrade half way."""
-    kw: dict[str, Any] = {"connect_args": {"timeout": 30, "isolation_level": None}}
+    kw: dict[str, Any] = {"connect_args": {"timeout": SQLITE_TIMEOUT, "isolation_level": None}}
     if url == "sqlite://":
         kw["poolclass"] = StaticPool
         kw["connect_args"]["check_same_thread"] = False
@@ -59,7 +63,25 @@ def _postgres_engine(env: Any) -> Engine:
                      port=int(env.get("POSTGRES_PORT") or 5432),
                      database=env.get("POSTGRES_DBNAME"))
     schema = env.get("POSTGRES_SCHEMA")
-    connect_args: dict[str, Any] = {"options": f"-csearch_path={schema}"} if schema else {}
+    options = [f"-csearch_path={schema}"] if schema else []
+    if env.get(LOCK_TIMEOUT_KEY):  # the store's lock and statement timeouts (infra/pg.py)
+        options.append(session_options(int(env.get(LOCK_TIMEOUT_KEY)),
+                                       int(env.get(STATEMENT_TIMEOUT_KEY))))
+    connect_args: dict[str, Any] = {"options": " ".join(options)} if options else {}
     # The store's own connect timeout: an unreachable server fails a query, never hangs it.
     connect_args["connect_timeout"] = int(env.get("POSTGRES_CONNECT_TIMEOUT") or 5)
     return create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+
+
+def timeout_error(app: Any, exc: BaseException) -> StoreTimeout | None:
+    """``exc`` (from this engine or the store) as a ``StoreTimeout`` naming the timeout."""
+    env = app.env
+    if env.get(LOCK_TIMEOUT_KEY):
+        return timeout_of(exc, int(env.get(LOCK_TIMEOUT_KEY)),
+                          int(env.get(STATEMENT_TIMEOUT_KEY)),
+                          f"the projection on {env.get('POSTGRES_DBNAME')} (schema "
+                          f"{env.get('POSTGRES_SCHEMA')})")
+    if "database is locked" in str(exc):
+        return StoreTimeout(f"the projection's SQLite store stayed locked by another "
+                            f"connection (lock timeout {SQLITE_TIMEOUT}s): {exc}")
+    return None

@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import PersistenceError, Tracking
+from sqlalchemy.exc import DBAPIError
 
 from domain.errors import DomainError
 from infra.codec import UndecodableEvent
 
+from .engine import timeout_error
 from .projection import FenceProjection
 from .view import Batch, FenceViews, TrackingConflict
 
@@ -71,7 +73,13 @@ class Projector:
         applied = 0
         with self._lock:
             while True:
-                n = self._one_batch()
+                try:
+                    n = self._one_batch()
+                except (DBAPIError, PersistenceError) as exc:  # a timeout names itself
+                    timed_out = timeout_error(self.app, exc)
+                    if timed_out is None:
+                        raise
+                    raise timed_out from None
                 if n == 0:
                     return applied
                 applied += n
@@ -128,11 +136,12 @@ class Projector:
             try:
                 event = self.app.mapper.to_domain_event(note)
             except Exception as exc:  # UndecodableEvent, or bytes that are not even JSON
-                detail = exc.message if isinstance(exc, DomainError) else \
-                    f"{type(exc).__name__}: {exc}"
-                return decoded, ProjectionUndecodable(
-                    f"cannot decode the event at log position {note.id} ({detail}); "
-                    f"{_stopped(note.id - 1)}", note.id)
+                text = exc.message if isinstance(exc, UndecodableEvent) else \
+                    (f"cannot decode the event at log position {note.id} ({note.topic}, "
+                     f"aggregate {note.originator_id} version {note.originator_version}): "
+                     f"{type(exc).__name__}: {str(exc)[:200]}")
+                return decoded, ProjectionUndecodable(f"{text}; {_stopped(note.id - 1)}",
+                                                      note.id)
             decoded.append((note, event))
             expected = note.id + 1
         return decoded, None
