@@ -3,8 +3,9 @@
 By default the simulator lives beside the events, in the event store itself. A failover needs
 the destination to outlive both the active and the standby store, as a real Temporal cluster
 does, so both sides must talk to the same one: ``sim+postgresql://USER@HOST:PORT/DB[?schema=S]``
-or ``sim+sqlite:///PATH`` keeps its state (one row, ``infra/sim_store.SqlSimState``) in that
-third store. The schema is created on first use; the database must exist.
+or ``sim+sqlite:///PATH`` keeps its state (rows per workflow id,
+``infra/sim_store.SqlSimState``) in that third store. The schema is created on first use; the
+database must exist.
 """
 from __future__ import annotations
 

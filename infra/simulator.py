@@ -6,7 +6,6 @@ create request id, deletion freeing the id. Faults are scripted or seeded so run
 """
 from __future__ import annotations
 
-import json
 import random
 import threading
 import uuid
@@ -25,7 +24,7 @@ from domain.ports import (
     StartAccepted,
     StartWorkflow,
 )
-from infra.sim_store import InMemorySimState, SimState, SqlSimState
+from infra.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 
@@ -46,23 +45,7 @@ class FaultRates:
     unavailable: float = 0.0
 
 
-# --- helpers over the plain-JSON state --------------------------------------------------------
-
-def _root(state: dict) -> dict:
-    state.setdefault("counter", 0)
-    state.setdefault("workflows", {})
-    state.setdefault("log", [])
-    return state
-
-
-def _key(namespace: str, workflow_id: str) -> str:
-    # JSON keys must be strings; a JSON pair is unambiguous whatever the ids contain.
-    return json.dumps([namespace, workflow_id])
-
-
-def _runs(state: dict, namespace: str, workflow_id: str) -> list[dict]:
-    return _root(state)["workflows"].get(_key(namespace, workflow_id), [])
-
+# --- helpers over the plain-JSON runs of one workflow id (infra/sim_store.SimTx) ---------------
 
 def _current(runs: list[dict]) -> dict | None:
     # Deleting the latest run removes the id's current record, so older runs never become current.
@@ -71,8 +54,8 @@ def _current(runs: list[dict]) -> dict | None:
     return None
 
 
-def _find(state: dict, namespace: str, workflow_id: str, run_id: str | None) -> dict:
-    runs = _runs(state, namespace, workflow_id)
+def _find(tx: SimTx, namespace: str, workflow_id: str, run_id: str | None) -> dict:
+    runs = tx.runs(namespace, workflow_id)
     if run_id is None:
         run = _current(runs)
     else:
@@ -165,15 +148,14 @@ class SimulatedDestination:
 
     # --- ids ----------------------------------------------------------------------------------
 
-    def _next_id(self, state: dict, kind: str) -> str:
+    def _next_id(self, tx: SimTx, kind: str) -> str:
         # The counter lives in the state, so ids stay unique and replayable across processes.
-        root = _root(state)
-        root["counter"] += 1
+        counter = tx.next_counter()
         infix = "" if kind == "run" else f"{kind}/"
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sim/{self.seed}/{infix}{root['counter']}"))
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sim/{self.seed}/{infix}{counter}"))
 
-    def _add_run(self, state: dict, req: StartWorkflow, request_id: str, first: str | None) -> dict:
-        run_id = self._next_id(state, "run")
+    def _add_run(self, tx: SimTx, req: StartWorkflow, request_id: str, first: str | None) -> dict:
+        run_id = self._next_id(tx, "run")
         run = {
             "run_id": run_id,
             "first_execution_run_id": first or run_id,
@@ -185,8 +167,7 @@ class SimulatedDestination:
             "deleted": False,
             "by_start": first is None,
         }
-        workflows = _root(state)["workflows"]
-        workflows.setdefault(_key(req.namespace, req.workflow_id), []).append(run)
+        tx.add_run(req.namespace, req.workflow_id, run)
         return run
 
     # --- the port -----------------------------------------------------------------------------
@@ -196,49 +177,49 @@ class SimulatedDestination:
 
     def _logged_start(self, request: StartWorkflow, attach: bool) -> StartAccepted:
         fault = self._next_fault("start")
-        with self._state.transaction() as state:
+        with self._state.session() as tx:
             if fault in _PRE_COMMIT_OUTCOME:
                 outcome = _PRE_COMMIT_OUTCOME[fault]
                 result: StartAccepted | Exception = DestinationUnavailable(f"start: {outcome}")
             else:
-                outcome, result = self._start(state, request, attach)
+                outcome, result = self._start(tx, request, attach)
                 if fault == "lose_response":
                     outcome = "lost_response"
                     result = DestinationUnavailable("start committed but its response was lost")
-            _root(state)["log"].append({"request": asdict(request), "outcome": outcome})
+            tx.append_log({"request": asdict(request), "outcome": outcome})
         if isinstance(result, Exception):
             raise result
         return result
 
     def _start(
-        self, state: dict, req: StartWorkflow, attach: bool
+        self, tx: SimTx, req: StartWorkflow, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
         """B1 StartWorkflowExecution; returns (log outcome, result or error to raise)."""
         problem = _validate(req)
         if problem is not None:
             return "invalid", InvalidStartRequest(problem)
-        request_id = req.request_id or self._next_id(state, "req")  # B0.6
-        current = _current(_runs(state, req.namespace, req.workflow_id))
+        request_id = req.request_id or self._next_id(tx, "req")  # B0.6
+        current = _current(tx.runs(req.namespace, req.workflow_id))
         if current is not None and request_id in current["request_ids"]:
             # B1.2: ignores type, input, policies. Like Temporal, ``started`` says whether the
             # id is the run's create id (a retry of the creating start), not an attached one.
             started = request_id == current["create_request_id"]
             return "deduplicated", _accepted(current, started)
         if current is not None and current["status"] == "running":
-            return self._start_over_running(state, req, request_id, current, attach)
+            return self._start_over_running(tx, req, request_id, current, attach)
         if current is not None and (
             req.id_reuse_policy == "reject_duplicate"
             or (req.id_reuse_policy == "allow_duplicate_failed_only" and current["status"] == "completed")
         ):
             return "already_started", _already_started(current)
-        return "created", _accepted(self._add_run(state, req, request_id, None), True)
+        return "created", _accepted(self._add_run(tx, req, request_id, None), True)
 
     def _start_over_running(
-        self, state: dict, req: StartWorkflow, request_id: str, current: dict, attach: bool
+        self, tx: SimTx, req: StartWorkflow, request_id: str, current: dict, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
         if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
             current["status"] = "terminated"
-            return "created", _accepted(self._add_run(state, req, request_id, None), True)
+            return "created", _accepted(self._add_run(tx, req, request_id, None), True)
         if req.id_conflict_policy == "use_existing":
             if attach:  # later starts with this id dedupe to this run (started False)
                 current["request_ids"].append(request_id)
@@ -251,8 +232,8 @@ class SimulatedDestination:
         if fault in _PRE_COMMIT_OUTCOME:
             raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
         try:
-            with self._state.transaction() as state:
-                description = _description(_find(state, namespace, workflow_id, run_id))
+            with self._state.session() as tx:
+                description = _description(_find(tx, namespace, workflow_id, run_id))
         except DestinationNotFound:
             if fault != "lose_response":
                 raise
@@ -278,8 +259,8 @@ class SimulatedDestination:
         The next run's only request id is a fresh create id; ids attached to the old run stay
         there (measured on Temporal 1.32: the new run's request_id_infos hold one STARTED id).
         """
-        with self._state.transaction() as state:
-            current = _find(state, namespace, workflow_id, None)
+        with self._state.session() as tx:
+            current = _find(tx, namespace, workflow_id, None)
             if current["status"] != "running":
                 raise ValueError(f"cannot continue-as-new a {current['status']} run")
             current["status"] = "continued_as_new"
@@ -287,14 +268,14 @@ class SimulatedDestination:
                 namespace, workflow_id, "", current["workflow_type"],
                 current["input"] if input is None else input,
             )
-            request_id = self._next_id(state, "req")
-            return self._add_run(state, req, request_id, current["first_execution_run_id"])["run_id"]
+            request_id = self._next_id(tx, "req")
+            return self._add_run(tx, req, request_id, current["first_execution_run_id"])["run_id"]
 
     def close(self, namespace: str, workflow_id: str, status: str, run_id: str | None = None) -> None:
         if status not in CLOSED_STATUSES:
             raise ValueError(f"close status must be one of {CLOSED_STATUSES}, got {status!r}")
-        with self._state.transaction() as state:
-            run = _find(state, namespace, workflow_id, run_id)
+        with self._state.session() as tx:
+            run = _find(tx, namespace, workflow_id, run_id)
             if run["status"] != "running":
                 raise ValueError(f"run {run['run_id']} is already {run['status']}")
             run["status"] = status
@@ -307,8 +288,8 @@ class SimulatedDestination:
 
     def delete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
         """DeleteWorkflowExecution or retention; a running run is terminated first, as Temporal does."""
-        with self._state.transaction() as state:
-            run = _find(state, namespace, workflow_id, run_id)
+        with self._state.session() as tx:
+            run = _find(tx, namespace, workflow_id, run_id)
             if run["status"] == "running":
                 run["status"] = "terminated"
             run["deleted"] = True
@@ -317,37 +298,37 @@ class SimulatedDestination:
         self, namespace: str, workflow_id: str, request_id: str, run_id: str | None = None
     ) -> None:
         """Record an extra request id on a run (USE_EXISTING + attach_request_id in Temporal)."""
-        with self._state.transaction() as state:
-            run = _find(state, namespace, workflow_id, run_id)
+        with self._state.session() as tx:
+            run = _find(tx, namespace, workflow_id, run_id)
             if request_id not in run["request_ids"]:
                 run["request_ids"].append(request_id)
 
     # --- inspection ---------------------------------------------------------------------------
 
     def runs(self, namespace: str, workflow_id: str) -> list[RunDescription]:
-        with self._state.transaction() as state:
-            runs = _runs(state, namespace, workflow_id)
+        with self._state.session() as tx:
+            runs = tx.runs(namespace, workflow_id)
             return [_description(r) for r in runs if not r["deleted"]]
 
     def chains(self, namespace: str, workflow_id: str) -> list[str]:
-        with self._state.transaction() as state:
-            firsts = (r["first_execution_run_id"] for r in _runs(state, namespace, workflow_id))
+        with self._state.session() as tx:
+            firsts = (r["first_execution_run_id"] for r in tx.runs(namespace, workflow_id))
             return list(dict.fromkeys(firsts))
 
     def created_count(self, namespace: str, workflow_id: str, request_id: str | None = None) -> int:
         """Runs created by start_workflow (not by continue-as-new), deleted ones included."""
-        with self._state.transaction() as state:
+        with self._state.session() as tx:
             return sum(
                 1
-                for r in _runs(state, namespace, workflow_id)
+                for r in tx.runs(namespace, workflow_id)
                 if r["by_start"] and (request_id is None or r["create_request_id"] == request_id)
             )
 
     def start_log(
         self, namespace: str | None = None, workflow_id: str | None = None
     ) -> list[tuple[StartWorkflow, str]]:
-        with self._state.transaction() as state:
-            entries = list(_root(state)["log"])
+        with self._state.session() as tx:
+            entries = tx.log(namespace, workflow_id)
         result = []
         for entry in entries:
             req = StartWorkflow(**entry["request"])
@@ -359,5 +340,5 @@ class SimulatedDestination:
         return result
 
     def workflow_ids(self) -> list[tuple[str, str]]:
-        with self._state.transaction() as state:
-            return [tuple(json.loads(k)) for k in _root(state)["workflows"]]
+        with self._state.session() as tx:
+            return tx.workflow_ids()
