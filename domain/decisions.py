@@ -256,9 +256,12 @@ def decide_failover_reconcile(state: MigrationState, obs: ChainObservation, epoc
     proof; anything else parks for an operator (``failover_unverified``), never re-arms."""
     if obs.failure == "unavailable":
         return []  # nothing learned: try again later, still before any start
+    if obs.in_flight and not chain_owned(state, obs):
+        return []  # a start from before the failover may still land: look again later
     ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
     seen = dict(ctx, current_run_id=obs.current_run_id, current_status=obs.current_status,
-                first_run_id=obs.first_run_id, detail=obs.detail)
+                first_run_id=obs.first_run_id, detail=obs.detail, claim_age=obs.claim_age,
+                claim_grace=obs.claim_grace)
     facts: Facts = [(M.FailoverReconciled, dict(ctx, epoch=epoch))]
     if obs.failure is not None:
         facts.append((M.ChainVerified, dict(seen, verdict=obs.failure)))

@@ -161,18 +161,23 @@ class TaskWorker:
         return None  # still racing: the answer is lost, and reconcile decides from the log
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
-        obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
-        # Whoever claimed it (this worker too), the one start may still be on its way.
-        age = (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
-        obs = replace(obs, claim_age=round(age, 3), claim_grace=self.claim_grace)
+        obs = self._observe_chain_in_window(mig)
         facts = d.decide_chain(mig.state, obs, attempt, self.worker_id)
         if not facts:
             return "backoff"  # absent, but inside the grace: look again later
         self._append("chain", mig, facts)
         return "backoff" if obs.failure == "unavailable" else "progress"
 
-    def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
+    def _observe_chain_in_window(self, mig: Migration) -> d.ChainObservation:
+        """The chain as read now, with how long ago the migration's last step was: whoever
+        claimed it (this worker too, or one on the store before a failover), the one start
+        may still be on its way."""
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
+        age = (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
+        return replace(obs, claim_age=round(age, 3), claim_grace=self.claim_grace)
+
+    def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
+        obs = self._observe_chain_in_window(mig)
         facts = d.decide_failover_reconcile(mig.state, obs, epoch, attempt, self.worker_id)
         if not facts:
             return "backoff"

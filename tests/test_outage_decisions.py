@@ -64,3 +64,15 @@ def test_the_checker_flags_a_park_inside_the_recorded_grace():
     events[i] = events[i].model_copy(update={"claim_age": 0.009, "claim_grace": 15.0})
     [v] = check_history(numbered(events))
     assert (v.invariant, v.migration_id) == ("L1", mid) and "0.009s" in v.message
+
+
+def test_failover_reconcile_waits_while_a_start_from_before_the_failover_may_land():
+    """Issue 10, item 3 after a failover: absence inside the grace parks nothing either."""
+    state = claimed().state
+    assert d.decide_failover_reconcile(state, _absent(0.5, 15.0), 2, 1, W) == []
+    facts = d.decide_failover_reconcile(state, _absent(20.0, 15.0), 2, 1, W)
+    assert names(facts) == ["FailoverReconciled", "ChainVerified", "MigrationParked"]
+    assert facts[1][1]["claim_age"] == 20.0 and facts[2][1]["reason"] == "failover_unverified"
+    ours = d.ChainObservation(current_run_id="A", current_status="running", first_run_id="A",
+                              head=run("A", ids=(RID,)), claim_age=0.5, claim_grace=15.0)
+    assert names(d.decide_failover_reconcile(state, ours, 2, 1, W))[-1] == "OwnershipAccepted"

@@ -42,6 +42,12 @@ def test_a_standby_acts_only_after_promote(tmp_path: Path) -> None:
 
     run = invoke("--store", standby, "--destination", dest, "worker", "--until-idle")
     assert run.exit_code == 0, run.stderr
+    with open_service(standby) as svc:  # a start from before the failover may still land
+        states = {svc.migration("ns", f"s{i:03d}").park_reason for i in range(2)}
+    assert states == {None}
+    run = invoke("--store", standby, "--destination", dest, "worker", "--until-idle",
+                 "--claim-grace", "0")
+    assert run.exit_code == 0, run.stderr
     with open_service(standby) as svc:
         states = {svc.migration("ns", f"s{i:03d}").park_reason for i in range(2)}
     # Never started on the active, but nothing proves the lost tail did not: an operator.
