@@ -27,7 +27,7 @@ from .sim_store import sim_state_for
 from .simulator import SimulatedDestination, SqlSimState
 from .store import DEFAULT_STORE, parse_store_url
 from .worker import CLAIM_GRACE_SECONDS
-from .workers import MAX_POLL_INTERVAL, unique_worker_id
+from .workers import MAX_POLL_INTERVAL, one_line, unique_worker_id
 
 JSON_KEY = "schedfence.json"
 
@@ -47,6 +47,9 @@ class CliState:
             self._service, self._sim = open_cli_service(self.store, self.worker_id,
                                                         self.destination)
         return self._service
+
+    def store_error(self, exc: BaseException) -> DomainError | None:
+        return self._service.app.store_error(exc) if self._service is not None else None
 
     def close(self) -> None:
         if self._service is not None:
@@ -93,6 +96,12 @@ class FenceGroup(click.Group):
         try:
             try:
                 return super().invoke(ctx)
+            except Exception as exc:  # a store failure anywhere (projections too): named
+                state = ctx.obj if isinstance(ctx.obj, CliState) else None
+                named = state.store_error(exc) if state else None
+                if named is None or named is exc:
+                    raise
+                raise named from exc
             finally:
                 if isinstance(ctx.obj, CliState):
                     ctx.obj.close()
@@ -102,9 +111,8 @@ class FenceGroup(click.Group):
         except DomainError as exc:
             self._fail(ctx, exc.code, exc.message)
         except Exception as exc:  # anything unexpected: still one line, never a traceback
-            text = str(exc)  # bounded: a driver error can carry kilobytes of SQL and values
-            self._fail(ctx, "internal", f"{type(exc).__name__}: "
-                                        f"{text[:300] + ' ...' if len(text) > 300 else text}")
+            # Bounded: a driver error can carry kilobytes of SQL and values, over many lines.
+            self._fail(ctx, "internal", one_line(f"{type(exc).__name__}: {exc}"))
 
     @staticmethod
     def _fail(ctx: click.Context, code: str, message: str) -> None:

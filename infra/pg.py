@@ -90,6 +90,19 @@ def timeout_of(exc: BaseException | None, lock_ms: int, statement_ms: int,
     return None
 
 
+def unavailable_of(exc: BaseException | None, where: str) -> StoreUnavailable | None:
+    """The ``StoreUnavailable`` that ``exc`` stands for when PostgreSQL itself failed the call
+    (the server went away, restarted, refused or cut the connection): one line, naming the
+    store; None for any other error (a bug stays ``internal``)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return StoreUnavailable(f"{where}: {_first_line(exc)}")
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 @dataclass(frozen=True)
 class PgTarget:
     host: str

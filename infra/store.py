@@ -21,7 +21,7 @@ from domain.schedule import Schedule
 from .codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
 from .pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES, STATEMENT_TIMEOUT_KEY,
                  PgTarget, StoreTimeout, StoreUnavailable, parse_pg_url, session_options,
-                 timeout_of)
+                 timeout_of, unavailable_of)
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
 PAGE = 1000
@@ -229,14 +229,28 @@ class FenceApplication(Application[UUID]):
             recorder.convert_originator_id = lenient_uuid
         return guard_recorder(recorder, self._timeout_of)
 
+    def store_error(self, exc: BaseException) -> StoreUnavailable | None:
+        """What a failure of any read or write on this store (events, projections, the
+        simulator's tables) means to a user: a named timeout, or the server unavailable, in
+        one line; None when the store is not to blame."""
+        if isinstance(exc, StoreUnavailable):
+            return exc
+        timed_out = self._timeout_of(exc)
+        if timed_out is not None or not self.env.get(LOCK_TIMEOUT_KEY):
+            return timed_out
+        return unavailable_of(exc, self._where())
+
+    def _where(self) -> str:
+        env = self.env
+        return (f"the store on postgresql://{env.get('POSTGRES_HOST')}:"
+                f"{env.get('POSTGRES_PORT')}/{env.get('POSTGRES_DBNAME')} (schema "
+                f"{env.get('POSTGRES_SCHEMA')})")
+
     def _timeout_of(self, exc: BaseException) -> StoreTimeout | None:
         env = self.env
         if env.get(LOCK_TIMEOUT_KEY):
-            where = (f"the event store on postgresql://{env.get('POSTGRES_HOST')}:"
-                     f"{env.get('POSTGRES_PORT')}/{env.get('POSTGRES_DBNAME')} (schema "
-                     f"{env.get('POSTGRES_SCHEMA')})")
             return timeout_of(exc, int(env.get(LOCK_TIMEOUT_KEY)),
-                              int(env.get(STATEMENT_TIMEOUT_KEY)), where)
+                              int(env.get(STATEMENT_TIMEOUT_KEY)), self._where())
         seconds = env.get("SQLITE_LOCK_TIMEOUT")
         if seconds and "database is locked" in str(exc):
             return StoreTimeout(f"the SQLite store {env.get('SQLITE_DBNAME')} stayed locked by "

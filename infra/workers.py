@@ -158,7 +158,7 @@ class WorkerPool:
         return progressed
 
     def _report(self, index: int, exc: Exception) -> None:
-        message = error_message(exc)
+        message = error_message(self.service.app.store_error(exc) or exc)
         self._record_error(message)
         try:
             self.on_error(index, message)

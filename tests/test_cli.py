@@ -227,7 +227,7 @@ def test_unexpected_exception_is_one_internal_line(store: str, monkeypatch) -> N
     monkeypatch.setattr(MigrationService, "list_schedules", boom)
     result = run(store, "list")
     assert result.exit_code == 1
-    assert result.stderr == "error: internal: RuntimeError: boom\\nsecond line\n"
+    assert result.stderr == "error: internal: RuntimeError: boom second line\n"
     doc = json.loads(run(store, "list", "--json").stdout)
     assert doc["error"]["code"] == "internal"
 

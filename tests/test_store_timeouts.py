@@ -108,6 +108,31 @@ def test_status_behind_an_access_exclusive_lock_fails_fast_naming_the_timeout(
     assert _run(url, "status", "ns", "a")[0] == 0  # released: it works again
 
 
+@pytest.mark.parametrize("table,command", [
+    ("schedfence_proj_migrations", ("oncall",)),
+    ("schedfence_proj_counts", ("projection", "status")),
+    ("schedfence_proj_tracking", ("audit", "--since", "1h")),
+    ("schedfence_proj_migrations", ("worker", "--until-idle")),
+    ("schedfence_sim_meta", ("worker", "--until-idle")),
+])
+def test_the_projections_and_the_simulator_name_their_timeouts_too(
+        pg_store: str, table: str, command: tuple[str, ...]) -> None:
+    for args in (("schedule", "create", "ns", "a"), ("rollback", "ns", "a"), ("oncall",)):
+        assert _run(pg_store, *args)[0] == 0
+    _, schema = pgtools.schema_of(pg_store)
+    holder = pgtools.connect(pg_store)
+    holder.autocommit = False
+    holder.execute(f'LOCK TABLE "{schema}".{table} IN ACCESS EXCLUSIVE MODE')
+    try:
+        code, took, err = _run(pg_store + "&lock_timeout=1s", *command)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert code == 1 and took < 15, (took, err)
+    assert err.startswith("error: store_unavailable: the store on postgresql://") and \
+        "lock timeout 1s" in err and err.count("\n") == 0, err
+
+
 def test_an_open_service_read_gives_up_at_once_and_a_write_still_waits_its_turn(
         pg_store: str) -> None:
     with open_service(pg_store + "&lock_timeout=300ms") as service:
