@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from uuid import UUID
 
 from infra.service import open_service
 from infra.shared_sim import open_shared_sim
 from tests.pg_cluster import private_cluster
-from tests.test_worker_robustness import NS, _settled, _worker_process
+from tests.test_worker_robustness import (NS, _settled, _worker_process, assert_rode_it_out,
+                                          pool_outcome, stop_all)
 
 
 def _retrying(call, *args) -> None:
@@ -43,18 +43,9 @@ def test_a_worker_pool_survives_a_database_restart(tmp_path: Path) -> None:
                     _settled(svc, 10, timeout=60)  # the pool is up and working
                 else:
                     cluster.restart()  # while this wave's migrations are being worked on
-            by_state = _settled(svc, len(sids), timeout=120)
-            alive = proc.poll() is None
-            shards = {UUID(svc.migration(NS, sid).migration_id).int % 2 for sid in sids}
-            verdict = svc.verify()
+            outcome = pool_outcome(svc, proc, sids, timeout=120)
         finally:
-            proc.terminate()
-            code = proc.wait(timeout=60)
-            svc.close()
-            dest.close()
+            code = stop_all(proc, svc, dest)
         errors = log.read_text()
-        assert alive and by_state == {"completed": len(sids)}, (by_state, errors)
-        assert shards == {0, 1} and verdict == []
-        assert errors and code == 0 and "Traceback" not in errors, errors  # it was hit
-        assert all(line.startswith(("worker robust", "worker thread "))
-                   for line in errors.splitlines()), errors
+        assert errors, "the restarts never reached the worker"
+        assert_rode_it_out(outcome, code, errors, len(sids))
