@@ -1,8 +1,8 @@
-"""Pure decisions of the fenced rollback (PROTOCOL.md A2): state × input → events or an error.
+"""Pure decisions of the fenced rollback: state × input → events or an error.
 
-No I/O happens here. The service asks the destination and hands its answers in as data; the
-functions return ``facts`` (event class, fields) for ``Migration.record`` or raise a domain error
-with nothing written.
+The rules are stated in docs/protocol.md, 'The steps'. No I/O happens here. The service asks
+the destination and hands its answers in as data; the functions return ``facts`` (event class,
+fields) for ``Migration.record`` or raise a domain error with nothing written.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ TaskStep = Literal["drop", "fail_closed", "close", "claim_and_start", "reconcile
 
 def decide_rollback(source: ScheduleState, request_id: str, same_id: MigrationState | None,
                     pending: MigrationState | None) -> RollbackOutcome:
-    """Admin request against the source's current incarnation (A2.1, F5, F7, F8, F11)."""
+    """Admin request against the source's current incarnation (F5, F7, F8, F11)."""
     if same_id is not None and same_id.phase == "completed":
         return "already_completed"
     if source.closed:
@@ -78,7 +78,7 @@ def check_sentinel(check: dict[str, Any]) -> None:
 
 
 def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
-    """What one task attempt may do in this state (A2.2), in a store at ``epoch`` (the number
+    """What one task attempt may do in this state, in a store at ``epoch`` (the number
     of failovers recorded): a migration from before the latest failover reconciles first."""
     if state.phase in ("completed", "aborted"):
         return "drop"
@@ -154,7 +154,7 @@ def outcome_of_start(answer: StartAccepted | Exception) -> StartOutcome:
 
 def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
                          worker: str) -> tuple[Facts, str | None]:
-    """Events for the start's answer, and the chain head to verify (if any) (A2.2)."""
+    """Events for the start's answer, and the chain head to verify (if any)."""
     ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
     same_id = out.kind == "already_started" and out.start_request_id == state.request_id
     no_commit = out.kind in ("rejected", "not_sent") or (out.kind == "already_started" and
@@ -184,7 +184,7 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
 
 @dataclass(frozen=True)
 class ChainObservation:
-    """What the destination showed of the chain at the workflow id (reconcile, A2.2)."""
+    """What the destination showed of the chain at the workflow id (reconcile)."""
 
     failure: Literal["unavailable", "no_current_run", "head_missing",
                      "no_first_run_identity"] | None = None
@@ -281,7 +281,7 @@ def decide_failover_reconcile(state: MigrationState, obs: ChainObservation, epoc
 
 def decide_foreign_check(state: MigrationState, current: RunDescription | None,
                          attempt: int, worker: str) -> Facts:
-    """Re-arm the claim once the foreign run that refused us has closed (F1 note, A2.2)."""
+    """Re-arm the claim once the foreign run that refused us has closed (F1)."""
     if current is not None and current.status == "running":
         return []
     evidence = {"current_run_id": current.run_id if current else "",
@@ -302,7 +302,7 @@ def check_epoch(state: MigrationState, epoch: int, what: str) -> None:
 
 
 def decide_abort(state: MigrationState, actor: str, reason: str, epoch: int = 0) -> Facts:
-    """Restore the source only while no start can have committed (A2.4, F9, I9)."""
+    """Restore the source only while no start can have committed (F9, I9)."""
     if not state.is_open:
         raise RecoveryRefused(f"migration {state.migration_id} is {state.phase}")
     check_epoch(state, epoch, "abort")

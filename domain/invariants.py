@@ -1,4 +1,5 @@
-"""The invariant checker: safety properties of PROTOCOL.md B10 over a whole event history.
+"""The invariant checker: the safety properties of docs/protocol.md, 'Invariants', over a
+whole event history.
 
 It folds every aggregate with the same reducers the service uses and checks each event against
 what the protocol allows at that point; every violation names the migration and the log

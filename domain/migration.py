@@ -1,6 +1,6 @@
 """The migration: one handoff of a schedule's ownership from the source to the destination.
 
-Its events are the audit trail of the fenced protocol (PROTOCOL.md A2): request-id assignment,
+Its events are the audit trail of the fenced protocol (docs/protocol.md): request-id assignment,
 the one-shot start claim, the destination's answer, chain verification, the ownership receipt,
 parking, the source close and abort. ``evolve_migration`` is the only reducer: the aggregate,
 replay and the invariant checker all fold with it.

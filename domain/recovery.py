@@ -1,4 +1,4 @@
-"""Operator recovery of a stuck migration: pure decisions (PROTOCOL.md A2.2, A2.4, F8, F9).
+"""Operator recovery of a stuck migration: pure decisions (F8, F9; docs/protocol.md).
 
 Each recovery is an event carrying the operator's identity and reason, and is refused with
 ``RecoveryRefused`` (``failed_precondition``) where the protocol forbids it. The service hands in

@@ -23,6 +23,7 @@ from domain.text import validate_worker_id
 from . import cli_output as out
 from .cli_recovery import recover
 from .service import MigrationService, open_service
+from .drain import RETRY_FOR, NotDrained
 from .sim_store import sim_state_for
 from .simulator import SimulatedDestination, SqlSimState
 from .store import DEFAULT_STORE, parse_store_url
@@ -241,22 +242,32 @@ def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bo
 @click.option("--until-idle", is_flag=True, help="One run until nothing progresses, then exit.")
 @click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1, show_default=True,
               help="Worker threads in this process (any number of processes may run too).")
-@click.option("--max-attempts", type=click.IntRange(min=1), default=1000, show_default=True,
-              help="Task attempts per run (--until-idle with one thread).")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None,
+              help="With --until-idle: stop after this many attempts (default: drain).")
+@click.option("--retry-for", type=click.FloatRange(min=0, max=3600), default=RETRY_FOR,
+              show_default=True, help="With --until-idle: seconds a migration that backs off "
+              "(destination unavailable, a start in flight) is retried before it counts as "
+              "blocked.")
 @click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="Seconds between passes when nothing was due (at most 3600).")
 @click.option("--claim-grace", type=click.FloatRange(min=0), default=CLAIM_GRACE_SECONDS,
               show_default=True, help="Seconds another worker's fresh claim counts as in "
               "flight before this one reconciles it (at most 3600).")
 @json_option
-def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval: float,
-           claim_grace: float, as_json: bool) -> None:
+def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_for: float,
+           poll_interval: float, claim_grace: float, as_json: bool) -> None:
     """Run migration tasks from the due-work index.
 
     Without --until-idle, poll until Ctrl-C or SIGTERM, printing one line per pass that made
     progress (with --json: one JSON object per such line). Several workers, in this process
     (--concurrency) or others, may share a store: the store decides every race. Events name
-    each thread WORKER_ID#RANDOM[/THREAD], so processes sharing a --worker-id stay distinct."""
+    each thread WORKER_ID#RANDOM[/THREAD], so processes sharing a --worker-id stay distinct.
+
+    With --until-idle, drain: retry what backs off for --retry-for seconds, then exit 0 only
+    if nothing is left that could progress; otherwise print what is open and exit 1
+    (not_drained)."""
+    if not until_idle and (max_attempts is not None or retry_for != RETRY_FOR):
+        raise InvalidArgument("--max-attempts and --retry-for apply only with --until-idle")
     for name, value in (("--poll-interval", poll_interval), ("--claim-grace", claim_grace)):
         if not (math.isfinite(value) and value <= MAX_POLL_INTERVAL):  # nan, inf, 1e308
             raise InvalidArgument(f"{name} must be a number of seconds from 0 to "
@@ -264,22 +275,35 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int, poll_interval:
     service = _service()
     service.worker.claim_grace = claim_grace
     before = service.event_count()
+    report = None
     if until_idle and concurrency == 1:
         service.worker.worker_id = unique_worker_id(service.worker_id)  # a pool does its own
-        attempts = service.run_until_idle(max_attempts)
-        summary: dict[str, Any] = {"attempts": attempts}
+        report = service.run_until_idle(max_attempts, retry_for)
+        summary: dict[str, Any] = report.to_dict()
     else:
         stats = _run_pool(service, concurrency, until_idle, poll_interval, as_json)
         summary = stats.to_dict()
-        attempts = stats.attempts
+        if until_idle:  # what the pool backed off from: drained here, its claims all returned
+            service.worker.worker_id = unique_worker_id(service.worker_id)
+            service.worker.own_prefix = stats.identity
+            report = service.run_until_idle(max_attempts, retry_for)
+            summary.update(report.to_dict(), attempts=stats.attempts + int(report))
     doc = dict(summary, events_written=service.app.events_since(before),
                migrations=out.migration_states(service))
     if not until_idle and not as_json:
-        click.echo(f"worker stopped after {summary['passes']} passes, {attempts} attempts")
+        click.echo(f"worker stopped after {summary['passes']} passes, "
+                   f"{summary['attempts']} attempts")
         return
-    _emit(as_json, doc, [f"attempts: {attempts}",
+    failure = NotDrained.of(report) if report is not None and not report.drained else None
+    if failure is not None and as_json:  # one JSON document: the summary carries the error
+        doc["error"] = {"code": failure.code, "message": failure.message}
+    _emit(as_json, doc, [f"attempts: {summary['attempts']}",
                          f"events written: {doc['events_written']}",
                          f"migrations: {out.states_summary(doc['migrations'])}"])
+    if failure is not None:
+        if as_json:
+            raise click.exceptions.Exit(1)
+        raise failure
 
 
 def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
@@ -382,8 +406,8 @@ def verify(ctx: click.Context, also: str | None, as_json: bool) -> None:
 def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
     """Play the rollback failure modes on a new store.
 
-    Each failure mode of PROTOCOL.md B3 that applies to rollback runs on its own schedule;
-    exits 1 if any outcome differs from Part A or the invariant checker finds a violation."""
+    Each failure mode of docs/protocol.md that applies to rollback runs on its own schedule;
+    exits 1 if any outcome differs from the protocol or the invariant checker finds a violation."""
     from .demo import run_demo  # the demo is the only user of its scenario code
 
     report = run_demo(demo_store, (lambda line: None) if as_json else click.echo)

@@ -32,7 +32,7 @@ def recover() -> None:
     """Operator recovery of a parked, stuck or legacy migration.
 
     rearm: re-arm the start claim (only if no start can have committed);
-    abort: cancel and restore the source (A2.4);
+    abort: cancel and restore the source (only if no start can have committed);
     adopt: give a legacy (identity-less) migration a durable id; it stays parked;
     resolve: end a parked migration after a manual check (source_kept | destination_owns)."""
 

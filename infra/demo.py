@@ -1,8 +1,9 @@
-"""``schedfence demo``: every rollback failure mode of PROTOCOL.md B3 played on a fresh store.
+"""``schedfence demo``: the rollback failure modes of docs/protocol.md played on a fresh store.
 
 Each scenario scripts the simulated destination, drives the real service and worker, and prints
 what the fenced protocol did by reading the migration's own events back from the log, then
-checks the outcome against Part A. The whole store is run through the invariant checker last.
+checks the outcome against the protocol's rule. The whole store is run through the invariant
+checker last.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from .store import parse_store_url
 from .demo_kit import NS, CrashOnce, DemoRun, Echo, Scenario
 
 
-# -- the scenarios (B3) ------------------------------------------------------------------------
+# -- the scenarios (docs/protocol.md, 'Failure modes the protocol survives') -----------------
 def f1(run: DemoRun) -> str:
     run.create("f1-foreign", notes="nightly export")
     run.start_foreign("f1-foreign", "order-7781", "order-fulfilment-workflow")
@@ -196,7 +197,8 @@ def _open(store_url: str | None) -> tuple[str, MigrationService, SimulatedDestin
     state = sim_state_for(url.url, url.kind == "sqlite-memory")
     dest, crash = SimulatedDestination(state), CrashOnce()
     try:
-        service = open_service(store_url, dest, worker_id="demo-worker", crash_hook=crash)
+        service = open_service(store_url, dest, worker_id="demo-worker", crash_hook=crash,
+                               retry_for=0)  # the demo plays one step at a time
         count, workflows = service.event_count(), dest.workflow_ids()
     except StoreUnavailable:
         _dispose(state)
@@ -231,11 +233,11 @@ def _play(run: DemoRun, code: str, title: str, expected: str,
         sc.error = f"{type(exc).__name__}: {exc}"
         run.echo(f"  !! unexpected error: {out.one_line(sc.error)}")
     if sc.passed:
-        run.echo(f"  => OK, as Part A requires: {sc.observed}")
+        run.echo(f"  => OK, as the protocol requires: {sc.observed}")
     else:
         failed = "; ".join(c for c, ok in sc.checks if not ok) or "-"
-        run.echo(f"  => MISMATCH: {sc.observed or 'no outcome'}; Part A requires: {expected}; "
-                 f"failed checks: {failed}")
+        run.echo(f"  => MISMATCH: {sc.observed or 'no outcome'}; the protocol requires: "
+                 f"{expected}; failed checks: {failed}")
     return sc
 
 
@@ -243,7 +245,7 @@ def run_demo(store_url: str | None, echo: Echo) -> dict[str, Any]:
     """Play every scenario on a fresh store; returns the JSON-ready report."""
     store_url, service, dest, state, crash = _open(store_url)
     try:
-        echo("schedfence demo: the rollback failure modes of PROTOCOL.md B3 against the "
+        echo("schedfence demo: the rollback failure modes of docs/protocol.md against the "
              "fenced protocol")
         kept = "in memory, gone when the demo ends" if isinstance(state, InMemorySimState) else \
             f"kept, with its simulated destination; try schedfence --store {store_url} list"
@@ -259,7 +261,7 @@ def run_demo(store_url: str | None, echo: Echo) -> dict[str, Any]:
             echo(line)
         passed = doc["ok"] and all(sc.passed for sc in scenarios)
         echo(f"demo: {sum(sc.passed for sc in scenarios)}/{len(scenarios)} scenarios match "
-             f"Part A; {'PASS' if passed else 'FAIL'}")
+             f"the protocol; {'PASS' if passed else 'FAIL'}")
         return {"store": store_url, "passed": passed,
                 "scenarios": [sc.to_dict() for sc in scenarios], "invariants": doc}
     finally:

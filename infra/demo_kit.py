@@ -126,7 +126,7 @@ class DemoRun:
             self.step("worker", "nothing to do" + (f" ({idle_note})" if idle_note else ""))
 
     def refused(self, label: str, fn: Callable[[], Any], expected: type[DomainError]) -> None:
-        """Run an action that Part A says must fail with ``expected`` and write nothing."""
+        """Run an action that the protocol says must fail with ``expected`` and write nothing."""
         before = self.service.event_count()
         try:
             fn()

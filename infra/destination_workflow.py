@@ -7,8 +7,8 @@ effects to run), and continues-as-new every ``max_iterations_before_can`` iterat
 its whole state, so a long-lived schedule is a *chain* of runs that share a first run id,
 exactly what the protocol's chain-head proof is about.
 
-``SentinelWorkflow`` (``temporal-sys-dummy-workflow``) is the dummy that holds the id (B4): it
-sleeps, 15 minutes by default, and completes.
+``SentinelWorkflow`` (``temporal-sys-dummy-workflow``) is the dummy (sentinel) that holds the id:
+it sleeps, 15 minutes by default, and completes.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """What an older release stored: the v1 ``RequestIdAssigned`` record, written raw.
 
-An older release persisted a pending rollback without a durable request id (PROTOCOL.md F8).
+An older release persisted a pending rollback without a durable request id (F8 in
+docs/protocol.md).
 This module writes exactly those bytes (v1 shape, no ``class_version`` marker) so tests and the
 demo exercise the real upcast path instead of a look-alike event class. Stored events are never
 rewritten: the record stays v1 forever and is upcast on every read.

@@ -31,7 +31,8 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
             actor: str, reason: str, request_id: str | None = None,
             confirm_no_destination_run: bool = False, resolution: str | None = None,
             first_run_id: str | None = None) -> MigrationView:
-    """Run one operator recovery; refused with ``failed_precondition`` where A2 forbids it."""
+    """Run one operator recovery; refused with ``failed_precondition`` where the protocol
+    forbids it."""
     if kind not in r.KINDS:
         raise InvalidArgument(f"recovery must be one of {', '.join(r.KINDS)}, not {kind!r}")
     validate_actor(actor)

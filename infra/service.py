@@ -29,6 +29,7 @@ from .replica_store import PREFIX, replica_positions
 from .store import FenceApplication, open_application, parse_store_url, retry_on_conflict
 from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from .due import DueWork
+from .drain import RETRY_FOR, DrainReport, drain
 from .worker import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
 from .workers import PoolStats, WorkerPool
 
@@ -44,8 +45,10 @@ class MigrationService:
     def __init__(self, app: FenceApplication, destination: Destination, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  on_close: Callable[[], None] | None = None,
-                 claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
+                 claim_grace: float = CLAIM_GRACE_SECONDS,
+                 retry_for: float = RETRY_FOR) -> None:
         self.app = app
+        self.retry_for = _valid_retry_for(retry_for)  # run_until_idle's default
         self.destination = destination
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
@@ -219,7 +222,7 @@ class MigrationService:
         return retry_on_conflict(record, AlreadyExists("another promotion ran concurrently"))
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
-        """Cancel the open migration and restore the source, only where A2.4 allows it."""
+        """Cancel the open migration and restore the source, only where the protocol allows it (F9)."""
         validate_reason(reason)
         validate_actor(actor)
         self.require_active()
@@ -262,25 +265,18 @@ class MigrationService:
                           on_error=on_error)
         return pool.run(stop, until_idle)
 
-    def run_until_idle(self, max_attempts: int = 1000) -> int:
-        """Attempt every open migration until a whole pass changes nothing; returns attempts."""
-        if max_attempts < 1:
+    def run_until_idle(self, max_attempts: int | None = None,
+                       retry_for: float | None = None) -> DrainReport:
+        """Attempt every open migration until nothing more can progress without an operator
+        or a lasting outage (infra/drain.py): what backs off is retried for ``retry_for``
+        seconds (default: the service's, 5 s; 0 = one try each). The result is the number of
+        attempts (an int) that also names what is left: ``.blocked``, ``.exhausted``,
+        ``.drained``."""
+        if max_attempts is not None and max_attempts < 1:
             raise_invalid("max_attempts must be at least 1")
+        wait = self.retry_for if retry_for is None else _valid_retry_for(retry_for)
         self.require_active()
-        attempts, backed_off = 0, set()
-        while attempts < max_attempts:
-            progressed = False
-            for mid in self.open_migration_ids():
-                if mid in backed_off or attempts >= max_attempts:
-                    continue
-                attempts += 1
-                result = self.worker.attempt(mid)
-                progressed |= result == "progress"
-                if result == "backoff":
-                    backed_off.add(mid)
-            if not progressed:
-                break
-        return attempts
+        return drain(self.worker.attempt, self.open_migration_ids, max_attempts, wait)
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
@@ -379,12 +375,14 @@ def check_paused(paused: object) -> None:
 
 def open_service(store: str, destination: Destination | None = None, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
-                 claim_grace: float = CLAIM_GRACE_SECONDS) -> MigrationService:
+                 claim_grace: float = CLAIM_GRACE_SECONDS,
+                 retry_for: float = RETRY_FOR) -> MigrationService:
     """Open a service on ``store``: ``sqlite:///path.db``, ``sqlite:///:memory:`` or
     ``postgresql://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME]``.
 
     ``destination=None`` means the simulator persisted beside the events in the same store, so
-    separate processes share it.
+    separate processes share it. ``retry_for``: how long ``run_until_idle`` retries a
+    migration that backs off before it reports it blocked.
     """
     if worker_id is not None:
         validate_worker_id(worker_id)
@@ -399,4 +397,11 @@ def open_service(store: str, destination: Destination | None = None, *,
         if isinstance(state, SqlSimState):
             on_close = state.dispose
     return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
-                            on_close=on_close, claim_grace=claim_grace)
+                            on_close=on_close, claim_grace=claim_grace, retry_for=retry_for)
+
+
+def _valid_retry_for(seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 <= seconds <= 3600:
+        raise_invalid("retry_for must be a number of seconds from 0 to 3600")
+    return float(seconds)

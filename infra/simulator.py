@@ -1,8 +1,9 @@
 """A deterministic in-process stand-in for Temporal History's StartWorkflowExecution and Describe.
 
-It models PROTOCOL.md B0/B1: dedupe only against the current run's request ids (running or closed),
-conflict policy while running, reuse policy once closed, continue-as-new with a server-generated
-create request id, deletion freeing the id. Faults are scripted or seeded so runs replay exactly.
+It models docs/protocol.md, 'What the destination tells us': dedupe only against the current
+run's request ids (running or closed), conflict policy while running, reuse policy once closed,
+continue-as-new with a server-generated create request id, deletion freeing the id. Faults are
+scripted or seeded so runs replay exactly.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def _already_started(run: dict) -> AlreadyStarted:
 
 
 def _validate(req: StartWorkflow) -> str | None:
-    """Request-validation errors, which Temporal returns before any dedupe (B0.1)."""
+    """Request-validation errors, which Temporal returns before any dedupe."""
     if not req.workflow_id:
         return "workflow_id is empty"
     if req.id_reuse_policy not in REUSE_POLICIES:
@@ -194,14 +195,14 @@ class SimulatedDestination:
     def _start(
         self, tx: SimTx, req: StartWorkflow, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
-        """B1 StartWorkflowExecution; returns (log outcome, result or error to raise)."""
+        """StartWorkflowExecution; returns (log outcome, result or error to raise)."""
         problem = _validate(req)
         if problem is not None:
             return "invalid", InvalidStartRequest(problem)
-        request_id = req.request_id or self._next_id(tx, "req")  # B0.6
+        request_id = req.request_id or self._next_id(tx, "req")  # empty: the server makes one
         current = _current(tx.runs(req.namespace, req.workflow_id))
         if current is not None and request_id in current["request_ids"]:
-            # B1.2: ignores type, input, policies. Like Temporal, ``started`` says whether the
+            # A dedupe ignores type, input, policies. Like Temporal, ``started`` says whether the
             # id is the run's create id (a retry of the creating start), not an attached one.
             started = request_id == current["create_request_id"]
             return "deduplicated", _accepted(current, started)
@@ -254,7 +255,7 @@ class SimulatedDestination:
         return self._logged_start(request, attach=True)
 
     def continue_as_new(self, namespace: str, workflow_id: str, input: dict | None = None) -> str:
-        """Close the running current run as continued_as_new (B1.5).
+        """Close the running current run as continued_as_new.
 
         The next run's only request id is a fresh create id; ids attached to the old run stay
         there (measured on Temporal 1.32: the new run's request_id_infos hold one STARTED id).

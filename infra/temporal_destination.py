@@ -1,4 +1,4 @@
-"""The ``Destination`` port over a real Temporal server (PROTOCOL.md B0).
+"""The ``Destination`` port over a real Temporal server.
 
 It speaks the raw gRPC WorkflowService, not the SDK's high-level client, because the port needs
 what the high-level client hides: the explicit request id, both id policies, the

@@ -1,4 +1,4 @@
-"""Task attempts: at-least-once, idempotent, safe to crash anywhere (PROTOCOL.md A2.2–A2.3).
+"""Task attempts: at-least-once, idempotent, safe to crash anywhere (docs/protocol.md, the steps).
 
 Every attempt reloads the migration, asks the pure ``next_step`` what it may do, makes at most
 the destination calls that step allows, and appends the decision's events. The claim is
@@ -39,6 +39,9 @@ class TaskWorker:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.crash_hook = crash_hook or (lambda point: None)
         self.claim_grace = claim_grace
+        # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
+        # finished pool's, whose start calls have all returned (``worker --until-idle``).
+        self.own_prefix = ""
 
     # -- boundaries: every append and every destination call is a crash point -------------
     def save(self, label: str, *aggregates: Any) -> None:
@@ -111,10 +114,15 @@ class TaskWorker:
         A liveness rule, not a safety one: reconciling early can only park the migration
         (head_missing), never start twice. The last event's own clock is the claimer's.
         """
-        if mig.state.last_worker == self.worker_id or self.claim_grace <= 0:
+        if self._own(mig.state.last_worker) or self.claim_grace <= 0:
             return False
         age = datetime.now(timezone.utc) - mig.modified_on
         return age.total_seconds() < self.claim_grace
+
+    def _own(self, worker: str | None) -> bool:
+        p = self.own_prefix
+        return worker == self.worker_id or bool(p) and (worker == p or
+                                                       (worker or "").startswith(p + "/"))
 
     def _close(self, mig: Migration, attempt: int) -> AttemptResult:
         source = self.app.repository.get(UUID(mig.state.source_id))

@@ -65,6 +65,7 @@ class PoolStats:
     attempts: int = 0
     results: Counter = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    identity: str = ""  # <worker id>#<token>: every thread's id is this, or this + "/<n>"
 
     def to_dict(self) -> dict[str, Any]:
         return {"passes": self.passes, "attempts": self.attempts,
@@ -85,6 +86,7 @@ class WorkerPool:
         self.on_error = on_error or (lambda thread, message: None)
         self.stats = PoolStats()
         self.token = secrets.token_hex(4)  # this pool's part of every thread's identity
+        self.stats.identity = unique_worker_id(service.worker.worker_id, None, self.token)
         self._lock = threading.Lock()
         self._rng = random.Random()
         self._pruned_at = 0.0

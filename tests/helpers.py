@@ -96,14 +96,15 @@ class World:
 
 
 def new_world(store: str = MEMORY, dest: SimulatedDestination | None = None,
-              worker_id: str = "w1", claim_grace: float = 0.0) -> World:
-    """A service on ``store`` over a simulator. ``claim_grace`` defaults to 0: these tests
-    play one worker step after another, and a reconcile right after a crash or a lost answer
-    should decide at once (tests of the grace itself pass their own)."""
+              worker_id: str = "w1", claim_grace: float = 0.0, retry_for: float = 0.0) -> World:
+    """A service on ``store`` over a simulator. ``claim_grace`` and ``retry_for`` default to
+    0: these tests play one worker step after another (``run_until_idle`` tries what backs
+    off once), and a reconcile right after a crash or a lost answer should decide at once
+    (tests of the grace and of draining pass their own, or use ``open_service``'s)."""
     hooks = Hooks()
     dest = dest if dest is not None else SimulatedDestination()
     service = open_service(store, dest, worker_id=worker_id, crash_hook=hooks,
-                           claim_grace=claim_grace)
+                           claim_grace=claim_grace, retry_for=retry_for)
     return World(service, dest, hooks)
 
 

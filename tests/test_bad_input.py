@@ -1,4 +1,4 @@
-"""Ill-formed input and unknown schedules: the named DomainError, and nothing written (A2.1)."""
+"""Ill-formed input and unknown schedules: the named DomainError, and nothing written."""
 from __future__ import annotations
 
 import pytest

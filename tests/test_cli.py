@@ -367,9 +367,9 @@ def test_demo_text_names_each_mode_and_its_verdict(store: str) -> None:
     lines = result.stdout.splitlines()
     headings = [line.split()[0] for line in lines if line[:1] == "F"]
     assert headings == ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11"]
-    assert sum(line.startswith("  => OK, as Part A requires: ") for line in lines) == 9
+    assert sum(line.startswith("  => OK, as the protocol requires: ") for line in lines) == 9
     assert any(line.startswith("invariants: OK (") for line in lines)
-    assert lines[-1] == "demo: 9/9 scenarios match Part A; PASS"
+    assert lines[-1] == "demo: 9/9 scenarios match the protocol; PASS"
 
 
 def test_demo_never_touches_the_users_store(store: str, store_kind: str, tmp_path: Path,

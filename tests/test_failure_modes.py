@@ -1,5 +1,6 @@
-"""PROTOCOL.md B3 failure modes F1–F11 for rollback, each as an interleaving of admin, worker,
-crash and destination steps, checked against Part A (the migration's events and the simulator)."""
+"""The rollback failure modes F1–F11 of docs/protocol.md, each as an interleaving of admin,
+worker, crash and destination steps, checked against the protocol's rules (the migration's
+events and the simulator)."""
 from __future__ import annotations
 
 import uuid
@@ -184,7 +185,7 @@ CRASH_POINTS = {
 
 @pytest.mark.parametrize("point", list(CRASH_POINTS))
 def test_crash_at_every_worker_boundary_never_starts_twice(world, point):
-    """B9 retry boundaries: whatever the crash point, at most one start and one chain.
+    """Every retry boundary: whatever the crash point, at most one start and one chain.
 
     A consumed claim with no start behind it cannot be told apart from a committed start
     whose run was deleted, so it parks head_missing (quarantine) instead of starting."""
@@ -229,7 +230,7 @@ def test_admin_crash_around_the_rollback_append(world, point):
 
 
 def test_claim_races_between_two_workers_yield_one_start(world):
-    """A2.2: the claim is checked against concurrent workers (version conflict)."""
+    """The claim is checked against concurrent workers (version conflict)."""
     w = world
     with given("worker B has read the armed claim, then worker A runs the whole rollback"):
         mid = uuid.UUID(accepted(w).migration_id)

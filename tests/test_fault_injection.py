@@ -1,4 +1,4 @@
-"""Fault injection at every retry boundary of the happy-path rollback (PROTOCOL.md A2, B9).
+"""Fault injection at every retry boundary of the happy-path rollback (docs/protocol.md).
 
 Each case crashes once (a ``SimulatedCrash`` raised by the crash hook) or lets the destination
 fail once, then "restarts" and drains the worker. Whatever the boundary, the outcome must be
@@ -50,7 +50,8 @@ class Harness:
         self.sim = SimulatedDestination(seed=7)
         self.file = store.reopen
         self.url = store.url
-        self.service = open_service(self.url, self.sim, worker_id="w1", crash_hook=hook)
+        self.service = open_service(self.url, self.sim, worker_id="w1", crash_hook=hook,
+                                    retry_for=0)
         self.generation = 1
 
     def restart(self) -> MigrationService:
@@ -62,7 +63,8 @@ class Harness:
         worker = f"w{self.generation}"
         if self.file:
             self.service.close()
-            self.service = open_service(self.url, self.sim, worker_id=worker, claim_grace=0)
+            self.service = open_service(self.url, self.sim, worker_id=worker, claim_grace=0,
+                                        retry_for=0)
         else:
             self.service = MigrationService(self.service.app, self.sim, worker_id=worker,
                                             claim_grace=0)
@@ -162,7 +164,7 @@ CRASHES = [
     ("rollback.after_append", "closed", None, "start_created"),
     ("claim.before_append", "closed", None, "start_created"),
     # Claim consumed, start never sent: no proof either way survives, so the operator decides
-    # (B2.3 operator boundary). Reconcile finds no run and parks; nothing is started again.
+    # (a quarantine). Reconcile finds no run and parks; nothing is started again.
     ("claim.after_append", "parked", "head_missing", None),
     ("start.before_call", "parked", "head_missing", None),
     # The start committed but its answer was never recorded: reconcile proves the chain head.
@@ -193,7 +195,7 @@ def test_crash_at_every_boundary(store, point, expect, park_reason, evidence):
 
 
 START_FAULTS = [
-    # Nothing committed, but the worker cannot know that: the claim stays consumed (A2.2).
+    # Nothing committed, but the worker cannot know that: the claim stays consumed.
     ("fail_before_commit", "parked", "head_missing", None),
     ("lose_response", "closed", None, "chain_head"),
     ("unavailable", "parked", "head_missing", None),

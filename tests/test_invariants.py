@@ -1,4 +1,4 @@
-"""The invariant checker catches what it claims (PROTOCOL.md B10).
+"""The invariant checker catches what it claims (docs/protocol.md, 'Invariants').
 
 Each test takes a real, clean history written by the service, corrupts it the way a buggy
 implementation would, and asserts the checker names exactly the broken invariant, the
@@ -29,7 +29,8 @@ PRE_NOTES = "before the migration"
 
 def _service() -> tuple[MigrationService, SimulatedDestination]:
     sim = SimulatedDestination(seed=3)
-    return open_service("sqlite:///:memory:", sim, worker_id="w", claim_grace=0), sim
+    return open_service("sqlite:///:memory:", sim, worker_id="w", claim_grace=0,
+                        retry_for=0), sim
 
 
 def _events(svc: MigrationService) -> list[Any]:

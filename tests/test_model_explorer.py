@@ -1,8 +1,8 @@
-"""A bounded explorer over the pure decider (PROTOCOL.md B9 ``TestTransitionBoundedExplorer``).
+"""A bounded explorer over the pure decider (after Temporal's ``TestTransitionBoundedExplorer``).
 
 No store and no service: our side is ``domain.decisions`` folded by ``evolve_migration`` and
 ``evolve_schedule``; the other side is a tiny pure model of the destination written here (runs,
-current run, chain heads, request ids; B1 start semantics under ALLOW_DUPLICATE/FAIL). A BFS
+current run, chain heads, request ids; start semantics under ALLOW_DUPLICATE/FAIL). A BFS
 applies every input (worker step outcomes, crashes, environment changes, an abort request) to
 every reached state up to a depth and checks, at each state: determinism, no input mutation, the
 invariant checker over the path's events, safety against the destination model, and that
@@ -78,7 +78,7 @@ class Dest:
         return replace(self, runs=runs)
 
     def start(self, request_id: str, wtype: str) -> tuple[Dest, StartAccepted | Exception]:
-        """B1: dedupe against the current run, conflict FAIL while running, else a new chain."""
+        """Dedupe against the current run, conflict FAIL while running, else a new chain."""
         cur = self.run(None)
         if cur is not None and request_id in cur.request_ids:
             # As the server answers: started iff our id is the run's create id.

@@ -40,9 +40,11 @@ def test_a_standby_acts_only_after_promote(tmp_path: Path) -> None:
     again = invoke("replicate", "--from", source, "--to", standby)  # its log now holds an
     assert again.exit_code != 0 and "failed_precondition" in again.stderr  # uncopied event
 
-    run = invoke("--store", standby, "--destination", dest, "worker", "--until-idle")
-    assert run.exit_code == 0, run.stderr
-    with open_service(standby) as svc:  # a start from before the failover may still land
+    run = invoke("--store", standby, "--destination", dest, "worker", "--until-idle",
+                 "--retry-for", "0.5")
+    # A start from before the failover may still land: the run waits, then says so.
+    assert run.exit_code == 1 and "error: not_drained: 2 migration(s)" in run.stderr
+    with open_service(standby) as svc:
         states = {svc.migration("ns", f"s{i:03d}").park_reason for i in range(2)}
     assert states == {None}
     run = invoke("--store", standby, "--destination", dest, "worker", "--until-idle",

@@ -1,6 +1,6 @@
 """The invariant checker accepts every history operator recovery writes, and flags the same
-steps when they are forged without the operator's events (PROTOCOL.md B10 I2, I3, I6, I9,
-I10)."""
+steps when they are forged without the operator's events (I2, I3, I6, I9, I10 of
+docs/protocol.md, 'Invariants')."""
 from __future__ import annotations
 
 from typing import Any

@@ -28,7 +28,7 @@ def store(file_store_url: str) -> str:
 
 def setup(store: str, build) -> None:
     """Build a state with the service; the CLI later opens the same store and simulator."""
-    with open_service(store, claim_grace=0) as service:  # reconcile decides at once
+    with open_service(store, claim_grace=0, retry_for=0) as service:  # reconcile decides at once
         service.create_schedule(NS, SID, notes="pre")
         build(service)
 

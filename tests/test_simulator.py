@@ -1,4 +1,6 @@
-"""Tests for infra.simulator: PROTOCOL.md B0/B1 start semantics, faults and persistence."""
+"""Tests for infra.simulator: start semantics, faults and persistence.
+
+The semantics are those of docs/protocol.md, 'What the destination tells us'."""
 from __future__ import annotations
 
 import itertools
@@ -439,7 +441,7 @@ ops = st.lists(st.one_of(
 
 
 def expected_start(cur, rid, reuse, conflict):
-    """Reference model of B1; ``cur`` is None or {ids, running, status, head}."""
+    """A model of the start semantics; ``cur`` is None or {ids, running, status, head}."""
     if (reuse, conflict) in INVALID_COMBOS:
         return "invalid"
     if cur and rid in cur["ids"]:

@@ -1,5 +1,5 @@
 """Stateful property test: admin calls, worker attempts, crashes, faults and a hostile
-destination interleaved at random over several schedules (PROTOCOL.md A2, B3, B10).
+destination interleaved at random over several schedules (docs/protocol.md).
 
 After every step the service's own invariant checker must find nothing, and the destination
 must agree with the event log: a source closed by migration names a chain its migration

@@ -1,4 +1,5 @@
-"""Destination semantics (PROTOCOL.md B0/B1), one suite for the simulator and a real server.
+"""Destination semantics (docs/protocol.md, 'What the destination tells us'), one suite for
+the simulator and a real server.
 
 Every test runs twice: against ``SimulatedDestination`` and against ``TemporalDestination`` on a
 Temporal dev server (the ``world`` fixture, tests/contract/conftest.py). The server is the
@@ -45,7 +46,7 @@ def test_describe_of_an_unknown_workflow_or_run_is_not_found(world, wid):
         describe(world, wid, str(uuid.uuid4()))
 
 
-# -- B0.1: dedupe on the current run, running or closed, under every policy ----------------
+# -- dedupe on the current run, running or closed, under every policy ----------------------
 @pytest.mark.parametrize("reuse,conflict", VALID)
 def test_a_retry_dedupes_on_the_running_run(world, wid, reuse, conflict):
     r1 = rid()
@@ -63,12 +64,12 @@ def test_a_retry_dedupes_on_a_closed_run(world, wid, reuse, conflict, close):
     r1 = rid()
     a = start(world, wid, r1)
     getattr(world, close)(wid)
-    again = start(world, wid, r1, reuse, conflict)  # B0.2: no new run, even allow_duplicate
+    again = start(world, wid, r1, reuse, conflict)  # no new run, even allow_duplicate
     assert (again.run_id, again.first_execution_run_id, again.status) == (
         a.run_id, a.run_id, CLOSED_STATUS[close])
 
 
-# -- B0.3/B0.4: another request id ---------------------------------------------------------
+# -- another request id ---------------------------------------------------------------------
 def test_another_id_while_running_gets_already_started_with_the_current_run(world, wid):
     r1 = rid()
     a = start(world, wid, r1)
@@ -141,7 +142,7 @@ def test_invalid_policy_combinations_are_refused_before_dedupe(world, wid, reuse
         describe(world, wid)  # nothing was created
     r1 = rid()
     start(world, wid, r1)
-    with pytest.raises(InvalidStartRequest):  # even a retry that would dedupe (B0.1)
+    with pytest.raises(InvalidStartRequest):  # even a retry that would dedupe
         start(world, wid, r1, reuse, conflict)
 
 
@@ -152,7 +153,7 @@ def test_empty_request_ids_never_dedupe(world, wid):
     assert describe(world, wid).request_ids == {err.start_request_id}
 
 
-# -- B0.5: continue-as-new -----------------------------------------------------------------
+# -- continue-as-new ------------------------------------------------------------------------
 def test_after_continue_as_new_the_request_id_is_only_on_the_first_run(world, wid):
     r1 = rid()
     a = start(world, wid, r1)

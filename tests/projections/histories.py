@@ -36,8 +36,8 @@ def build(store: str, between: Callable[[Histories], Any] | None = None) -> Hist
     pending, legacy_pending, adopted, aborted. ``store`` must be a file store (two services)."""
     dest = SimulatedDestination()
     # The histories compress time: a worker may reconcile another's claim at once (no grace).
-    w1 = open_service(store, dest, worker_id="w1", claim_grace=0)
-    w2 = open_service(store, dest, worker_id="w2", claim_grace=0)
+    w1 = open_service(store, dest, worker_id="w1", claim_grace=0, retry_for=0)
+    w2 = open_service(store, dest, worker_id="w2", claim_grace=0, retry_for=0)
     h = Histories(w1, w2, dest)
     steps = [
         lambda: _completed(h, "done", w1, actor="alice"),

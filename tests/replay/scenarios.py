@@ -1,4 +1,4 @@
-"""The histories of the replay corpus: one per rollback failure mode of PROTOCOL.md B3, one
+"""The histories of the replay corpus: one per rollback failure mode of docs/protocol.md, one
 corrupted history, and seeded random workloads (``workload.py``).
 
 Each builder drives the real service, worker, crash hook and simulator on a fresh in-memory

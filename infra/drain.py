@@ -1,0 +1,111 @@
+"""Draining: attempt every open migration until nothing more can progress (``run_until_idle``).
+
+"Idle" means nothing left that could progress without an operator or a lasting outage: every
+open migration is completed, parked, legacy, or still could not progress after being retried
+for ``retry_for`` seconds (a transient ``unavailable``, a lost start answer whose chain a second
+look proves ours). A migration that backs off is retried after a short, growing wait (0.1 s
+doubling up to 1 s) instead of ending the drain, so one lost response never leaves a
+migration ``claimed`` behind a call that returned.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from uuid import UUID
+
+from domain.errors import DomainError
+
+RETRY_FOR = 5.0  # seconds one migration that cannot progress is retried within one drain
+FIRST_WAIT, MAX_WAIT = 0.1, 1.0
+
+
+class DrainReport(int):
+    """The number of attempts (an ``int``, as ``run_until_idle`` always returned), and what
+    the drain left open: ``blocked`` (could not progress after its retries) and ``exhausted``
+    (``max_attempts`` ran out while work remained)."""
+
+    blocked: tuple[str, ...]
+    exhausted: bool
+
+    def __new__(cls, attempts: int, blocked: tuple[str, ...] = (),
+                exhausted: bool = False) -> "DrainReport":
+        report = super().__new__(cls, attempts)
+        report.blocked, report.exhausted = blocked, exhausted
+        return report
+
+    @property
+    def attempts(self) -> int:
+        return int(self)
+
+    @property
+    def drained(self) -> bool:
+        return not self.blocked and not self.exhausted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"attempts": int(self), "drained": self.drained,
+                "blocked": list(self.blocked), "exhausted": self.exhausted}
+
+
+class NotDrained(DomainError):
+    """``worker --until-idle`` ended with work open that it could not finish."""
+
+    code = "not_drained"
+
+    @classmethod
+    def of(cls, report: DrainReport) -> "NotDrained":
+        parts = []
+        if report.blocked:
+            shown = ", ".join(report.blocked[:5]) + (" ..." if len(report.blocked) > 5 else "")
+            parts.append(f"{len(report.blocked)} migration(s) could not progress after "
+                         f"their retries (destination unavailable, or a start still in "
+                         f"flight): {shown}")
+        if report.exhausted:
+            parts.append(f"--max-attempts ran out after {int(report)} attempts with work "
+                         "still due")
+        return cls("; ".join(parts) + "; run the worker again, or see `schedfence oncall`")
+
+
+@dataclass
+class _Waiting:
+    since: float
+    tries: int = 0
+    due_at: float = field(default=0.0)
+
+
+def drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
+          max_attempts: int | None = None, retry_for: float = RETRY_FOR,
+          clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> DrainReport:
+    attempts, waiting, blocked = 0, {}, set()  # type: ignore[var-annotated]
+    while True:
+        progressed = False
+        for mid in open_ids():
+            w = waiting.get(mid)
+            if mid in blocked or (w is not None and w.due_at > clock()):
+                continue
+            if max_attempts is not None and attempts >= max_attempts:
+                return DrainReport(attempts, _ids(blocked | set(waiting)), exhausted=True)
+            attempts += 1
+            result = attempt(mid)
+            if result != "backoff":
+                progressed |= result == "progress"
+                waiting.pop(mid, None)
+                continue
+            w = w or _Waiting(since=clock())
+            w.tries += 1
+            w.due_at = clock() + min(MAX_WAIT, FIRST_WAIT * 2 ** (w.tries - 1))
+            if w.due_at - w.since > retry_for:
+                blocked.add(mid)
+                waiting.pop(mid, None)
+            else:
+                waiting[mid] = w
+        if progressed:
+            continue
+        if not waiting:
+            return DrainReport(attempts, _ids(blocked))
+        sleep(max(0.0, min(w.due_at for w in waiting.values()) - clock()))
+
+
+def _ids(mids: set[UUID]) -> tuple[str, ...]:
+    return tuple(sorted(str(m) for m in mids))
