@@ -23,14 +23,14 @@ from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from domain import decisions as d  # noqa: E402
-from domain.ids import (derive_request_id, destination_workflow_id,  # noqa: E402
+from schedfence.domain import decisions as d  # noqa: E402
+from schedfence.domain.ids import (derive_request_id, destination_workflow_id,  # noqa: E402
                         migration_aggregate_id)
-from domain.migration import Migration  # noqa: E402
-from domain.schedule import Schedule, ScheduleKey  # noqa: E402
-from infra.service import open_service  # noqa: E402
-from infra.simulator import SimulatedDestination  # noqa: E402
-from projections import service_views as pv  # noqa: E402
+from schedfence.domain.migration import Migration  # noqa: E402
+from schedfence.domain.schedule import Schedule, ScheduleKey  # noqa: E402
+from schedfence.infra.service import open_service  # noqa: E402
+from schedfence.infra.simulator import SimulatedDestination  # noqa: E402
+from schedfence.projections import service_views as pv  # noqa: E402
 
 NAMESPACES = [f"ns{i:02d}" for i in range(20)]
 WORKERS = [f"worker-{i}" for i in range(8)]

@@ -24,11 +24,11 @@ from typing import Any, Callable
 
 from benchkit import median, sqlite_store
 
-from domain.errors import Unavailable
-from domain.ids import destination_workflow_id
-from domain.ports import RunDescription, StartAccepted, StartWorkflow
-from infra.service import MigrationService, open_service
-from infra.simulator import FaultRates, SimulatedDestination
+from schedfence.domain.errors import Unavailable
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.ports import RunDescription, StartAccepted, StartWorkflow
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import FaultRates, SimulatedDestination
 
 NS = "bench"
 ADMIN_TRIES = 50  # a client retrying an `unavailable` admin call

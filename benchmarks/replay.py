@@ -31,11 +31,11 @@ from benchkit import DEFAULT_PG, env_var, machine, median, pg_server_version, pg
     spread, sqlite_store, timed_ms
 from eventsourcing.application import project_aggregate  # noqa: E402
 
-from domain import decisions as d
-from domain.migration import evolve_migration
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
-from infra.store import FenceApplication, open_application, parse_store_url
+from schedfence.domain import decisions as d
+from schedfence.domain.migration import evolve_migration
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.store import FenceApplication, open_application, parse_store_url
 
 NS, WORKER = "bench", "bench-worker"
 SAVE_BATCH = 1000  # events per append while recording the long middle

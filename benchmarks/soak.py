@@ -78,10 +78,10 @@ def quarter_ratio(values: list[float]) -> float:
 
 
 def soak(store: str, total: int, every: int, traced: bool) -> list[dict[str, float]]:
-    from domain.ids import migration_aggregate_id  # noqa: F401 - imported before measuring
-    from infra.service import open_service
-    from infra.sim_store import SqlSimState
-    from infra.simulator import SimulatedDestination
+    from schedfence.domain.ids import migration_aggregate_id  # noqa: F401 - imported before measuring
+    from schedfence.infra.service import open_service
+    from schedfence.infra.sim_store import SqlSimState
+    from schedfence.infra.simulator import SimulatedDestination
 
     state = SqlSimState(store)
     dest = TimedDestination(SimulatedDestination(state))

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import click
 
-from domain.errors import DomainError, InvalidArgument, NotFound
-from domain.text import validate_worker_id
+from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
+from schedfence.domain.text import validate_worker_id
 
 from . import cli_output as out
 from .cli_recovery import recover
@@ -439,6 +439,6 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     # Run the canonical module, so commands that other modules register on ``infra.cli.cli``
     # (replay) are on the group that runs; this file as ``__main__`` is a second copy.
-    from infra.cli import main as canonical_main
+    from schedfence.infra.cli import main as canonical_main
 
     canonical_main()

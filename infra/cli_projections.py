@@ -1,7 +1,7 @@
 """``schedfence audit | stats | oncall | migrations | projection``: the operator read models.
 
 The commands are built by ``register`` from the group's own helpers (``json_option``, the
-service getter, the emitter) instead of importing ``infra.cli``: under ``python -m infra.cli``
+service getter, the emitter) instead of importing ``schedfence.infra.cli``: under ``python -m schedfence.infra.cli``
 that module is ``__main__``, and importing it again would build a second, unrelated group.
 Every answer comes from the projection, caught up with the log first.
 """
@@ -13,11 +13,11 @@ from typing import Any, Callable
 
 import click
 
-from domain.errors import InvalidArgument
-from domain.ids import validate_id
-from projections import queries as q
-from projections import service_views as pv
-from projections.records import EPOCH, MICROSECOND
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ids import validate_id
+from schedfence.projections import queries as q
+from schedfence.projections import service_views as pv
+from schedfence.projections.records import EPOCH, MICROSECOND
 
 from . import cli_output as out
 

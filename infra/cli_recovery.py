@@ -12,8 +12,8 @@ import click
 
 from . import cli_output as out
 
-# infra.cli's key: its error handler prints a JSON error when a command set it. This module
-# does not import infra.cli (which registers it), so ``python -m infra.cli`` works too.
+# schedfence.infra.cli's key: its error handler prints a JSON error when a command set it. This module
+# does not import infra.cli (which registers it), so ``python -m schedfence.infra.cli`` works too.
 JSON_KEY = "schedfence.json"
 
 
@@ -48,7 +48,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run(kind: str, namespace: str, schedule_id: str, as_json: bool, **options: Any) -> None:
-    service = click.get_current_context().find_root().obj.service()  # infra.cli's CliState
+    service = click.get_current_context().find_root().obj.service()  # schedfence.infra.cli's CliState
     view = service.recover(kind, namespace, schedule_id, **options).to_dict()
     if as_json:
         out.emit_json(view)

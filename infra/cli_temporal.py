@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import click
 
-from domain.errors import InvalidArgument, Unavailable
-from domain.ids import validate_id
+from schedfence.domain.errors import InvalidArgument, Unavailable
+from schedfence.domain.ids import validate_id
 
 SCHEME = "temporal"
 _used_temporal = False  # set once this process has created a temporal client

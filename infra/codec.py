@@ -8,8 +8,8 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import TopicError, get_topic, resolve_topic
 
-from domain.errors import DomainError
-from domain.model import upcast
+from schedfence.domain.errors import DomainError
+from schedfence.domain.model import upcast
 
 
 _VERSION_KEY = b'"class_version"'  # present in stored JSON only for versions above 1

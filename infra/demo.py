@@ -11,8 +11,8 @@ import os
 import tempfile
 from typing import Any, Callable
 
-from domain.errors import AlreadyExists, Closed, InvalidArgument, MigrationPending, SentinelBlocked
-from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
+from schedfence.domain.errors import AlreadyExists, Closed, InvalidArgument, MigrationPending, SentinelBlocked
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
                         destination_workflow_id)
 
 from . import cli_output as out

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from domain.errors import DomainError
-from domain.ids import destination_workflow_id
-from domain.ports import StartWorkflow
+from schedfence.domain.errors import DomainError
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.ports import StartWorkflow
 
 from . import cli_output as out
 from .service import MigrationService

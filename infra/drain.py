@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from uuid import UUID
 
-from domain.errors import DomainError
+from schedfence.domain.errors import DomainError
 
 RETRY_FOR = 5.0  # seconds one migration that cannot progress is retried within one drain
 FIRST_WAIT, MAX_WAIT = 0.1, 1.0

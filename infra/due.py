@@ -19,10 +19,10 @@ from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, an
                         or_, select, update)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from domain.migration import UNVERIFIED_PARKS
-from projections import service_views as pv
-from projections.engine import WRITE
-from projections.tables import migrations
+from schedfence.domain.migration import UNVERIFIED_PARKS
+from schedfence.projections import service_views as pv
+from schedfence.projections.engine import WRITE
+from schedfence.projections.tables import migrations
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
 MAX_BACKOFF = 60.0

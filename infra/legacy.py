@@ -15,9 +15,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from domain.errors import MigrationPending
-from domain.ids import destination_workflow_id, schedule_aggregate_id
-from domain.migration import Migration
+from schedfence.domain.errors import MigrationPending
+from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
+from schedfence.domain.migration import Migration
 
 from .codec import JSONBytes
 

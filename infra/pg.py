@@ -17,7 +17,7 @@ from psycopg import sql
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from domain.errors import DomainError, InvalidArgument
+from schedfence.domain.errors import DomainError, InvalidArgument
 
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

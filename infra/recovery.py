@@ -10,14 +10,14 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
-from domain import recovery as r
-from domain.errors import InvalidArgument, RecoveryRefused, Unavailable
-from domain.ids import (derive_request_id, migration_aggregate_id, validate_id,
+from schedfence.domain import recovery as r
+from schedfence.domain.errors import InvalidArgument, RecoveryRefused, Unavailable
+from schedfence.domain.ids import (derive_request_id, migration_aggregate_id, validate_id,
                         validate_request_id)
-from domain.migration import Migration
-from domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
-from domain.schedule import Schedule, check_fence
-from domain.text import validate_actor, validate_reason
+from schedfence.domain.migration import Migration
+from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
+from schedfence.domain.schedule import Schedule, check_fence
+from schedfence.domain.text import validate_actor, validate_reason
 
 from .store import retry_on_conflict
 from .views import MigrationView

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
-from domain.decisions import next_step
-from domain.errors import InvalidArgument, NotFound, Unavailable
-from domain.ids import schedule_aggregate_id, schedule_key_id
-from domain.invariants import Checker, Violation
-from domain.migration import MigrationState, evolve_migration
-from domain.schedule import ScheduleKey, evolve_schedule
+from schedfence.domain.decisions import next_step
+from schedfence.domain.errors import InvalidArgument, NotFound, Unavailable
+from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
+from schedfence.domain.invariants import Checker, Violation
+from schedfence.domain.migration import MigrationState, evolve_migration
+from schedfence.domain.schedule import ScheduleKey, evolve_schedule
 
 from .pg import PgTarget, StoreUnavailable
 from .replay_explain import explain

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from domain.decisions import next_step
+from schedfence.domain.decisions import next_step
 
 # Fields every migration step carries; shown on the step's header line, not as inputs.
 _CONTEXT = {"request_id", "attempt", "worker"}

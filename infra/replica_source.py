@@ -22,7 +22,7 @@ from eventsourcing.persistence import Notification
 from eventsourcing.postgres import PostgresFactory
 from psycopg.sql import SQL, Identifier
 
-from domain.errors import InvalidArgument
+from schedfence.domain.errors import InvalidArgument
 
 from .store import FenceApplication
 

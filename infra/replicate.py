@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent, Tracking
 
-from domain.errors import DomainError, InvalidArgument
+from schedfence.domain.errors import DomainError, InvalidArgument
 from .pg import StoreUnavailable
 from .replica_source import source_reader
 from .replica_store import PREFIX, Standby, StandbyChanged, standby_recorder

@@ -9,19 +9,19 @@ from typing import Any, Callable
 from uuid import UUID
 
 
-from domain import decisions as d
-from domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
+from schedfence.domain import decisions as d
+from schedfence.domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
                            RecoveryRefused, StandbyNotPromoted, Unavailable)
-from domain.failover import STORE_EPOCH_ID, StoreEpoch
-from domain.ids import (derive_request_id, destination_workflow_id,
+from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch
+from schedfence.domain.ids import (derive_request_id, destination_workflow_id,
                         migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
                         validate_destination_key, validate_id, validate_request_id)
-from domain.invariants import Violation, check_histories, check_history
-from domain.migration import Migration
-from domain.ports import Destination, DestinationNotFound, DestinationUnavailable
-from domain.schedule import Schedule, ScheduleKey
-from domain.text import validate_actor, validate_notes, validate_reason, validate_worker_id
-from projections import service_views as pv
+from schedfence.domain.invariants import Violation, check_histories, check_history
+from schedfence.domain.migration import Migration
+from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
+from schedfence.domain.schedule import Schedule, ScheduleKey
+from schedfence.domain.text import validate_actor, validate_notes, validate_reason, validate_worker_id
+from schedfence.projections import service_views as pv
 
 from .recovery import recover as recover_migration
 from .replay import replay_key

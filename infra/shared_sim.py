@@ -13,8 +13,8 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from domain.errors import InvalidArgument
-from domain.ports import DestinationUnavailable, RunDescription, StartAccepted, StartWorkflow
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ports import DestinationUnavailable, RunDescription, StartAccepted, StartWorkflow
 
 from .sim_store import SqlSimState
 from .simulator import SimulatedDestination

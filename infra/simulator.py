@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import get_args
 
-from domain.ports import (
+from schedfence.domain.ports import (
     AlreadyStarted,
     ConflictPolicy,
     DestinationNotFound,
@@ -25,7 +25,7 @@ from domain.ports import (
     StartAccepted,
     StartWorkflow,
 )
-from infra.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
+from schedfence.infra.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 

@@ -14,10 +14,10 @@ from eventsourcing.persistence import (IntegrityError, InterfaceError, Operation
                                        PersistenceError)
 from eventsourcing.utils import get_topic
 
-from domain.errors import InvalidArgument
-from domain.migration import Migration
-from domain.model import EvolvingAggregate
-from domain.schedule import Schedule
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.migration import Migration
+from schedfence.domain.model import EvolvingAggregate
+from schedfence.domain.schedule import Schedule
 from .codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
 from .pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES, STATEMENT_TIMEOUT_KEY,
                  PgTarget, StoreTimeout, StoreUnavailable, parse_pg_url, session_options,

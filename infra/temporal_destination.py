@@ -26,7 +26,7 @@ from temporalio.client import Client
 from temporalio.converter import default as default_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
+from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                           DestinationUnavailable,
                           InvalidStartRequest, RunDescription, StartAccepted, StartWorkflow)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from domain.migration import MigrationState
-from domain.schedule import ScheduleState
+from schedfence.domain.migration import MigrationState
+from schedfence.domain.schedule import ScheduleState
 
 
 @dataclass(frozen=True)

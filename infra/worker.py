@@ -14,13 +14,13 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from domain import decisions as d
-from domain.errors import Closed, MigrationPending
-from domain.failover import STORE_EPOCH_ID
-from domain.migration import Migration
-from domain.ports import (Destination, DestinationError, DestinationNotFound,
+from schedfence.domain import decisions as d
+from schedfence.domain.errors import Closed, MigrationPending
+from schedfence.domain.failover import STORE_EPOCH_ID
+from schedfence.domain.migration import Migration
+from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                           DestinationUnavailable, RunDescription)
-from domain.schedule import check_fence
+from schedfence.domain.schedule import check_fence
 
 from .store import FenceApplication
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from uuid import UUID
 
-from domain.errors import DomainError
+from schedfence.domain.errors import DomainError
 
 from .worker import TaskWorker
 

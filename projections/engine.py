@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
-from infra.pg import LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options, \
+from schedfence.infra.pg import LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options, \
     timeout_of
 
 SQLITE_TIMEOUT = 30  # seconds a SQLite connection waits for another's lock

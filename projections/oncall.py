@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from domain import decisions as d
-from domain import recovery as r
-from domain.errors import DomainError
-from domain.migration import MigrationState
+from schedfence.domain import decisions as d
+from schedfence.domain import recovery as r
+from schedfence.domain.errors import DomainError
+from schedfence.domain.migration import MigrationState
 
 STUCK_PHASES = ("pending", "claimed", "receipted")  # open, worker-driven phases
 ALLOWED = "allowed"

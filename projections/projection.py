@@ -15,8 +15,8 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
-from domain.migration import Migration, evolve_migration
-from domain.schedule import Schedule, ScheduleKey
+from schedfence.domain.migration import Migration, evolve_migration
+from schedfence.domain.schedule import Schedule, ScheduleKey
 
 from .records import to_us
 from .view import FenceViews, FoldedMigration

@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Engine
 
-from domain.errors import InvalidArgument, NotFound
-from domain.ids import validate_id
-from domain.migration import MigrationState
+from schedfence.domain.errors import InvalidArgument, NotFound
+from schedfence.domain.ids import validate_id
+from schedfence.domain.migration import MigrationState
 
 from . import oncall as oc
 from . import tables as t

@@ -13,8 +13,8 @@ from typing import Any
 from eventsourcing.persistence import PersistenceError, Tracking
 from sqlalchemy.exc import DBAPIError
 
-from domain.errors import DomainError
-from infra.codec import UndecodableEvent
+from schedfence.domain.errors import DomainError
+from schedfence.infra.codec import UndecodableEvent
 
 from .engine import timeout_error
 from .projection import FenceProjection

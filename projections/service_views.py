@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
-from domain.errors import InvalidArgument
+from schedfence.domain.errors import InvalidArgument
 
 from . import queries as q
 from .engine import engine_for_application
@@ -21,7 +21,7 @@ from .runner import Projector
 from .view import FenceViews
 
 if TYPE_CHECKING:
-    from infra.service import MigrationService
+    from schedfence.infra.service import MigrationService
 
 STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
 MAX_ROWS = 1000

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
-from domain.migration import MigrationState
+from schedfence.domain.migration import MigrationState
 
 from . import tables as t
 from .engine import WRITE

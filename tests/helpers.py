@@ -14,11 +14,11 @@ from typing import Callable, Iterator
 
 import pytest
 
-from domain.ids import destination_workflow_id, schedule_aggregate_id
-from domain.ports import StartAccepted, StartWorkflow
-from infra.legacy import plant_legacy_v1
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
+from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
+from schedfence.domain.ports import StartAccepted, StartWorkflow
+from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
 
 NS = "default"
 SID = "s1"

@@ -6,11 +6,11 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from infra.replica_store import PG_TRACKING_TABLE, standby_recorder
-from infra.replicate import replicate
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
-from infra.store import open_application, parse_store_url
+from schedfence.infra.replica_store import PG_TRACKING_TABLE, standby_recorder
+from schedfence.infra.replicate import replicate
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.store import open_application, parse_store_url
 from tests import pgtools
 
 
@@ -87,7 +87,7 @@ def populate(url: str, count: int, prefix: str = "s", complete: bool = True) -> 
 
 def bulk_schedules(url: str, count: int, per_save: int = 500) -> None:
     """Many schedule creations quickly (3 events each), ``per_save`` per transaction."""
-    from domain.schedule import Schedule, ScheduleKey
+    from schedfence.domain.schedule import Schedule, ScheduleKey
 
     app = open_application(parse_store_url(url))
     try:

@@ -16,10 +16,10 @@ from temporalio.api.workflow.v1 import RequestIdInfo
 from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionResponse,
                                                StartWorkflowExecutionResponse)
 
-from domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
+from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                           StartWorkflow)
-from infra.simulator import SimulatedDestination, SqlSimState
-from infra.temporal_destination import TemporalDestination, create_request_id
+from schedfence.infra.simulator import SimulatedDestination, SqlSimState
+from schedfence.infra.temporal_destination import TemporalDestination, create_request_id
 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 STARTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED

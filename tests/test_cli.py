@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from domain.ids import destination_workflow_id, schedule_aggregate_id
-from domain.schedule import Schedule
-from infra.cli import cli
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination, SqlSimState
+from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
+from schedfence.domain.schedule import Schedule
+from schedfence.infra.cli import cli
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination, SqlSimState
 from tests import pgtools
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def events_in(store: str) -> int:
 
 
 def subprocess_cli(store: str, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "infra.cli", "--store", store, *args],
+    return subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store, *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
 
 
@@ -318,7 +318,7 @@ def test_worker_polls_until_ctrl_c_and_exits_cleanly(store: str) -> None:
     ok(store, "schedule", "create", "ns", "a")
     ok(store, "rollback", "ns", "a")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.cli", "--store", store, "worker", "--poll-interval",
+        [sys.executable, "-m", "schedfence.infra.cli", "--store", store, "worker", "--poll-interval",
          "0.2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:

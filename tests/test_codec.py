@@ -8,11 +8,11 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic, register_topic, resolve_topic
 
-from domain.migration import Migration
-from domain.model import DomainEvent, EvolvingAggregate
-from domain.schedule import Schedule, ScheduleKey
-from infra.codec import UndecodableEvent
-from infra.service import open_service
+from schedfence.domain.migration import Migration
+from schedfence.domain.model import DomainEvent, EvolvingAggregate
+from schedfence.domain.schedule import Schedule, ScheduleKey
+from schedfence.infra.codec import UndecodableEvent
+from schedfence.infra.service import open_service
 
 
 class NoteAdded(EvolvingAggregate.Event):
@@ -115,7 +115,7 @@ def test_the_fast_path_for_v1_events_decodes_exactly_what_the_dict_path_does() -
     general path's (json -> dict -> model), and bad bytes must still be undecodable."""
     import json
 
-    from infra.codec import JSONBytes, PydanticMapper
+    from schedfence.infra.codec import JSONBytes, PydanticMapper
     mapper = PydanticMapper(transcoder=JSONBytes())
     mid = uuid.uuid4()
     event = Migration.OwnershipAccepted(originator_id=mid, originator_version=5,

@@ -16,12 +16,12 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.persistence import Notification, StoredEvent
 
-from domain.migration import Migration
-from infra.cli import cli
-from infra.codec import JSONBytes, PydanticMapper, UndecodableEvent
-from infra.service import open_service
-import infra.store as fence_store
-from infra.store import fold_events
+from schedfence.domain.migration import Migration
+from schedfence.infra.cli import cli
+from schedfence.infra.codec import JSONBytes, PydanticMapper, UndecodableEvent
+from schedfence.infra.service import open_service
+import schedfence.infra.store as fence_store
+from schedfence.infra.store import fold_events
 
 from tests import pgtools
 
@@ -199,7 +199,7 @@ def test_fold_events_refuses_gaps_and_wraps_reducer_errors(store) -> None:
 
 def test_the_module_entry_point_prints_one_line_not_internal(store) -> None:
     _corrupt_first(store, b"{broken")
-    done = subprocess.run([sys.executable, "-m", "infra.cli", "--store", store["url"], "status",
+    done = subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store["url"], "status",
                            NS, "a"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: undecodable_event: ") and \

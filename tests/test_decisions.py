@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from domain import decisions as d
-from domain.decisions import ChainObservation, StartOutcome
-from domain.errors import AlreadyExists, Closed, RecoveryRefused
-from domain.ids import SCHEDULER_WORKFLOW_TYPE
-from domain.migration import Migration, MigrationState, evolve_migration
-from domain.ports import (AlreadyStarted, DestinationUnavailable, InvalidStartRequest,
+from schedfence.domain import decisions as d
+from schedfence.domain.decisions import ChainObservation, StartOutcome
+from schedfence.domain.errors import AlreadyExists, Closed, RecoveryRefused
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
+from schedfence.domain.migration import Migration, MigrationState, evolve_migration
+from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, InvalidStartRequest,
                           RunDescription, StartAccepted)
-from domain.schedule import ScheduleState
+from schedfence.domain.schedule import ScheduleState
 
 M = Migration
 NS, SID, WID, RID = "default", "s1", "temporal-sys-scheduler:s1", "R1"

@@ -9,12 +9,12 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner
 
-from domain.ids import destination_workflow_id
-from domain.ports import DestinationNotReached, DestinationUnavailable
-from infra.cli import cli
-from infra.drain import DrainReport, drain
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.ports import DestinationNotReached, DestinationUnavailable
+from schedfence.infra.cli import cli
+from schedfence.infra.drain import DrainReport, drain
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
 
 from .helpers import NS, new_world
 

@@ -25,11 +25,11 @@ from uuid import UUID
 
 import pytest
 
-from domain.ids import destination_workflow_id
-from infra.replicate import ReplicationRefused, replicate
-from infra.service import MigrationService, open_service
-from infra.shared_sim import SharedSimDestination
-from infra.store import parse_store_url
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.infra.replicate import ReplicationRefused, replicate
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.shared_sim import SharedSimDestination
+from schedfence.infra.store import parse_store_url
 from tests import pgtools
 from tests.replica_helpers import databases
 
@@ -239,7 +239,7 @@ def test_a_standby_missing_rollbacks_re_issues_them_with_the_same_ids(
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "infra.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "schedfence.infra.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -255,7 +255,7 @@ def test_failover_after_sigkill_of_a_real_worker_process(
         request_ids = {sid(i): svc.rollback(NS, sid(i)).request_id for i in range(N)}
     before = head(active)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "infra.cli", "--store", active, "--destination", stores["dest"],
+        [sys.executable, "-m", "schedfence.infra.cli", "--store", active, "--destination", stores["dest"],
          "--worker-id", "active-process", "worker", "--poll-interval", "0.05"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

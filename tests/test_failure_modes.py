@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from domain.errors import (AlreadyExists, Closed, MigrationPending, RecoveryRefused,
+from schedfence.domain.errors import (AlreadyExists, Closed, MigrationPending, RecoveryRefused,
                            SentinelBlocked, Unavailable)
-from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id
-from domain.schedule import MIGRATION_NOTE
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id
+from schedfence.domain.schedule import MIGRATION_NOTE
 from tests.helpers import (NS, SID, WID, Crash, World, given, new_world, nothing_written,
                            plant_legacy, refused, start_foreign, then, when, world)
 

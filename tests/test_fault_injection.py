@@ -14,12 +14,12 @@ from uuid import UUID
 
 import pytest
 
-from domain.errors import Unavailable
-from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from domain.migration import Migration
-from domain.schedule import MIGRATION_NOTE
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
+from schedfence.domain.errors import Unavailable
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.migration import Migration
+from schedfence.domain.schedule import MIGRATION_NOTE
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
 
 NS, SID = "default", "fault-sched"
 WID = destination_workflow_id(SID)

@@ -12,13 +12,13 @@ from typing import Any, Callable
 import pytest
 from click.testing import CliRunner
 
-from domain.errors import InvalidArgument
-from domain.ids import MAX_DESTINATION_ID_BYTES, MAX_SCHEDULE_ID_BYTES, WORKFLOW_ID_PREFIX
-from domain.text import (MAX_ACTOR_LENGTH, MAX_ID_LENGTH, MAX_NOTES_LENGTH, MAX_REASON_LENGTH,
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ids import MAX_DESTINATION_ID_BYTES, MAX_SCHEDULE_ID_BYTES, WORKFLOW_ID_PREFIX
+from schedfence.domain.text import (MAX_ACTOR_LENGTH, MAX_ID_LENGTH, MAX_NOTES_LENGTH, MAX_REASON_LENGTH,
                          MAX_WORKER_ID_LENGTH, validate_text)
-from infra.cli import cli
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
+from schedfence.infra.cli import cli
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
 from tests.helpers import NS, SID, nothing_written, world
 
 __all__ = ["world"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import cli
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
+from schedfence.infra.cli import cli
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def events_in(store: str) -> int:
 
 def cli_process(store: str, *args: str | bytes, **kw) -> subprocess.CompletedProcess:
     kw.setdefault("stdout", subprocess.PIPE)
-    return subprocess.run([sys.executable, "-m", "infra.cli", "--store", store, *args],
+    return subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store, *args],
                           cwd=ROOT, stderr=subprocess.PIPE, timeout=60, **kw)
 
 

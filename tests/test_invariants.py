@@ -11,14 +11,14 @@ from typing import Any, Callable
 
 import pytest
 
-from domain.ids import destination_workflow_id
-from domain.invariants import Violation, check_history
-from domain.migration import Migration
-from domain.ports import StartWorkflow
-from domain.schedule import MIGRATION_NOTE, Schedule
-from infra.legacy import plant_legacy_v1
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.invariants import Violation, check_history
+from schedfence.domain.migration import Migration
+from schedfence.domain.ports import StartWorkflow
+from schedfence.domain.schedule import MIGRATION_NOTE, Schedule
+from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
 
 M, S = Migration, Schedule
 NS = "inv"

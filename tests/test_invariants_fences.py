@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 from typing import Any
 from uuid import uuid4
 
-from domain.failover import StoreEpoch
-from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from domain.invariants import check_histories, check_history
-from domain.migration import Migration
-from domain.schedule import Schedule
+from schedfence.domain.failover import StoreEpoch
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.invariants import check_histories, check_history
+from schedfence.domain.migration import Migration
+from schedfence.domain.schedule import Schedule
 from tests.replay import corpus
 from tests.test_invariants import (index_of, numbered, only, pos, scenario_created,
                                    scenario_rearm)

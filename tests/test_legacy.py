@@ -9,12 +9,12 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.persistence import StoredEvent
 
-from domain.errors import AlreadyExists, RecoveryRefused
-from domain.migration import Migration
-from infra.cli import cli
-from infra.codec import UndecodableEvent
-from infra.legacy import legacy_v1_record, plant_legacy_v1
-from infra.service import open_service
+from schedfence.domain.errors import AlreadyExists, RecoveryRefused
+from schedfence.domain.migration import Migration
+from schedfence.infra.cli import cli
+from schedfence.infra.codec import UndecodableEvent
+from schedfence.infra.legacy import legacy_v1_record, plant_legacy_v1
+from schedfence.infra.service import open_service
 
 from .helpers import NS, SID, WID, given, nothing_written, refused, then, when, world  # noqa: F401
 

@@ -18,16 +18,16 @@ from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
-from domain import decisions as d
-from domain.errors import DomainError, RecoveryRefused
-from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from domain.invariants import check_history
-from domain.migration import Migration, MigrationState, evolve_migration
-from domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
+from schedfence.domain import decisions as d
+from schedfence.domain.errors import DomainError, RecoveryRefused
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.invariants import check_history
+from schedfence.domain.migration import Migration, MigrationState, evolve_migration
+from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                           StartAccepted)
-from domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
-from infra.codec import JSONBytes, PydanticMapper
-from infra.legacy import legacy_v1_record
+from schedfence.domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
+from schedfence.infra.codec import JSONBytes, PydanticMapper
+from schedfence.infra.legacy import legacy_v1_record
 
 NS, SID, RID, WORKER = "model", "explored", "rid-1", "explorer"
 WID = destination_workflow_id(SID)

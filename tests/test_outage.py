@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from domain.ids import destination_workflow_id
-from domain.ports import DestinationNotReached, RunDescription, StartAccepted, StartWorkflow
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
-from infra.worker import TaskWorker
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.ports import DestinationNotReached, RunDescription, StartAccepted, StartWorkflow
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.worker import TaskWorker
 
 from .helpers import NS, new_world
 

@@ -3,10 +3,10 @@ nothing committed (the claim re-arms); a read that finds nothing while the one s
 land parks nothing; the checker flags a park inside that window (L1)."""
 from __future__ import annotations
 
-from domain import decisions as d
-from domain.invariants import check_history
-from domain.migration import Migration
-from domain.ports import DestinationNotReached, DestinationUnavailable
+from schedfence.domain import decisions as d
+from schedfence.domain.invariants import check_history
+from schedfence.domain.migration import Migration
+from schedfence.domain.ports import DestinationNotReached, DestinationUnavailable
 
 from .test_decisions import RID, W, claimed, names, run
 from .test_invariants import index_of, numbered, scenario_parked_lost

@@ -7,11 +7,11 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from domain.errors import InvalidArgument
-from infra.cli import cli
-from infra.pg import StoreUnavailable, parse_pg_url
-from infra.service import open_service
-from infra.store import parse_store_url
+from schedfence.domain.errors import InvalidArgument
+from schedfence.infra.cli import cli
+from schedfence.infra.pg import StoreUnavailable, parse_pg_url
+from schedfence.infra.service import open_service
+from schedfence.infra.store import parse_store_url
 from tests import pgtools
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from infra.cli import cli
-from infra.service import open_service
+from schedfence.infra.cli import cli
+from schedfence.infra.service import open_service
 from tests.replica_helpers import populate
 
 

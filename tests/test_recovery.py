@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import AlreadyExists, InvalidArgument, RecoveryRefused, Unavailable
-from domain.ids import SCHEDULER_WORKFLOW_TYPE, derive_request_id
-from domain.ports import StartWorkflow
+from schedfence.domain.errors import AlreadyExists, InvalidArgument, RecoveryRefused, Unavailable
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, derive_request_id
+from schedfence.domain.ports import StartWorkflow
 
 from .helpers import (NS, SID, WID, Crash, World, nothing_written, plant_legacy, refused,
                       start_foreign, world)  # noqa: F401

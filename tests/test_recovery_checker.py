@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.invariants import Violation, check_history
-from domain.migration import Migration
-from domain.schedule import Schedule
+from schedfence.domain.invariants import Violation, check_history
+from schedfence.domain.migration import Migration
+from schedfence.domain.schedule import Schedule
 
 from . import test_recovery as tr
 from .helpers import NS, SID, World, world  # noqa: F401

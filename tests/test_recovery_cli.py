@@ -7,13 +7,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from domain.ids import SCHEDULER_WORKFLOW_TYPE
-from domain.ports import StartWorkflow
-from infra import cli as cli_module
-from infra import cli_recovery
-from infra.cli import cli
-from infra.legacy import plant_legacy_v1
-from infra.service import MigrationService, open_service
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
+from schedfence.domain.ports import StartWorkflow
+from schedfence.infra import cli as cli_module
+from schedfence.infra import cli_recovery
+from schedfence.infra.cli import cli
+from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.service import MigrationService, open_service
 
 from .helpers import NS, SID, WID, start_foreign
 

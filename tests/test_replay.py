@@ -19,11 +19,11 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.utils import register_topic
 
-from domain.errors import InvalidArgument, NotFound
-from domain.migration import _Event
-from infra.cli import cli
-from infra.replay import OfflineDestination, open_offline
-from infra.service import MIGRATION_TOPICS, MigrationService
+from schedfence.domain.errors import InvalidArgument, NotFound
+from schedfence.domain.migration import _Event
+from schedfence.infra.cli import cli
+from schedfence.infra.replay import OfflineDestination, open_offline
+from schedfence.infra.service import MIGRATION_TOPICS, MigrationService
 from tests import pgtools
 from tests.helpers import NS, SID, new_world, plant_legacy
 from tests.replay.scenarios import SCENARIOS, corrupt, f1, f3

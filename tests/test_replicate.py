@@ -15,10 +15,10 @@ from typing import Iterator
 
 import pytest
 
-from infra.replicate import ReplicationRefused, replicate
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
-from infra.store import open_application, parse_store_url
+from schedfence.infra.replicate import ReplicationRefused, replicate
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.store import open_application, parse_store_url
 from tests import pgtools
 from tests.replica_helpers import (boundaries, bulk_schedules, databases, events, log,
                                    populate, raw_position, tracked)
@@ -150,7 +150,7 @@ def test_a_crash_inside_a_batch_rolls_back_its_events_and_position_together(
 
 def test_a_killed_follower_process_resumes_exactly_once(source: str, standby: str) -> None:
     bulk_schedules(source, 4000, per_save=100)  # 12,000 events in 40 transactions
-    proc = subprocess.Popen([sys.executable, "-m", "infra.cli", "replicate", "--from", source,
+    proc = subprocess.Popen([sys.executable, "-m", "schedfence.infra.cli", "replicate", "--from", source,
                              "--to", standby, "--batch-size", "40"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

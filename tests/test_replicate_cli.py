@@ -14,10 +14,10 @@ from typing import Iterator
 import pytest
 from click.testing import CliRunner
 
-from domain.ids import destination_workflow_id
-from infra import cli_replicate
-from infra.cli import cli
-from infra.shared_sim import SharedSimDestination
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.infra import cli_replicate
+from schedfence.infra.cli import cli
+from schedfence.infra.shared_sim import SharedSimDestination
 from tests import pgtools
 from tests.replica_helpers import databases, events, populate, raw_position
 
@@ -114,7 +114,7 @@ def test_long_copies_print_progress_lines(dbs: list[str],
 def test_follow_keeps_copying_until_interrupted(dbs: list[str]) -> None:
     source, standby = pgtools.new_schema_url(dbs[0]), pgtools.new_schema_url(dbs[1])
     populate(source, 1)
-    proc = subprocess.Popen([sys.executable, "-m", "infra.cli", "replicate", "--from", source,
+    proc = subprocess.Popen([sys.executable, "-m", "schedfence.infra.cli", "replicate", "--from", source,
                              "--to", standby, "--follow", "--poll-interval", "0.05",
                              "--json"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -28,10 +28,10 @@ from uuid import UUID
 
 import pytest
 
-from domain.ids import destination_workflow_id
-from infra.service import open_service
-from infra.sim_store import SqlSimState
-from infra.simulator import SimulatedDestination
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.infra.service import open_service
+from schedfence.infra.sim_store import SqlSimState
+from schedfence.infra.simulator import SimulatedDestination
 from tests.pgtools import fresh_database
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ class Workers:
         self.started += 1
         log = open(self.log_dir / f"worker-{self.started}.err", "w")
         return subprocess.Popen(
-            [sys.executable, "-m", "infra.cli", "--store", self.store,
+            [sys.executable, "-m", "schedfence.infra.cli", "--store", self.store,
              "--worker-id", f"proc{self.started}", "worker", "--concurrency", "2",
              "--poll-interval", "0.05", "--claim-grace", GRACE],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)

@@ -11,9 +11,9 @@ import json
 import pytest
 from sqlalchemy import event, text
 
-from domain.ports import AlreadyStarted, StartWorkflow
-from infra.sim_store import TABLE_NAME, TOMBSTONE, SqlSimState
-from infra.simulator import InMemorySimState, SimulatedDestination
+from schedfence.domain.ports import AlreadyStarted, StartWorkflow
+from schedfence.infra.sim_store import TABLE_NAME, TOMBSTONE, SqlSimState
+from schedfence.infra.simulator import InMemorySimState, SimulatedDestination
 
 NS = "ns"
 

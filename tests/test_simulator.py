@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.ports import (
+from schedfence.domain.ports import (
     AlreadyStarted,
     Destination,
     DestinationNotFound,
@@ -22,7 +22,7 @@ from domain.ports import (
     InvalidStartRequest,
     StartWorkflow,
 )
-from infra.simulator import FaultRates, InMemorySimState, SimulatedDestination, SqlSimState
+from schedfence.infra.simulator import FaultRates, InMemorySimState, SimulatedDestination, SqlSimState
 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running")
@@ -406,8 +406,8 @@ def test_sql_state_rejects_memory_url():
 WORKER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
-    from domain.ports import AlreadyStarted, StartWorkflow
-    from infra.simulator import SimulatedDestination, SqlSimState
+    from schedfence.domain.ports import AlreadyStarted, StartWorkflow
+    from schedfence.infra.simulator import SimulatedDestination, SqlSimState
     d = SimulatedDestination(SqlSimState(sys.argv[2]))
     for k in range(int(sys.argv[4])):
         d.start_workflow(StartWorkflow("default", f"{sys.argv[3]}-{k}", "R", "T"))

@@ -12,14 +12,14 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import OperationalError
 
-from domain.errors import InvalidArgument
-from domain.ids import destination_workflow_id
-from domain.migration import Migration, MigrationState
-from domain.model import EvolvingAggregate, state_fields
-from domain.schedule import Schedule, ScheduleKey
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
-from infra.store import FenceApplication, open_application, parse_store_url
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.migration import Migration, MigrationState
+from schedfence.domain.model import EvolvingAggregate, state_fields
+from schedfence.domain.schedule import Schedule, ScheduleKey
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.store import FenceApplication, open_application, parse_store_url
 
 NS = "default"
 INTERVAL = 7  # small, so a short test history crosses many snapshot points

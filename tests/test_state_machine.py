@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from domain.errors import DomainError, MigrationPending, SentinelBlocked
-from domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id,
+from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id,
                         schedule_aggregate_id)
-from domain.ports import DestinationError, StartWorkflow
-from domain.schedule import Schedule
-from infra.legacy import plant_legacy_v1
-from infra.service import MIGRATION_TOPICS, MigrationService, open_service
-from infra.simulator import InMemorySimState, SimulatedDestination
+from schedfence.domain.ports import DestinationError, StartWorkflow
+from schedfence.domain.schedule import Schedule
+from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.service import MIGRATION_TOPICS, MigrationService, open_service
+from schedfence.infra.simulator import InMemorySimState, SimulatedDestination
 from tests import pgtools
 from tests.helpers import MEMORY
 

@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-import infra.store as fence_store
-from infra.cli import cli
-import infra.pg as pg
-from infra.pg import StoreUnavailable, parse_pg_url
-from infra.service import open_service
+import schedfence.infra.store as fence_store
+from schedfence.infra.cli import cli
+import schedfence.infra.pg as pg
+from schedfence.infra.pg import StoreUnavailable, parse_pg_url
+from schedfence.infra.service import open_service
 
 from tests import pgtools
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _run(url: str, *args: str) -> tuple[int, float, str]:
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "infra.cli", "--store", url, *args], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", url, *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     return done.returncode, time.monotonic() - start, done.stderr.strip()
 
@@ -80,7 +80,7 @@ def test_every_store_connection_has_the_timeouts(pg_store: str) -> None:
                                                               else "statement_timeout"]) == \
                 ("1500ms", "7s")
         service.oncall()  # opens the projection engine
-        from projections.engine import engine_for_application
+        from schedfence.projections.engine import engine_for_application
         with engine_for_application(service.app).connect() as conn:
             assert _show(lambda q: conn.execute(text(q)).scalar()) == ("1500ms", "7s")
         with parse_pg_url(url).connect() as conn:

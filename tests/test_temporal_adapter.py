@@ -15,15 +15,15 @@ from temporalio.api.errordetails.v1 import (NamespaceNotFoundFailure, NotFoundFa
                                             WorkflowExecutionAlreadyStartedFailure)
 from temporalio.service import RPCError, RPCStatusCode
 
-from domain.errors import InvalidArgument
-from domain.ids import SCHEDULER_WORKFLOW_TYPE
-from domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
+from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                           DestinationUnavailable,
                           InvalidStartRequest, StartWorkflow)
-from infra.cli_temporal import parse_destination
-from infra.temporal_destination import (TemporalDestination, describe_error, policies,
+from schedfence.infra.cli_temporal import parse_destination
+from schedfence.infra.temporal_destination import (TemporalDestination, describe_error, policies,
                                         start_error)
-from infra.temporal_server import free_port, start_dev_server
+from schedfence.infra.temporal_server import free_port, start_dev_server
 from tests.contract.temporal_env import NS, temporal_env  # noqa: F401
 
 

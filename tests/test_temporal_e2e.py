@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from domain.errors import SentinelBlocked
-from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from infra.service import MigrationService, open_service
+from schedfence.domain.errors import SentinelBlocked
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.infra.service import MigrationService, open_service
 from tests.contract.temporal_env import (NS, TemporalEnv, start_destination_worker,
                                          stop_process, temporal_env, wait_for)  # noqa: F401
 from tests.helpers import Crash, Hooks
@@ -159,8 +159,8 @@ def test_a_destination_terminated_after_a_close_failure_is_not_started_again(
 
 KILLED_WORKER = """
 import os, signal, sys
-from infra.service import open_service
-from infra.temporal_destination import TemporalDestination
+from schedfence.infra.service import open_service
+from schedfence.infra.temporal_destination import TemporalDestination
 
 def die(point):
     if point == "start.after_call":  # the start RPC has returned; nothing recorded it yet
@@ -194,7 +194,7 @@ def test_a_worker_killed_between_start_and_receipt_leaves_one_chain(temporal_env
 # -- the CLI against the server ------------------------------------------------------------
 def cli(env: TemporalEnv, store: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "infra.cli", "--store", store, *args], cwd=REPO, timeout=60,
+        [sys.executable, "-m", "schedfence.infra.cli", "--store", store, *args], cwd=REPO, timeout=60,
         capture_output=True, text=True, env=dict(os.environ, SCHEDFENCE_DESTINATION=env.url))
 
 
@@ -215,7 +215,7 @@ def test_the_cli_rolls_back_against_the_server_and_exits_cleanly(temporal_env, t
 def test_the_cli_reports_an_unreachable_server_in_one_line(tmp_path, sid):
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "infra.cli", "--store", f"sqlite:///{tmp_path / 'x.db'}",
+            [sys.executable, "-m", "schedfence.infra.cli", "--store", f"sqlite:///{tmp_path / 'x.db'}",
              "--destination", "temporal://127.0.0.1:1/default", *args],
             cwd=REPO, timeout=60, capture_output=True, text=True)
     proc = run("schedule", "create", NS, sid)  # it checks for a running chain (I1)

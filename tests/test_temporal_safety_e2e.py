@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from domain.errors import AlreadyExists, StandbyNotPromoted
-from domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from domain.ports import DestinationNotFound
-from infra.service import MigrationService, open_service
+from schedfence.domain.errors import AlreadyExists, StandbyNotPromoted
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ports import DestinationNotFound
+from schedfence.infra.service import MigrationService, open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.contract.worlds import INPUT, ServerWorld
 from tests.replica_helpers import CopyAt

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from domain.ids import destination_workflow_id
-from infra.due import MAX_BACKOFF, backoff_seconds
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.infra.due import MAX_BACKOFF, backoff_seconds
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
 from tests.helpers import Crash, start_foreign
 
 NS = "default"

@@ -25,9 +25,9 @@ from typing import Any, Callable, TypeVar
 
 import pytest
 
-from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
-from infra.temporal_destination import DEFAULT_TASK_QUEUE, LoopThread, TemporalDestination
-from infra.temporal_server import DevServer, ServerError, die_with_parent, start_dev_server
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
+from schedfence.infra.temporal_destination import DEFAULT_TASK_QUEUE, LoopThread, TemporalDestination
+from schedfence.infra.temporal_server import DevServer, ServerError, die_with_parent, start_dev_server
 
 NS = "default"
 WORKER_READY_TIMEOUT = 30.0
@@ -181,7 +181,7 @@ def start_destination_worker(url: str, *extra: str) -> tuple[subprocess.Popen, d
     # stderr goes to a file: SDK warnings must never fill a pipe nobody reads.
     errors = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.cli", "--destination", url, "destination-worker",
+        [sys.executable, "-m", "schedfence.infra.cli", "--destination", url, "destination-worker",
          "--json", *extra],
         stdout=subprocess.PIPE, stderr=errors, text=True,
         cwd=Path(__file__).resolve().parents[2], preexec_fn=die_with_parent)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.ports import AlreadyStarted
+from schedfence.domain.ports import AlreadyStarted
 from tests.contract.worlds import already_started, describe, rid, start
 
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate")

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from domain.ids import SCHEDULER_WORKFLOW_TYPE
-from domain.ports import DestinationNotFound, InvalidStartRequest
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
+from schedfence.domain.ports import DestinationNotFound, InvalidStartRequest
 from tests.contract.worlds import already_started, describe, rid, start
 
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate",

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from domain.ids import destination_workflow_id
-from infra.legacy import plant_legacy_v1
-from infra.service import MigrationService, open_service
-from infra.simulator import SimulatedDestination
-from projections import service_views as pv
+from schedfence.domain.ids import destination_workflow_id
+from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.simulator import SimulatedDestination
+from schedfence.projections import service_views as pv
 from tests.helpers import NS, start_foreign
 
 OTHER_NS = "payments"

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.errors import InvalidArgument, NotFound
-from domain.schedule import ScheduleKey
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
+from schedfence.domain.errors import InvalidArgument, NotFound
+from schedfence.domain.schedule import ScheduleKey
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
 from tests.projections.histories import OTHER_NS, Histories, build
 
 NS = "default"

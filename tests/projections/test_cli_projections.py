@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.persistence import StoredEvent
 
-from infra.cli import cli
-from infra.service import open_service
-from infra.simulator import SimulatedDestination
+from schedfence.infra.cli import cli
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import SimulatedDestination
 from tests.projections.histories import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_a_stopped_projection_is_a_one_line_error_naming_the_position(file_store
 
 
 def test_the_module_entry_point_has_the_commands(store: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "infra.cli", "--store", store, "audit",
+    done = subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store, "audit",
                            "--schedule", "default/done", "--json"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -9,14 +9,14 @@ import uuid
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 
-from domain.errors import DomainError
-from domain.migration import Migration
-from infra.codec import UndecodableEvent
-from projections import service_views as pv
-from projections.engine import engine_for_application
-from projections.projection import FenceProjection
-from projections.runner import Projector, ProjectionGap, ProjectionStopped
-from projections.view import FenceViews
+from schedfence.domain.errors import DomainError
+from schedfence.domain.migration import Migration
+from schedfence.infra.codec import UndecodableEvent
+from schedfence.projections import service_views as pv
+from schedfence.projections.engine import engine_for_application
+from schedfence.projections.projection import FenceProjection
+from schedfence.projections.runner import Projector, ProjectionGap, ProjectionStopped
+from schedfence.projections.view import FenceViews
 from tests import pgtools
 from tests.helpers import Crash
 from tests.projections.histories import Histories, build
@@ -321,7 +321,7 @@ def test_a_memory_store_projects_into_its_own_shared_database(store_kind: str,
 def test_a_projection_of_another_schema_version_is_rebuilt(hist: Histories, monkeypatch) -> None:
     hist.service.catch_up()
     before = pv.projector(hist.service).view.dump()
-    from projections import tables
+    from schedfence.projections import tables
     monkeypatch.setattr(tables, "SCHEMA_VERSION", tables.SCHEMA_VERSION + 1)
     p = projector(hist)
     assert p.position == 0  # the old projection was dropped ...

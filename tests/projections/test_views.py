@@ -6,9 +6,9 @@ from uuid import UUID
 
 import pytest
 
-from domain import decisions as d
-from domain.errors import DomainError, InvalidArgument
-from domain.ids import destination_workflow_id
+from schedfence.domain import decisions as d
+from schedfence.domain.errors import DomainError, InvalidArgument
+from schedfence.domain.ids import destination_workflow_id
 from tests.projections.histories import OTHER_NS, Histories, build
 
 NS = "default"

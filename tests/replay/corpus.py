@@ -26,9 +26,9 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
-from domain.decisions import next_step
-from infra.codec import JSONBytes, PydanticMapper
-from infra.replay import Folder, as_dict
+from schedfence.domain.decisions import next_step
+from schedfence.infra.codec import JSONBytes, PydanticMapper
+from schedfence.infra.replay import Folder, as_dict
 
 FORMAT = 1
 HISTORIES = Path(__file__).parent / "histories"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Callable
 
-from domain.errors import DomainError
-from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from domain.migration import Migration
+from schedfence.domain.errors import DomainError
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.migration import Migration
 from tests.helpers import NS, Crash, World, plant_legacy, start_foreign
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from domain.migration import Migration
-from infra import replay
+from schedfence.domain.migration import Migration
+from schedfence.infra import replay
 from tests import pgtools
 from tests.helpers import MEMORY
 from tests.replay import corpus, regenerate

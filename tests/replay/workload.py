@@ -9,11 +9,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from domain.errors import DomainError
-from domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from domain.ports import DestinationError, StartWorkflow
-from infra.service import open_service
-from infra.simulator import FaultRates, SimulatedDestination
+from schedfence.domain.errors import DomainError
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ports import DestinationError, StartWorkflow
+from schedfence.infra.service import open_service
+from schedfence.infra.simulator import FaultRates, SimulatedDestination
 from tests.helpers import MEMORY, NS, Crash, World
 
 SIDS = ("ra", "rb", "rc", "rd", "re")
