@@ -50,7 +50,7 @@ def _migrate_share(store: str, sids: list[str], start: Any, done: Any) -> None:
 def _prepare(store: str, n: int) -> list[str]:
     from schedfence.infra.service import open_service
     sids = [f"s{i:06d}" for i in range(n)]
-    with open_service(store) as svc:
+    with open_service(store, "sim") as svc:
         for sid in sids:
             svc.create_schedule(NS, sid)
     return sids
@@ -58,7 +58,7 @@ def _prepare(store: str, n: int) -> list[str]:
 
 def _check(store: str, n: int) -> None:
     from schedfence.infra.service import open_service
-    with open_service(store) as svc:
+    with open_service(store, "sim") as svc:
         by_state = svc.stats()["by_state"]
         assert by_state["completed"] == n, by_state
 

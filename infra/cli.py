@@ -24,8 +24,9 @@ from . import cli_output as out
 from .cli_recovery import recover
 from .service import MigrationService, open_service
 from .drain import RETRY_FOR, NotDrained
-from .sim_store import sim_state_for
-from .simulator import SimulatedDestination, SqlSimState
+from .destinations import (CHOOSE, NoDestination, OpenedDestination, check_spec,
+                           open_destination)
+from .replay import open_offline
 from .store import DEFAULT_STORE, parse_store_url
 from .worker import CLAIM_GRACE_SECONDS
 from .workers import MAX_POLL_INTERVAL, one_line, unique_worker_id
@@ -35,18 +36,36 @@ JSON_KEY = "schedfence.json"
 
 @dataclass
 class CliState:
-    """Group options, and the service opened on first use (so --help never opens a store)."""
+    """Group options, and the service opened on first use (so --help never opens a store).
+
+    ``service()`` is for commands that reach the destination (and may create the store);
+    ``existing()`` for commands that read or change what is already there: the store must exist
+    (nothing is created) and no destination is needed."""
 
     store: str
     worker_id: str | None
     destination: str | None = None
     _service: MigrationService | None = None
-    _sim: Any = None
+    _destination: OpenedDestination | None = None
 
     def service(self) -> MigrationService:
         if self._service is None:
-            self._service, self._sim = open_cli_service(self.store, self.worker_id,
-                                                        self.destination)
+            self._service, self._destination = open_cli_service(self.store, self.worker_id,
+                                                                self.destination)
+        return self._service
+
+    @property
+    def destination_label(self) -> str:
+        """The chosen destination as banners name it (no password)."""
+        return self._destination.label if self._destination else "none"
+
+    def existing(self) -> MigrationService:
+        if self._service is None:
+            if self.worker_id is not None:
+                validate_worker_id(self.worker_id)
+            if self.destination:  # not used here, but a typo in it is still named
+                check_spec(self.destination)
+            self._service = open_offline(self.store, self.worker_id, NoDestination())
         return self._service
 
     def store_error(self, exc: BaseException) -> DomainError | None:
@@ -55,16 +74,15 @@ class CliState:
     def close(self) -> None:
         if self._service is not None:
             self._service.close()
-            if isinstance(self._sim, SqlSimState):
-                self._sim.dispose()
-            elif self.destination:
-                self._sim.close()  # the Temporal adapter: its client and loop thread
             self._service = None
+        if self._destination is not None:
+            self._destination.close()  # the simulator's engine, a Temporal client
+            self._destination = None
 
 
 def open_cli_service(store: str, worker_id: str | None,
-                     destination: str | None = None) -> tuple[MigrationService, Any]:
-    """Open the store with the simulator persisted beside it (shared by every invocation).
+                     destination: str | None) -> tuple[MigrationService, OpenedDestination]:
+    """The service on ``store`` with the destination the user chose (there is no default).
 
     Any failure to open is the caller's store/URL problem, so it is reported as invalid_argument.
     """
@@ -74,20 +92,21 @@ def open_cli_service(store: str, worker_id: str | None,
                               "write would vanish: use sqlite:///PATH or postgresql://")
     if worker_id is not None:
         validate_worker_id(worker_id)
-    dest = None
-    if destination:  # a real Temporal server instead of the simulator in the store
-        from .cli_temporal import open_destination
-        dest = open_destination(destination)
+    if not destination:
+        raise InvalidArgument(CHOOSE)
+    check_spec(destination)
+    opened = open_destination(destination, url)
     try:
-        sim = dest or sim_state_for(url.url, url.kind == "sqlite-memory")
-        service = open_service(store, dest or SimulatedDestination(sim), worker_id=worker_id)
+        service = open_service(store, opened.destination, worker_id=worker_id)
         service.event_count()  # read now, so a file that is not a store fails here, clearly
     except DomainError:
+        opened.close()
         raise
     except Exception as exc:
+        opened.close()
         raise InvalidArgument(f"cannot open store {url.redacted!r}: {type(exc).__name__}: "
                               f"{exc}") from exc
-    return service, sim
+    return service, opened
 
 
 class FenceGroup(click.Group):
@@ -134,7 +153,17 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _service() -> MigrationService:
+    """For commands that reach the destination: one must be chosen."""
     return click.get_current_context().find_object(CliState).service()
+
+
+def _destination_label() -> str:
+    return click.get_current_context().find_object(CliState).destination_label
+
+
+def _existing() -> MigrationService:
+    """For commands that read or change an existing store and never reach the destination."""
+    return click.get_current_context().find_object(CliState).existing()
 
 
 def _emit(as_json: bool, doc: Any, lines: list[str]) -> None:
@@ -150,9 +179,10 @@ def _emit(as_json: bool, doc: Any, lines: list[str]) -> None:
                    "[?schema=S]; env SCHEDFENCE_STORE.")
 @click.option("--worker-id", default=None, help="Identity recorded on worker/admin events.")
 @click.option("--destination", envvar="SCHEDFENCE_DESTINATION", default=None,
-              help="temporal://HOST:PORT/NAMESPACE, or sim+STORE_URL (the simulator kept in "
-                   "a store of its own, so an active and a standby share one destination); "
-                   "default: the simulator in the store.")
+              help="Where schedules go (no default: choose one): sim (the simulator kept "
+                   "in the store, for trials), sim+STORE_URL (a simulator in a store of its "
+                   "own, shared by an active and a standby) or temporal://HOST:PORT/NAMESPACE; "
+                   "env SCHEDFENCE_DESTINATION.")
 @click.pass_context
 def cli(ctx: click.Context, store: str, worker_id: str | None,
         destination: str | None) -> None:
@@ -190,7 +220,7 @@ def _updater(name: str, doc: str, **change: Any) -> None:
     @click.argument("schedule_id")
     @json_option
     def command(namespace: str, schedule_id: str, as_json: bool) -> None:
-        _schedule_out(_service().update_schedule(namespace, schedule_id, **change), as_json)
+        _schedule_out(_existing().update_schedule(namespace, schedule_id, **change), as_json)
 
 
 _updater("pause", "Pause a schedule.", paused=True)
@@ -205,7 +235,7 @@ _updater("delete", "Delete (close) a schedule.", delete=True)
 @json_option
 def schedule_notes(namespace: str, schedule_id: str, text: str, as_json: bool) -> None:
     """Replace a schedule's notes."""
-    _schedule_out(_service().update_schedule(namespace, schedule_id, notes=text), as_json)
+    _schedule_out(_existing().update_schedule(namespace, schedule_id, notes=text), as_json)
 
 
 # -- migration commands ------------------------------------------------------------------------
@@ -220,7 +250,9 @@ def rollback(namespace: str, schedule_id: str, request_id: str | None, actor: st
     """Hand a schedule over to the workflow side.
 
     Idempotent per request id; an omitted id is derived from the source incarnation."""
-    result = _service().rollback(namespace, schedule_id, request_id, actor).to_dict()
+    state = click.get_current_context().find_object(CliState)
+    result = state.service().rollback(namespace, schedule_id, request_id, actor).to_dict()
+    result["destination"] = state.destination_label
     _emit(as_json, result, out.rollback_lines(result))
 
 
@@ -234,7 +266,7 @@ def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bo
     """Cancel an open migration, restoring the source.
 
     Refused (failed_precondition) once a start may have committed."""
-    view = _service().abort(namespace, schedule_id, reason, actor).to_dict()
+    view = _existing().abort(namespace, schedule_id, reason, actor).to_dict()
     _emit(as_json, view, out.migration_lines(view))
 
 
@@ -288,7 +320,8 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
             service.worker.own_prefix = stats.identity
             report = service.run_until_idle(max_attempts, retry_for)
             summary.update(report.to_dict(), attempts=stats.attempts + int(report))
-    doc = dict(summary, events_written=service.app.events_since(before),
+    doc = dict(summary, destination=_destination_label(),
+               events_written=service.app.events_since(before),
                migrations=out.migration_states(service))
     if not until_idle and not as_json:
         click.echo(f"worker stopped after {summary['passes']} passes, "
@@ -297,7 +330,8 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
     failure = NotDrained.of(report) if report is not None and not report.drained else None
     if failure is not None and as_json:  # one JSON document: the summary carries the error
         doc["error"] = {"code": failure.code, "message": failure.message}
-    _emit(as_json, doc, [f"attempts: {summary['attempts']}",
+    _emit(as_json, doc, [f"destination: {doc['destination']}",
+                         f"attempts: {summary['attempts']}",
                          f"events written: {doc['events_written']}",
                          f"migrations: {out.states_summary(doc['migrations'])}"])
     if failure is not None:
@@ -328,8 +362,8 @@ def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
         click.echo(f"worker thread {thread}: error: {message} (retrying)", err=True)
 
     if not until_idle and not as_json:
-        click.echo(f"worker {service.worker_id}: {concurrency} thread(s), polling every "
-                   f"{interval:g}s (Ctrl-C stops)")
+        click.echo(f"worker {service.worker_id}: {concurrency} thread(s), destination "
+                   f"{_destination_label()}, polling every {interval:g}s (Ctrl-C stops)")
     return service.run_workers(stop, concurrency, until_idle=until_idle,
                                poll_interval=interval, on_pass=on_pass, on_error=on_error)
 
@@ -341,7 +375,7 @@ def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
 @json_option
 def status(namespace: str, schedule_id: str, as_json: bool) -> None:
     """Show a schedule and its latest migration."""
-    service = _service()
+    service = _existing()
     view = service.schedule(namespace, schedule_id).to_dict()
     try:
         mig: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
@@ -355,7 +389,7 @@ def status(namespace: str, schedule_id: str, as_json: bool) -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """One row per schedule key (its current incarnation)."""
-    service = _service()
+    service = _existing()
     rows = []
     for view in service.list_schedules():
         row = view.to_dict()
@@ -374,7 +408,7 @@ def list_(as_json: bool) -> None:
 def history(namespace: str, schedule_id: str, as_json: bool) -> None:
     """Events of a schedule and its migrations, in order."""
     entries = []
-    for entry in _service().history(namespace, schedule_id):
+    for entry in _existing().history(namespace, schedule_id):
         doc = entry.to_dict()
         doc["short_type"] = out.short_type(entry.type)
         entries.append(doc)
@@ -392,7 +426,7 @@ def verify(ctx: click.Context, also: str | None, as_json: bool) -> None:
     """Check the log against the protocol invariants.
 
     Exits 1 if any invariant is violated."""
-    doc = out.verdict(_service(), also)
+    doc = out.verdict(_existing(), also)
     _emit(as_json, doc, out.verdict_lines(doc))
     if not doc["ok"]:
         ctx.exit(1)
@@ -419,7 +453,7 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
 
 from . import cli_replay  # noqa: E402,F401  (registers `replay`; it imports this module)
 from .cli_projections import register as _projections  # noqa: E402
-_projections(cli, json_option, _service, _emit)  # audit, stats, oncall, migrations, projection
+_projections(cli, json_option, _existing, _emit)  # audit, stats, oncall, migrations, projection
 
 
 cli.add_command(recover)

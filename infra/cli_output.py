@@ -132,7 +132,7 @@ def migration_lines(view: dict[str, Any] | None) -> list[str]:
 def rollback_lines(result: dict[str, Any]) -> list[str]:
     return kv_block(f"rollback {result['outcome']}", [
         ("request id", result["request_id"]), ("origin", result["request_id_origin"]),
-        ("migration id", result["migration_id"])])
+        ("migration id", result["migration_id"]), ("destination", result["destination"])])
 
 
 def list_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -14,50 +14,15 @@ import sys
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator
-from urllib.parse import urlsplit
 
 import click
 
 from schedfence.domain.errors import InvalidArgument, Unavailable
 from schedfence.domain.ids import validate_id
 
-SCHEME = "temporal"
-_used_temporal = False  # set once this process has created a temporal client
+from .destinations import parse_destination, temporal_used
 
-
-def parse_destination(url: str) -> tuple[str, str]:
-    """``temporal://HOST:PORT[/NAMESPACE]`` → (``HOST:PORT``, namespace, default ``default``)."""
-    if url.startswith("sim+"):  # never echoed: it may hold a database password
-        raise InvalidArgument("a sim+ destination is the simulator, not a Temporal server")
-    parts = urlsplit(url)
-    if parts.scheme != SCHEME or not parts.hostname:
-        raise InvalidArgument(f"destination must be {SCHEME}://HOST:PORT/NAMESPACE or "
-                              f"sim+STORE_URL, got {url!r}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        raise InvalidArgument(f"destination {url!r} needs a port (Temporal's default is 7233)")
-    if parts.query or parts.fragment:
-        raise InvalidArgument(f"destination {url!r}: no query or fragment is accepted")
-    namespace = parts.path.strip("/") or "default"
-    validate_id("destination namespace", namespace)
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{host}:{port}", namespace
-
-
-def open_destination(url: str, **options: Any):
-    """The Temporal adapter for ``url`` (it connects on first use), or for ``sim+STORE_URL``
-    the simulator kept in a store of its own, shared by every process (infra/shared_sim.py)."""
-    global _used_temporal
-    from .shared_sim import is_shared_sim, open_shared_sim
-    if is_shared_sim(url):
-        return open_shared_sim(url)
-    target, namespace = parse_destination(url)
-    from .temporal_destination import TemporalDestination  # keep temporalio off other commands
-    _used_temporal = True
-    return TemporalDestination(target, namespace, **options)
+_used_temporal = False  # set once the destination worker created a temporal client
 
 
 @contextmanager
@@ -66,7 +31,7 @@ def leaving_cleanly() -> Iterator[None]:
     try:
         yield
     except SystemExit as exc:
-        if not _used_temporal:
+        if not (_used_temporal or temporal_used()):
             raise
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, (int, type(None))):

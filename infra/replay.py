@@ -252,18 +252,20 @@ class OfflineDestination:
     start_workflow = describe = _refuse
 
 
-def open_offline(store: str) -> Any:
-    """A service over ``store`` that can read and replay, and never reaches a destination."""
+def open_offline(store: str, worker_id: str | None = None, destination: Any = None) -> Any:
+    """A service over an existing ``store`` that never reaches a destination and never creates
+    the store: replay, and the CLI's commands that only read or change what is there."""
     from .service import MigrationService  # the service imports this module
 
     url = parse_store_url(store)
     if url.kind == "sqlite-file" and not os.path.isfile(url.path):
-        raise InvalidArgument(f"store {store!r}: no such file (replay never creates one)")
+        raise InvalidArgument(f"store {store!r}: no such file (this command never creates "
+                              "one; a store is created by `schedule create` or a worker)")
     if url.pg is not None:
         _require_pg_store(url.pg)  # opening would create the schema and the events table
     try:
-        service = MigrationService(open_application(url), OfflineDestination(),
-                                   worker_id="replay")
+        service = MigrationService(open_application(url), destination or OfflineDestination(),
+                                   worker_id=worker_id or "replay")
         service.event_count()  # a file that is not a store fails here, clearly
     except StoreUnavailable:
         raise  # its own code and a message without the password
@@ -281,7 +283,7 @@ def _require_pg_store(target: PgTarget) -> None:
                              "AND table_name = %s", (target.schema, table)).fetchone()
     if found is None:
         raise InvalidArgument(f"store {target.redacted!r}: no such schema or no event table "
-                              f"{target.schema}.{table} (replay never creates one)")
+                              f"{target.schema}.{table} (this command never creates one)")
 
 
 def _redact(text: str, url: Any) -> str:

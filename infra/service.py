@@ -29,6 +29,7 @@ from .replica_store import PREFIX, replica_positions
 from .store import FenceApplication, open_application, parse_store_url, retry_on_conflict
 from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from .due import DueWork
+from .destinations import CHOOSE_API, check_spec, open_destination
 from .drain import RETRY_FOR, DrainReport, drain
 from .worker import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
 from .workers import PoolStats, WorkerPool
@@ -373,29 +374,35 @@ def check_paused(paused: object) -> None:
         raise_invalid("paused must be true or false")
 
 
-def open_service(store: str, destination: Destination | None = None, *,
+def open_service(store: str, destination: Destination | str | None = None, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS,
                  retry_for: float = RETRY_FOR) -> MigrationService:
     """Open a service on ``store``: ``sqlite:///path.db``, ``sqlite:///:memory:`` or
     ``postgresql://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME]``.
 
-    ``destination=None`` means the simulator persisted beside the events in the same store, so
-    separate processes share it. ``retry_for``: how long ``run_until_idle`` retries a
-    migration that backs off before it reports it blocked.
+    ``destination`` must be chosen: ``"sim"`` (the simulator kept beside the events in the same
+    store, so separate processes share it), ``"sim+STORE_URL"``, ``"temporal://HOST:PORT/NS"``
+    or a ``Destination`` object; without one the call is refused (no silent simulator).
+    ``retry_for``: how long ``run_until_idle`` retries a migration that backs off before it
+    reports it blocked.
     """
     if worker_id is not None:
         validate_worker_id(worker_id)
+    if destination is None:
+        raise InvalidArgument(CHOOSE_API)
     url = parse_store_url(store)
+    if isinstance(destination, str):
+        check_spec(destination)  # refused before the store is opened: nothing is created
     app = open_application(url)
     on_close: Callable[[], None] | None = None
-    if destination is None:
-        from .sim_store import SqlSimState, sim_state_for
-        from .simulator import SimulatedDestination
-        state = sim_state_for(url.url, url.kind == "sqlite-memory")
-        destination = SimulatedDestination(state)
-        if isinstance(state, SqlSimState):
-            on_close = state.dispose
+    if isinstance(destination, str):
+        try:
+            opened = open_destination(destination, url)
+        except BaseException:
+            app.close()
+            raise
+        destination, on_close = opened.destination, opened.close
     return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
                             on_close=on_close, claim_grace=claim_grace, retry_for=retry_for)
 

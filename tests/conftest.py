@@ -17,6 +17,10 @@ A test that takes ``store_url``, ``file_store_url``, ``new_store_url`` or ``stor
 Every PostgreSQL schema lives in the session's own database, which is dropped at the end of
 the run. Outside CI an unreachable server skips the ``[postgres]`` half; in CI (``CI=true``)
 it fails it (``tests.pgtools.require_postgres``).
+
+There is no default destination, so every test chooses one: ``SCHEDFENCE_DESTINATION=sim``
+(the simulator kept in the store) for the CLI, in-process and in subprocesses, unless a test
+passes its own (``--destination``) or removes it to test the refusal.
 """
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ from tests import pgtools
 from tests.helpers import MEMORY, world  # noqa: F401  (world: the fixture, for every module)
 
 STORES = ("sqlite", "postgres")
+
+
+@pytest.fixture(autouse=True)
+def destination_is_the_simulator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCHEDFENCE_DESTINATION", "sim")
 
 
 @pytest.fixture(scope="session")

@@ -208,7 +208,7 @@ def test_closed_incarnation_is_recreated_as_a_new_incarnation(world, how):
 ])
 def test_bad_store_urls_are_invalid_argument(url, expect):
     with pytest.raises(InvalidArgument) as exc:
-        open_service(url)
+        open_service(url, "sim")
     assert expect in exc.value.message
 
 

@@ -123,6 +123,7 @@ def test_history_text_lists_events_in_order(store: str) -> None:
 
 
 def test_list_text_has_one_row_per_schedule(store: str) -> None:
+    ok(store, "worker", "--until-idle")  # creates the store: `list` only reads one that exists
     assert ok(store, "list").strip() == "no schedules"
     ok(store, "schedule", "create", "ns", "a")
     ok(store, "schedule", "create", "ns", "b", "--paused")
@@ -224,6 +225,7 @@ def test_unexpected_exception_is_one_internal_line(store: str, monkeypatch) -> N
     def boom(self):
         raise RuntimeError("boom\nsecond line")
 
+    ok(store, "schedule", "create", "ns", "a")
     monkeypatch.setattr(MigrationService, "list_schedules", boom)
     result = run(store, "list")
     assert result.exit_code == 1

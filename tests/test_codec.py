@@ -39,7 +39,7 @@ register_topic(NoteAdded.TOPIC, NoteAdded)
 
 @pytest.fixture()
 def service():
-    svc = open_service("sqlite:///:memory:")
+    svc = open_service("sqlite:///:memory:", "sim")
     yield svc
     svc.close()
 
@@ -94,7 +94,7 @@ def test_a_newer_version_than_the_code_is_refused_not_guessed(service):
 @pytest.fixture()
 def stored_service(store_url: str):
     """A service on the test's store, SQLite or PostgreSQL (the mapper tests need neither)."""
-    svc = open_service(store_url)
+    svc = open_service(store_url, "sim")
     yield svc
     svc.close()
 

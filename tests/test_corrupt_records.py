@@ -65,7 +65,7 @@ def _drop_projection(url: str) -> None:
 def store(file_store_url: str) -> dict[str, Any]:
     """A store with a completed migration of ns/a and a plain schedule ns/b; returns the URL
     and the migration's records (position, version, topic) in log order."""
-    with open_service(file_store_url) as service:
+    with open_service(file_store_url, "sim") as service:
         service.create_schedule(NS, "a")
         mid = uuid.UUID(service.rollback(NS, "a").migration_id)
         service.run_until_idle()
@@ -180,7 +180,7 @@ def test_a_deleted_middle_record_names_the_aggregate_and_the_missing_version(sto
 
 
 def test_fold_events_refuses_gaps_and_wraps_reducer_errors(store) -> None:
-    with open_service(store["url"]) as service:
+    with open_service(store["url"], "sim") as service:
         events = list(service.app.events.get(store["mid"]))
         assert fold_events(None, events).version == len(events)
         with pytest.raises(fence_store.CorruptHistory, match="versions 2..3 are missing"):

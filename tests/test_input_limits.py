@@ -99,7 +99,7 @@ def test_every_write_refuses_every_bad_value_and_writes_nothing(world, write):
 @pytest.mark.parametrize("name,bad", list(bad_values("worker id", MAX_WORKER_ID_LENGTH).items()))
 def test_open_service_refuses_a_bad_worker_id(store_url, name, bad):
     with pytest.raises(InvalidArgument, match="worker id"):
-        open_service(store_url, worker_id=bad)
+        open_service(store_url, "sim", worker_id=bad)
 
 
 def test_notes_keep_newlines_and_tabs_and_unicode(world):
@@ -191,8 +191,8 @@ def test_cli_refuses_bad_text_in_one_line(file_store_url, args, field):
 # -- each field at its limit (accepted) and one past it (refused), then every read -------------
 def _write_at_limits_api(url: str) -> None:
     with pytest.raises(InvalidArgument, match="worker id"):
-        open_service(url, worker_id=WORKER + "w")
-    with open_service(url, worker_id=WORKER) as s:
+        open_service(url, "sim", worker_id=WORKER + "w")
+    with open_service(url, "sim", worker_id=WORKER) as s:
         s.promote(ACTOR, REASON)
         over = [lambda: s.promote(ACTOR + "ü", REASON), lambda: s.promote(ACTOR, REASON + "ß"),
                 lambda: s.create_schedule(NS_MAX + "n", SID_MAX),

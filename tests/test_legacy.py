@@ -126,7 +126,7 @@ def test_upcast_fills_exactly_the_v2_fields():
 
 def test_legacy_migration_shows_in_status_and_list(file_store_url: str):
     store = file_store_url
-    with open_service(store) as service:
+    with open_service(store, "sim") as service:
         service.create_schedule(NS, SID)
         mid = plant_legacy_v1(service, NS, SID)
     runner = CliRunner()

@@ -39,7 +39,7 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     port = pgtools.free_port()
     url = f"postgresql://bob:hunter2@127.0.0.1:{port}/fence"
     with pytest.raises(StoreUnavailable) as exc:
-        open_service(url)
+        open_service(url, "sim")
     assert "hunter2" not in exc.value.message and "bob:***@127.0.0.1" in exc.value.message
     result = CliRunner().invoke(cli, ["--store", url, "list", "--json"])
     assert result.exit_code == 1
@@ -53,13 +53,13 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
 def test_a_missing_database_is_named(pg_database: str) -> None:
     url = pgtools.database_url(f"{pg_database}_absent")
     with pytest.raises(StoreUnavailable, match="does not exist"):
-        open_service(url)
+        open_service(url, "sim")
 
 
 def test_first_use_creates_the_schema_and_every_table_in_it(pg_database: str) -> None:
     url = pgtools.new_schema_url(pg_database)
     schema = parse_pg_url(url).schema
-    with open_service(url) as svc:
+    with open_service(url, "sim") as svc:
         svc.create_schedule("ns", "a")
         svc.rollback("ns", "a")
         svc.run_until_idle()
@@ -71,20 +71,20 @@ def test_first_use_creates_the_schema_and_every_table_in_it(pg_database: str) ->
             (schema,))}
     assert {"schedfence_events", "schedfence_sim_destination", "schedfence_proj_tracking",
             "schedfence_proj_migrations", "schedfence_proj_audit"} <= tables
-    with open_service(url) as again:  # reopened: the same log, nothing recreated
+    with open_service(url, "sim") as again:  # reopened: the same log, nothing recreated
         assert again.migration("ns", "a").state == "completed" and again.verify() == []
 
 
 def test_two_schemas_of_one_database_are_separate_stores(pg_database: str) -> None:
     one, two = pgtools.new_schema_url(pg_database), pgtools.new_schema_url(pg_database)
-    with open_service(one) as a, open_service(two) as b:
+    with open_service(one, "sim") as a, open_service(two, "sim") as b:
         a.create_schedule("ns", "only-in-one")
         assert [s.schedule_id for s in a.list_schedules()] == ["only-in-one"]
         assert b.list_schedules() == [] and b.event_count() == 0
 
 
 def _open_and_write(url: str, n: int) -> None:
-    with open_service(url, worker_id=f"p{n}") as svc:
+    with open_service(url, "sim", worker_id=f"p{n}") as svc:
         svc.create_schedule("ns", f"s{n}")
 
 
@@ -99,6 +99,6 @@ def test_many_processes_opening_a_new_store_at_once_all_succeed(pg_database: str
     for p in procs:
         p.join(timeout=120)
     assert [p.exitcode for p in procs] == [0] * 6
-    with open_service(url) as svc:
+    with open_service(url, "sim") as svc:
         assert sorted(s.schedule_id for s in svc.list_schedules()) == \
             [f"s{n}" for n in range(6)]

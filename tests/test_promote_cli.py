@@ -21,7 +21,7 @@ def test_a_standby_acts_only_after_promote(tmp_path: Path) -> None:
     dest = "sim+sqlite:///" + str(tmp_path / "dest.db")
     populate(source, 2, complete=False)
     assert invoke("replicate", "--from", source, "--to", standby).exit_code == 0
-    with open_service(standby) as svc:
+    with open_service(standby, "sim") as svc:
         before = svc.event_count()
     refused = invoke("--store", standby, "--destination", dest, "worker", "--until-idle")
     assert refused.exit_code != 0
@@ -29,7 +29,7 @@ def test_a_standby_acts_only_after_promote(tmp_path: Path) -> None:
     refused = invoke("--store", standby, "schedule", "create", "ns", "new", "--json")
     assert json.loads(refused.stdout or refused.stderr)["error"]["code"] == \
         "failed_precondition"
-    with open_service(standby) as svc:
+    with open_service(standby, "sim") as svc:
         assert svc.event_count() == before  # nothing written on a refusal
 
     missing = invoke("--store", standby, "promote", "--actor", "ann")
@@ -44,13 +44,13 @@ def test_a_standby_acts_only_after_promote(tmp_path: Path) -> None:
                  "--retry-for", "0.5")
     # A start from before the failover may still land: the run waits, then says so.
     assert run.exit_code == 1 and "error: not_drained: 2 migration(s)" in run.stderr
-    with open_service(standby) as svc:
+    with open_service(standby, "sim") as svc:
         states = {svc.migration("ns", f"s{i:03d}").park_reason for i in range(2)}
     assert states == {None}
     run = invoke("--store", standby, "--destination", dest, "worker", "--until-idle",
                  "--claim-grace", "0")
     assert run.exit_code == 0, run.stderr
-    with open_service(standby) as svc:
+    with open_service(standby, "sim") as svc:
         states = {svc.migration("ns", f"s{i:03d}").park_reason for i in range(2)}
     # Never started on the active, but nothing proves the lost tail did not: an operator.
     assert states == {"failover_unverified"}

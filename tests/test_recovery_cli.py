@@ -28,7 +28,7 @@ def store(file_store_url: str) -> str:
 
 def setup(store: str, build) -> None:
     """Build a state with the service; the CLI later opens the same store and simulator."""
-    with open_service(store, claim_grace=0, retry_for=0) as service:  # reconcile decides at once
+    with open_service(store, "sim", claim_grace=0, retry_for=0) as service:  # reconcile decides at once
         service.create_schedule(NS, SID, notes="pre")
         build(service)
 
@@ -38,7 +38,7 @@ def invoke(store: str, *args: str):
 
 
 def count(store: str) -> int:
-    with open_service(store) as service:
+    with open_service(store, "sim") as service:
         return service.event_count()
 
 
@@ -110,7 +110,7 @@ def test_confirmed_rearm_refused_while_an_old_release_run_exists(store):
 def test_rearm_and_abort_of_a_foreign_park(store):
     setup(store, parked_foreign)
     assert allowed(store, "rearm", NS, SID, *WHO)["state"] == "pending"
-    with open_service(store) as service:
+    with open_service(store, "sim") as service:
         service.run_until_idle()  # the foreign run still runs: parked again, no commit
     assert allowed(store, "abort", NS, SID, *WHO)["state"] == "aborted"
     refused(store, "abort", NS, SID, *WHO, message="no open migration")

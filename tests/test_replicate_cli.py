@@ -155,10 +155,12 @@ def test_two_stores_share_a_destination_kept_in_a_third(tmp_path: Path) -> None:
 
 def test_a_bad_shared_destination_is_refused_clearly(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path}/a.db"
-    memory = invoke("--store", store, "--destination", "sim+sqlite:///:memory:", "list")
+    memory = invoke("--store", store, "--destination", "sim+sqlite:///:memory:", "schedule",
+                    "create", "ns", "a")
     assert memory.exit_code == 1 and "error: invalid_argument: " in memory.stderr
     down = invoke("--store", store, "--destination",
-                  "sim+postgresql://fence:s3cret@127.0.0.1:1/dest", "list", "--json")
+                  "sim+postgresql://fence:s3cret@127.0.0.1:1/dest", "schedule", "create",
+                  "ns", "a", "--json")
     assert down.exit_code == 1 and "s3cret" not in down.stdout + down.stderr
     assert json.loads(down.stdout)["error"]["code"] == "store_unavailable"
     worker = invoke("--destination", "sim+postgresql://fence:s3cret@127.0.0.1:1/dest",

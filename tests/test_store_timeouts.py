@@ -73,7 +73,7 @@ def _show(conn_execute) -> tuple[str, str]:
 
 def test_every_store_connection_has_the_timeouts(pg_store: str) -> None:
     url = pg_store + "&lock_timeout=1500ms&statement_timeout=7s"
-    with open_service(url) as service:
+    with open_service(url, "sim") as service:
         service.create_schedule("ns", "a")
         with service.app.recorder.datastore.get_connection() as conn:
             assert _show(lambda q: conn.execute(q).fetchone()["lock_timeout" if "lock" in q
@@ -85,7 +85,7 @@ def test_every_store_connection_has_the_timeouts(pg_store: str) -> None:
             assert _show(lambda q: conn.execute(text(q)).scalar()) == ("1500ms", "7s")
         with parse_pg_url(url).connect() as conn:
             assert _show(lambda q: conn.execute(q).fetchone()[0]) == ("1500ms", "7s")
-    with open_service(pg_store) as service:  # the defaults
+    with open_service(pg_store, "sim") as service:  # the defaults
         with service.app.recorder.datastore.get_connection() as conn:
             assert conn.execute("SHOW lock_timeout").fetchone()["lock_timeout"] == "10s"
             assert conn.execute("SHOW statement_timeout").fetchone()["statement_timeout"] \
@@ -135,7 +135,7 @@ def test_the_projections_and_the_simulator_name_their_timeouts_too(
 
 def test_an_open_service_read_gives_up_at_once_and_a_write_still_waits_its_turn(
         pg_store: str) -> None:
-    with open_service(pg_store + "&lock_timeout=300ms") as service:
+    with open_service(pg_store + "&lock_timeout=300ms", "sim") as service:
         service.create_schedule("ns", "a")
         holder = _holding(pg_store, "ACCESS EXCLUSIVE")
         start = time.monotonic()

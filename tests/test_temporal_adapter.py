@@ -20,7 +20,7 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                           DestinationUnavailable,
                           InvalidStartRequest, StartWorkflow)
-from schedfence.infra.cli_temporal import parse_destination
+from schedfence.infra.destinations import parse_destination
 from schedfence.infra.temporal_destination import (TemporalDestination, describe_error, policies,
                                         start_error)
 from schedfence.infra.temporal_server import free_port, start_dev_server

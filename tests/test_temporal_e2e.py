@@ -221,7 +221,7 @@ def test_the_cli_reports_an_unreachable_server_in_one_line(tmp_path, sid):
     proc = run("schedule", "create", NS, sid)  # it checks for a running chain (I1)
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: unavailable: ") and proc.stderr.count("\n") == 1
-    with open_service(f"sqlite:///{tmp_path / 'x.db'}") as svc:  # nothing was written
+    with open_service(f"sqlite:///{tmp_path / 'x.db'}", "sim") as svc:  # nothing was written
         assert svc.event_count() == 0
         svc.create_schedule(NS, sid)  # with the simulator in the store, to try a rollback
     proc = run("rollback", NS, sid)
