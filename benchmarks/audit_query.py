@@ -29,7 +29,7 @@ from schedfence.domain.ids import (derive_request_id, destination_workflow_id,  
 from schedfence.domain.migration import Migration  # noqa: E402
 from schedfence.domain.schedule import Schedule, ScheduleKey  # noqa: E402
 from schedfence.infra.service import open_service  # noqa: E402
-from schedfence.infra.simulator import SimulatedDestination  # noqa: E402
+from schedfence.infra.destination.simulator import SimulatedDestination  # noqa: E402
 from schedfence.projections import service_views as pv  # noqa: E402
 
 NAMESPACES = [f"ns{i:02d}" for i in range(20)]

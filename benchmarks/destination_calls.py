@@ -28,7 +28,7 @@ from schedfence.domain.errors import Unavailable
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import RunDescription, StartAccepted, StartWorkflow
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import FaultRates, SimulatedDestination
+from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
 
 NS = "bench"
 ADMIN_TRIES = 50  # a client retrying an `unavailable` admin call

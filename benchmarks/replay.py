@@ -34,8 +34,8 @@ from eventsourcing.application import project_aggregate  # noqa: E402
 from schedfence.domain import decisions as d
 from schedfence.domain.migration import evolve_migration
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination
-from schedfence.infra.store import FenceApplication, open_application, parse_store_url
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url
 
 NS, WORKER = "bench", "bench-worker"
 SAVE_BATCH = 1000  # events per append while recording the long middle

@@ -33,7 +33,7 @@ def _migrate_share(store: str, sids: list[str], start: Any, done: Any) -> None:
     """One worker process: rollback + drive each of its schedules to completion."""
     from schedfence.domain.ids import migration_aggregate_id
     from schedfence.infra.service import open_service
-    from schedfence.infra.simulator import InMemorySimState, SimulatedDestination
+    from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
     # No per-call copy of the simulator's whole state: it would grow with the runs and
     # measure the simulator, not the store.
     dest = SimulatedDestination(InMemorySimState(rollback=False))
@@ -177,7 +177,7 @@ def _raw_table(kind: str, store: str) -> str:
         return path
     import psycopg
 
-    from schedfence.infra.pg import parse_pg_url
+    from schedfence.infra.store.pg import parse_pg_url
     t = parse_pg_url(store)
     t.ensure_schema()
     dsn = f"host={t.host} port={t.port} user={t.user} dbname={t.dbname} " \

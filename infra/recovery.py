@@ -19,11 +19,11 @@ from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable,
 from schedfence.domain.schedule import Schedule, check_fence
 from schedfence.domain.text import validate_actor, validate_reason
 
-from .store import retry_on_conflict
-from .views import MigrationView
+from schedfence.infra.store.eventstore import retry_on_conflict
+from schedfence.infra.views import MigrationView
 
 if TYPE_CHECKING:
-    from .service import MigrationService
+    from schedfence.infra.service import MigrationService
 
 
 

@@ -23,16 +23,16 @@ from schedfence.domain.schedule import Schedule, ScheduleKey
 from schedfence.domain.text import validate_actor, validate_notes, validate_reason, validate_worker_id
 from schedfence.projections import service_views as pv
 
-from .recovery import recover as recover_migration
-from .replay import replay_key
-from .replica_store import PREFIX, replica_positions
-from .store import FenceApplication, open_application, parse_store_url, retry_on_conflict
-from .views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
-from .due import DueWork
-from .destinations import CHOOSE_API, check_spec, open_destination
-from .drain import RETRY_FOR, DrainReport, drain
-from .worker import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
-from .workers import PoolStats, WorkerPool
+from schedfence.infra.recovery import recover as recover_migration
+from schedfence.infra.replay.replayer import replay_key
+from schedfence.infra.replication.standby import PREFIX, replica_positions
+from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url, retry_on_conflict
+from schedfence.infra.views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
+from schedfence.infra.worker.due import DueWork
+from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination
+from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
+from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
+from schedfence.infra.worker.pool import PoolStats, WorkerPool
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
@@ -269,7 +269,7 @@ class MigrationService:
     def run_until_idle(self, max_attempts: int | None = None,
                        retry_for: float | None = None) -> DrainReport:
         """Attempt every open migration until nothing more can progress without an operator
-        or a lasting outage (infra/drain.py): what backs off is retried for ``retry_for``
+        or a lasting outage (infra/worker/drain.py): what backs off is retried for ``retry_for``
         seconds (default: the service's, 5 s; 0 = one try each). The result is the number of
         attempts (an int) that also names what is left: ``.blocked``, ``.exhausted``,
         ``.drained``."""
@@ -328,7 +328,7 @@ class MigrationService:
         active after a failover), over both, and across them (I4: one chain per migration)."""
         if also is None:
             return check_history(_decoded(self.app))
-        from .replicate import open_copy
+        from schedfence.infra.replication.follower import open_copy
         other = open_copy(also)
         try:
             theirs, mine = check_histories([_decoded(other), _decoded(self.app)])
@@ -357,7 +357,7 @@ class MigrationService:
 
     def replay(self, namespace: str, schedule_id: str, at: int | None = None,
                migration_id: str | None = None) -> dict[str, Any]:
-        """Forensic replay of a migration from the stored events alone (infra/replay.py)."""
+        """Forensic replay of a migration from the stored events alone (infra/replay/replayer.py)."""
         return replay_key(self, namespace, schedule_id, at, migration_id)
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
-from schedfence.infra.pg import LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options, \
+from schedfence.infra.store.pg import LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options, \
     timeout_of
 
 SQLITE_TIMEOUT = 30  # seconds a SQLite connection waits for another's lock
@@ -64,7 +64,7 @@ def _postgres_engine(env: Any) -> Engine:
                      database=env.get("POSTGRES_DBNAME"))
     schema = env.get("POSTGRES_SCHEMA")
     options = [f"-csearch_path={schema}"] if schema else []
-    if env.get(LOCK_TIMEOUT_KEY):  # the store's lock and statement timeouts (infra/pg.py)
+    if env.get(LOCK_TIMEOUT_KEY):  # the store's lock and statement timeouts (infra/store/pg.py)
         options.append(session_options(int(env.get(LOCK_TIMEOUT_KEY)),
                                        int(env.get(STATEMENT_TIMEOUT_KEY))))
     connect_args: dict[str, Any] = {"options": " ".join(options)} if options else {}

@@ -6,11 +6,11 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from schedfence.infra.replica_store import PG_TRACKING_TABLE, standby_recorder
-from schedfence.infra.replicate import replicate
+from schedfence.infra.replication.standby import PG_TRACKING_TABLE, standby_recorder
+from schedfence.infra.replication.follower import replicate
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
-from schedfence.infra.store import open_application, parse_store_url
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.store.eventstore import open_application, parse_store_url
 from tests import pgtools
 
 

@@ -18,8 +18,8 @@ from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionResponse
 
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                           StartWorkflow)
-from schedfence.infra.simulator import SimulatedDestination, SqlSimState
-from schedfence.infra.temporal_destination import TemporalDestination, create_request_id
+from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
+from schedfence.infra.destination.temporal import TemporalDestination, create_request_id
 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 STARTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED

@@ -19,9 +19,9 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.schedule import Schedule
-from schedfence.infra.cli import cli
+from schedfence.infra.cli.commands import cli
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination, SqlSimState
+from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
 from tests import pgtools
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from eventsourcing.utils import get_topic, register_topic, resolve_topic
 from schedfence.domain.migration import Migration
 from schedfence.domain.model import DomainEvent, EvolvingAggregate
 from schedfence.domain.schedule import Schedule, ScheduleKey
-from schedfence.infra.codec import UndecodableEvent
+from schedfence.infra.store.codec import UndecodableEvent
 from schedfence.infra.service import open_service
 
 
@@ -115,7 +115,7 @@ def test_the_fast_path_for_v1_events_decodes_exactly_what_the_dict_path_does() -
     general path's (json -> dict -> model), and bad bytes must still be undecodable."""
     import json
 
-    from schedfence.infra.codec import JSONBytes, PydanticMapper
+    from schedfence.infra.store.codec import JSONBytes, PydanticMapper
     mapper = PydanticMapper(transcoder=JSONBytes())
     mid = uuid.uuid4()
     event = Migration.OwnershipAccepted(originator_id=mid, originator_version=5,

@@ -17,11 +17,11 @@ from click.testing import CliRunner
 from eventsourcing.persistence import Notification, StoredEvent
 
 from schedfence.domain.migration import Migration
-from schedfence.infra.cli import cli
-from schedfence.infra.codec import JSONBytes, PydanticMapper, UndecodableEvent
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.store.codec import JSONBytes, PydanticMapper, UndecodableEvent
 from schedfence.infra.service import open_service
-import schedfence.infra.store as fence_store
-from schedfence.infra.store import fold_events
+import schedfence.infra.store.eventstore as fence_store
+from schedfence.infra.store.eventstore import fold_events
 
 from tests import pgtools
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from schedfence.infra.service import open_service
-from schedfence.infra.shared_sim import open_shared_sim
+from schedfence.infra.destination.shared_sim import open_shared_sim
 from tests.pg_cluster import private_cluster
 from tests.test_worker_robustness import (NS, _settled, _worker_process, assert_rode_it_out,
                                           pool_outcome, stop_all)

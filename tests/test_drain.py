@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import DestinationNotReached, DestinationUnavailable
-from schedfence.infra.cli import cli
-from schedfence.infra.drain import DrainReport, drain
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.worker.drain import DrainReport, drain
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 
 from .helpers import NS, new_world
 

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.infra.cli import cli
+from schedfence.infra.cli.commands import cli
 from schedfence.infra.service import open_service
-from schedfence.infra.store import parse_store_url
+from schedfence.infra.store.eventstore import parse_store_url
 
 NEEDS_DESTINATION = [
     ("schedule", "create", "ns", "a"), ("rollback", "ns", "a"), ("worker", "--until-idle"),

@@ -19,7 +19,7 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_
 from schedfence.domain.migration import Migration
 from schedfence.domain.schedule import MIGRATION_NOTE
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 
 NS, SID = "default", "fault-sched"
 WID = destination_workflow_id(SID)

@@ -16,9 +16,9 @@ from schedfence.domain.invariants import Violation, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import StartWorkflow
 from schedfence.domain.schedule import MIGRATION_NOTE, Schedule
-from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 
 M, S = Migration, Schedule
 NS = "inv"

@@ -11,9 +11,9 @@ from eventsourcing.persistence import StoredEvent
 
 from schedfence.domain.errors import AlreadyExists, RecoveryRefused
 from schedfence.domain.migration import Migration
-from schedfence.infra.cli import cli
-from schedfence.infra.codec import UndecodableEvent
-from schedfence.infra.legacy import legacy_v1_record, plant_legacy_v1
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.store.codec import UndecodableEvent
+from schedfence.infra.demo.legacy import legacy_v1_record, plant_legacy_v1
 from schedfence.infra.service import open_service
 
 from .helpers import NS, SID, WID, given, nothing_written, refused, then, when, world  # noqa: F401

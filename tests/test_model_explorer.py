@@ -26,8 +26,8 @@ from schedfence.domain.migration import Migration, MigrationState, evolve_migrat
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                           StartAccepted)
 from schedfence.domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
-from schedfence.infra.codec import JSONBytes, PydanticMapper
-from schedfence.infra.legacy import legacy_v1_record
+from schedfence.infra.store.codec import JSONBytes, PydanticMapper
+from schedfence.infra.demo.legacy import legacy_v1_record
 
 NS, SID, RID, WORKER = "model", "explored", "rid-1", "explorer"
 WID = destination_workflow_id(SID)

@@ -37,7 +37,7 @@ def test_an_embedding_application_imports_one_package_and_nothing_bare(tmp_path:
     script = (
         "import json, sys\n"
         "import schedfence.infra.service as service\n"
-        "import schedfence.infra.cli\n"
+        "import schedfence.infra.cli.commands\n"
         "from schedfence.domain import ports\n"
         "bare = sorted(n for n in sys.modules if n.split('.')[0] in ('domain', 'infra', 'projections'))\n"
         "print(json.dumps({'service': service.__file__, 'ports': ports.__file__, 'bare': bare,\n"

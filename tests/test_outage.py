@@ -8,8 +8,8 @@ from uuid import UUID
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import DestinationNotReached, RunDescription, StartAccepted, StartWorkflow
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
-from schedfence.infra.worker import TaskWorker
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.worker.attempt import TaskWorker
 
 from .helpers import NS, new_world
 

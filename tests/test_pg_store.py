@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.infra.cli import cli
-from schedfence.infra.pg import StoreUnavailable, parse_pg_url
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.store.pg import StoreUnavailable, parse_pg_url
 from schedfence.infra.service import open_service
-from schedfence.infra.store import parse_store_url
+from schedfence.infra.store.eventstore import parse_store_url
 from tests import pgtools
 
 

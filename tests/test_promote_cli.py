@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from schedfence.infra.cli import cli
+from schedfence.infra.cli.commands import cli
 from schedfence.infra.service import open_service
 from tests.replica_helpers import populate
 

@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import StartWorkflow
-from schedfence.infra import cli as cli_module
-from schedfence.infra import cli_recovery
-from schedfence.infra.cli import cli
-from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.cli import commands as cli_module
+from schedfence.infra.cli import recovery as cli_recovery
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
 
 from .helpers import NS, SID, WID, start_foreign

@@ -1,4 +1,4 @@
-"""Replication to a standby (infra/replicate.py): the log is copied in order, byte for byte,
+"""Replication to a standby (infra/replication/follower.py): the log is copied in order, byte for byte,
 exactly once, resumably; a standby that is not the source's follower, or a source that does
 not continue the copy, is refused with nothing written. PostgreSQL → PostgreSQL in another
 database is the main case; the SQLite combinations run once each."""
@@ -15,10 +15,10 @@ from typing import Iterator
 
 import pytest
 
-from schedfence.infra.replicate import ReplicationRefused, replicate
+from schedfence.infra.replication.follower import ReplicationRefused, replicate
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
-from schedfence.infra.store import open_application, parse_store_url
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.store.eventstore import open_application, parse_store_url
 from tests import pgtools
 from tests.replica_helpers import (boundaries, bulk_schedules, databases, events, log,
                                    populate, raw_position, tracked)

@@ -18,9 +18,9 @@ import pytest
 from schedfence.domain.errors import AlreadyExists, StandbyNotPromoted, Unavailable
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import StartWorkflow
-from schedfence.infra.replicate import replicate
+from schedfence.infra.replication.follower import replicate
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 
 from .replica_helpers import CopyAt
 from .helpers import (NS, SID, WID, World, given, nothing_written, refused,  # noqa: F401

@@ -30,8 +30,8 @@ import pytest
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.service import open_service
-from schedfence.infra.sim_store import SqlSimState
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.sim_store import SqlSimState
+from schedfence.infra.destination.simulator import SimulatedDestination
 from tests.pgtools import fresh_database
 
 ROOT = Path(__file__).resolve().parents[1]

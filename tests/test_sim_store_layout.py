@@ -1,4 +1,4 @@
-"""The simulator persisted in a store keeps rows per workflow id (infra/sim_store.py).
+"""The simulator persisted in a store keeps rows per workflow id (infra/destination/sim_store.py).
 
 A call touches only its own workflow's row, the counters row and, for a start, one new start-log
 row, so its statements do not grow with the number of workflows; an older release's one-row
@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import event, text
 
 from schedfence.domain.ports import AlreadyStarted, StartWorkflow
-from schedfence.infra.sim_store import TABLE_NAME, TOMBSTONE, SqlSimState
-from schedfence.infra.simulator import InMemorySimState, SimulatedDestination
+from schedfence.infra.destination.sim_store import TABLE_NAME, TOMBSTONE, SqlSimState
+from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
 
 NS = "ns"
 

@@ -22,7 +22,7 @@ from schedfence.domain.ports import (
     InvalidStartRequest,
     StartWorkflow,
 )
-from schedfence.infra.simulator import FaultRates, InMemorySimState, SimulatedDestination, SqlSimState
+from schedfence.infra.destination.simulator import FaultRates, InMemorySimState, SimulatedDestination, SqlSimState
 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running")
@@ -407,7 +407,7 @@ WORKER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
     from schedfence.domain.ports import AlreadyStarted, StartWorkflow
-    from schedfence.infra.simulator import SimulatedDestination, SqlSimState
+    from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
     d = SimulatedDestination(SqlSimState(sys.argv[2]))
     for k in range(int(sys.argv[4])):
         d.start_workflow(StartWorkflow("default", f"{sys.argv[3]}-{k}", "R", "T"))

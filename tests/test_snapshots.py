@@ -18,8 +18,8 @@ from schedfence.domain.migration import Migration, MigrationState
 from schedfence.domain.model import EvolvingAggregate, state_fields
 from schedfence.domain.schedule import Schedule, ScheduleKey
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination
-from schedfence.infra.store import FenceApplication, open_application, parse_store_url
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url
 
 NS = "default"
 INTERVAL = 7  # small, so a short test history crosses many snapshot points

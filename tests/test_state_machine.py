@@ -25,9 +25,9 @@ from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                         schedule_aggregate_id)
 from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.domain.schedule import Schedule
-from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MIGRATION_TOPICS, MigrationService, open_service
-from schedfence.infra.simulator import InMemorySimState, SimulatedDestination
+from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
 from tests import pgtools
 from tests.helpers import MEMORY
 

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-import schedfence.infra.store as fence_store
-from schedfence.infra.cli import cli
-import schedfence.infra.pg as pg
-from schedfence.infra.pg import StoreUnavailable, parse_pg_url
+import schedfence.infra.store.eventstore as fence_store
+from schedfence.infra.cli.commands import cli
+import schedfence.infra.store.pg as pg
+from schedfence.infra.store.pg import StoreUnavailable, parse_pg_url
 from schedfence.infra.service import open_service
 
 from tests import pgtools

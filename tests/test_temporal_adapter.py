@@ -20,10 +20,10 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                           DestinationUnavailable,
                           InvalidStartRequest, StartWorkflow)
-from schedfence.infra.destinations import parse_destination
-from schedfence.infra.temporal_destination import (TemporalDestination, describe_error, policies,
+from schedfence.infra.destination.choose import parse_destination
+from schedfence.infra.destination.temporal import (TemporalDestination, describe_error, policies,
                                         start_error)
-from schedfence.infra.temporal_server import free_port, start_dev_server
+from tests.temporal_server import free_port, start_dev_server
 from tests.contract.temporal_env import NS, temporal_env  # noqa: F401
 
 

@@ -160,7 +160,7 @@ def test_a_destination_terminated_after_a_close_failure_is_not_started_again(
 KILLED_WORKER = """
 import os, signal, sys
 from schedfence.infra.service import open_service
-from schedfence.infra.temporal_destination import TemporalDestination
+from schedfence.infra.destination.temporal import TemporalDestination
 
 def die(point):
     if point == "start.after_call":  # the start RPC has returned; nothing recorded it yet

@@ -23,8 +23,8 @@ import pytest
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.service import open_service
-from schedfence.infra.temporal_destination import TemporalDestination
-from schedfence.infra.temporal_server import DevServer, ServerError, start_dev_server, wait_ready
+from schedfence.infra.destination.temporal import TemporalDestination
+from tests.temporal_server import DevServer, ServerError, start_dev_server, wait_ready
 from tests.contract.temporal_env import NS, ServerOps, start_destination_worker, stop_process
 
 SCHEDULES = 40

@@ -14,7 +14,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import DestinationUnavailable, StartWorkflow
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import FaultRates, SimulatedDestination
+from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
 from tests.helpers import Crash
 
 NS = "default"
@@ -162,7 +162,7 @@ def test_error_lines_are_single_lines(store: str) -> None:
 # -- 2. the poll interval is finite and sane ------------------------------------------------
 @pytest.mark.parametrize("interval", [float("inf"), 1e308, float("nan"), -1.0, 3601.0])
 def test_the_pool_refuses_an_insane_poll_interval(interval: float) -> None:
-    from schedfence.infra.workers import WorkerPool
+    from schedfence.infra.worker.pool import WorkerPool
     with pytest.raises(ValueError, match="poll_interval"):
         WorkerPool(object(), 1, poll_interval=interval)
 
@@ -268,7 +268,7 @@ def test_another_pools_in_flight_claim_is_left_alone_after_a_failover(store: str
 # -- the worker command: its options, its identity, and real processes on PostgreSQL --------
 def _cli(store: str, *args: str) -> Any:
     from click.testing import CliRunner
-    from schedfence.infra.cli import cli
+    from schedfence.infra.cli.commands import cli
     return CliRunner().invoke(cli, ["--store", store, *args])
 
 
@@ -323,7 +323,7 @@ def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> No
     """The worker's PostgreSQL connections are killed again and again while rollbacks arrive;
     thread i serves only ids hashing to i, so every migration completing means every thread
     lived (and a thread that died would have ended the process non-zero)."""
-    from schedfence.infra.shared_sim import open_shared_sim
+    from schedfence.infra.destination.shared_sim import open_shared_sim
     from tests import pgtools
     with pgtools.fresh_database("schedfence_wr") as store, \
             pgtools.fresh_database("schedfence_wr_sim") as sim_url:
@@ -381,8 +381,8 @@ def test_sigterm_is_honoured_while_the_destination_hangs(tmp_path: Path) -> None
     """The destination's table is locked, so every start call waits out its 1 s deadline (an
     accepting server that never answers); SIGTERM ends the worker within about one call."""
     import signal
-    from schedfence.infra.shared_sim import open_shared_sim
-    from schedfence.infra.sim_store import META_TABLE
+    from schedfence.infra.destination.shared_sim import open_shared_sim
+    from schedfence.infra.destination.sim_store import META_TABLE
     from tests import pgtools
     with pgtools.fresh_database("schedfence_wt") as store, \
             pgtools.fresh_database("schedfence_wt_sim") as sim_url:

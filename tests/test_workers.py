@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.infra.due import MAX_BACKOFF, backoff_seconds
+from schedfence.infra.worker.due import MAX_BACKOFF, backoff_seconds
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 from tests.helpers import Crash, start_foreign
 
 NS = "default"

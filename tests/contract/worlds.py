@@ -16,8 +16,8 @@ from temporalio.api.enums.v1 import WorkflowIdConflictPolicy
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import AlreadyStarted, RunDescription, StartAccepted, StartWorkflow
-from schedfence.infra.simulator import SimulatedDestination
-from schedfence.infra.temporal_destination import start_error, status_name
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.destination.temporal import start_error, status_name
 from tests.contract.temporal_env import NS, TemporalEnv, wait_for
 
 # Paused, so the server's workflow takes no actions; valid input, so it runs and obeys signals.

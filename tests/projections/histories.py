@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.infra.legacy import plant_legacy_v1
+from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.projections import service_views as pv
 from tests.helpers import NS, start_foreign
 

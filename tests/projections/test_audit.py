@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.schedule import ScheduleKey
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 from tests.projections.histories import OTHER_NS, Histories, build
 
 NS = "default"

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.persistence import StoredEvent
 
-from schedfence.infra.cli import cli
+from schedfence.infra.cli.commands import cli
 from schedfence.infra.service import open_service
-from schedfence.infra.simulator import SimulatedDestination
+from schedfence.infra.destination.simulator import SimulatedDestination
 from tests.projections.histories import build
 
 ROOT = Path(__file__).resolve().parents[2]

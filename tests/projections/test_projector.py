@@ -11,7 +11,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 
 from schedfence.domain.errors import DomainError
 from schedfence.domain.migration import Migration
-from schedfence.infra.codec import UndecodableEvent
+from schedfence.infra.store.codec import UndecodableEvent
 from schedfence.projections import service_views as pv
 from schedfence.projections.engine import engine_for_application
 from schedfence.projections.projection import FenceProjection

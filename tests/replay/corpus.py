@@ -27,8 +27,8 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from schedfence.domain.decisions import next_step
-from schedfence.infra.codec import JSONBytes, PydanticMapper
-from schedfence.infra.replay import Folder, as_dict
+from schedfence.infra.store.codec import JSONBytes, PydanticMapper
+from schedfence.infra.replay.replayer import Folder, as_dict
 
 FORMAT = 1
 HISTORIES = Path(__file__).parent / "histories"

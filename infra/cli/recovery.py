@@ -10,9 +10,8 @@ from typing import Any, Callable
 
 import click
 
-from . import cli_output as out
-
-# schedfence.infra.cli's key: its error handler prints a JSON error when a command set it. This module
+from schedfence.infra.cli import output as out
+# schedfence.infra.cli.commands's key: its error handler prints a JSON error when a command set it. This module
 # does not import infra.cli (which registers it), so ``python -m schedfence.infra.cli`` works too.
 JSON_KEY = "schedfence.json"
 
@@ -48,7 +47,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run(kind: str, namespace: str, schedule_id: str, as_json: bool, **options: Any) -> None:
-    service = click.get_current_context().find_root().obj.service()  # schedfence.infra.cli's CliState
+    service = click.get_current_context().find_root().obj.service()  # schedfence.infra.cli.commands's CliState
     view = service.recover(kind, namespace, schedule_id, **options).to_dict()
     if as_json:
         out.emit_json(view)

@@ -29,7 +29,7 @@ from uuid import UUID
 
 from schedfence.domain.errors import DomainError
 
-from .worker import TaskWorker
+from schedfence.infra.worker.attempt import TaskWorker
 
 BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows

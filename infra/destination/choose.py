@@ -19,7 +19,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
 from schedfence.domain.ports import Destination
 
-from .store import StoreURL
+from schedfence.infra.store.eventstore import StoreURL
 
 SIM = "sim"
 SHARED_SIM_PREFIX = "sim+"
@@ -80,18 +80,18 @@ def open_destination(spec: str, store: StoreURL, **options: Any) -> OpenedDestin
     global _used_temporal
     check_spec(spec)
     if spec == SIM:
-        from .sim_store import SqlSimState, sim_state_for
-        from .simulator import SimulatedDestination
+        from schedfence.infra.destination.sim_store import SqlSimState, sim_state_for
+        from schedfence.infra.destination.simulator import SimulatedDestination
         state = sim_state_for(store.url, store.kind == "sqlite-memory")
         close = state.dispose if isinstance(state, SqlSimState) else (lambda: None)
         return OpenedDestination(SimulatedDestination(state), "sim (the simulator kept in the "
                                  "store)", close)
     if spec.startswith(SHARED_SIM_PREFIX):
-        from .shared_sim import open_shared_sim
+        from schedfence.infra.destination.shared_sim import open_shared_sim
         shared = open_shared_sim(spec)
         return OpenedDestination(shared, shared.label, shared.close)
     target, namespace = parse_destination(spec)
-    from .temporal_destination import TemporalDestination  # keep temporalio off other paths
+    from schedfence.infra.destination.temporal import TemporalDestination  # keep temporalio off other paths
     _used_temporal = True
     adapter = TemporalDestination(target, namespace, **options)
     return OpenedDestination(adapter, f"temporal://{target}/{namespace}", adapter.close)

@@ -8,9 +8,9 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
 
-from . import cli_output as out
-from .service import MigrationService
-from .simulator import SimulatedDestination
+from schedfence.infra.cli import output as out
+from schedfence.infra.service import MigrationService
+from schedfence.infra.destination.simulator import SimulatedDestination
 
 NS = "demo"
 Echo = Callable[[str], None]

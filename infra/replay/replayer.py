@@ -20,9 +20,9 @@ from schedfence.domain.invariants import Checker, Violation
 from schedfence.domain.migration import MigrationState, evolve_migration
 from schedfence.domain.schedule import ScheduleKey, evolve_schedule
 
-from .pg import PgTarget, StoreUnavailable
-from .replay_explain import explain
-from .store import FenceApplication, open_application, parse_store_url
+from schedfence.infra.store.pg import PgTarget, StoreUnavailable
+from schedfence.infra.replay.explain import explain
+from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url
 
 PREFIXES = (("schedfence.migration.", "migration"), ("schedfence.schedule_key.", "key"),
             ("schedfence.schedule.", "schedule"))
@@ -255,7 +255,7 @@ class OfflineDestination:
 def open_offline(store: str, worker_id: str | None = None, destination: Any = None) -> Any:
     """A service over an existing ``store`` that never reaches a destination and never creates
     the store: replay, and the CLI's commands that only read or change what is there."""
-    from .service import MigrationService  # the service imports this module
+    from schedfence.infra.service import MigrationService  # the service imports this module
 
     url = parse_store_url(store)
     if url.kind == "sqlite-file" and not os.path.isfile(url.path):

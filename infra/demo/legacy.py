@@ -19,7 +19,7 @@ from schedfence.domain.errors import MigrationPending
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.migration import Migration
 
-from .codec import JSONBytes
+from schedfence.infra.store.codec import JSONBytes
 
 V1_FIELDS = ("namespace", "schedule_id", "source_id", "incarnation", "workflow_id",
              "pre_paused", "pre_notes")

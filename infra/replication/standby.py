@@ -22,7 +22,7 @@ from eventsourcing.postgres import (PostgresAggregateRecorder, PostgresFactory,
                                     PostgresProcessRecorder)
 from eventsourcing.sqlite import SQLiteFactory, SQLiteProcessRecorder
 
-from .store import FenceApplication
+from schedfence.infra.store.eventstore import FenceApplication
 
 PREFIX = "replica-of:"  # tracking rows of followers (other rows are not ours to judge)
 PG_TRACKING_TABLE = f"{FenceApplication.name.lower()}_replica_tracking"

@@ -1,6 +1,6 @@
 """``schedfence replicate --from URL --to URL``: copy the event log to a standby store.
 
-Registered by one import line at the end of ``infra/cli.py`` (this module imports it). It never
+Registered by one import line at the end of ``infra/cli/commands.py`` (this module imports it). It never
 opens ``--store``: both stores are named by ``--from`` and ``--to``. Errors follow the CLI's
 contract (one ``error: <code>: <message>`` line, a JSON error object under ``--json``), and
 URLs are shown without their password.
@@ -11,9 +11,9 @@ import json
 import time
 import click
 
-from .cli import _emit, _service, cli, json_option
-from .replicate import BATCH, ReplicationReport, follow, replicate as copy_log
-from .store import parse_store_url
+from schedfence.infra.cli.commands import _emit, _service, cli, json_option
+from schedfence.infra.replication.follower import BATCH, ReplicationReport, follow, replicate as copy_log
+from schedfence.infra.store.eventstore import parse_store_url
 
 PROGRESS_EVERY = 10_000  # events between progress lines on a long copy
 def _summary(report: ReplicationReport) -> list[str]:

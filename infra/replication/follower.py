@@ -31,10 +31,10 @@ from typing import Any, Callable, Iterator, Sequence
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent, Tracking
 
 from schedfence.domain.errors import DomainError, InvalidArgument
-from .pg import StoreUnavailable
-from .replica_source import source_reader
-from .replica_store import PREFIX, Standby, StandbyChanged, standby_recorder
-from .store import FenceApplication, StoreURL, open_application, parse_store_url
+from schedfence.infra.store.pg import StoreUnavailable
+from schedfence.infra.replication.source import source_reader
+from schedfence.infra.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
+from schedfence.infra.store.eventstore import FenceApplication, StoreURL, open_application, parse_store_url
 
 BATCH = 500
 CONFLICT_RETRIES = 3  # re-validations after a conflict before giving up

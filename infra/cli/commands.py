@@ -20,16 +20,16 @@ import click
 from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
 from schedfence.domain.text import validate_worker_id
 
-from . import cli_output as out
-from .cli_recovery import recover
-from .service import MigrationService, open_service
-from .drain import RETRY_FOR, NotDrained
-from .destinations import (CHOOSE, NoDestination, OpenedDestination, check_spec,
+from schedfence.infra.cli import output as out
+from schedfence.infra.cli.recovery import recover
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
+from schedfence.infra.destination.choose import (CHOOSE, NoDestination, OpenedDestination, check_spec,
                            open_destination)
-from .replay import open_offline
-from .store import DEFAULT_STORE, parse_store_url
-from .worker import CLAIM_GRACE_SECONDS
-from .workers import MAX_POLL_INTERVAL, one_line, unique_worker_id
+from schedfence.infra.replay.replayer import open_offline
+from schedfence.infra.store.eventstore import DEFAULT_STORE, parse_store_url
+from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.worker.pool import MAX_POLL_INTERVAL, one_line, unique_worker_id
 
 JSON_KEY = "schedfence.json"
 
@@ -442,7 +442,7 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
 
     Each failure mode of docs/protocol.md that applies to rollback runs on its own schedule;
     exits 1 if any outcome differs from the protocol or the invariant checker finds a violation."""
-    from .demo import run_demo  # the demo is the only user of its scenario code
+    from schedfence.infra.demo.run import run_demo  # the demo is the only user of its scenario code
 
     report = run_demo(demo_store, (lambda line: None) if as_json else click.echo)
     if as_json:
@@ -451,17 +451,17 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
         ctx.exit(1)
 
 
-from . import cli_replay  # noqa: E402,F401  (registers `replay`; it imports this module)
-from .cli_projections import register as _projections  # noqa: E402
+from schedfence.infra.cli import replay as cli_replay  # noqa: E402,F401  (registers `replay`; it imports this module)
+from schedfence.infra.cli.projections import register as _projections  # noqa: E402
 _projections(cli, json_option, _existing, _emit)  # audit, stats, oncall, migrations, projection
 
 
 cli.add_command(recover)
 
 
-from .cli_temporal import destination_worker, leaving_cleanly  # noqa: E402
+from schedfence.infra.cli.temporal import destination_worker, leaving_cleanly  # noqa: E402
 cli.add_command(destination_worker)
-from . import cli_replicate  # noqa: E402,F401  (registers `replicate`; it imports this module)
+from schedfence.infra.cli import replicate as cli_replicate  # noqa: E402,F401  (registers `replicate`; it imports this module)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -469,10 +469,3 @@ def main(argv: list[str] | None = None) -> None:
     with leaving_cleanly():  # os._exit after a Temporal client was used (sdk-python#300)
         cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
 
-
-if __name__ == "__main__":
-    # Run the canonical module, so commands that other modules register on ``infra.cli.cli``
-    # (replay) are on the group that runs; this file as ``__main__`` is a second copy.
-    from schedfence.infra.cli import main as canonical_main
-
-    canonical_main()

@@ -16,9 +16,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import DestinationUnavailable, RunDescription, StartAccepted, StartWorkflow
 
-from .sim_store import SqlSimState
-from .simulator import SimulatedDestination
-from .store import parse_store_url
+from schedfence.infra.destination.sim_store import SqlSimState
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.store.eventstore import parse_store_url
 
 PREFIX = "sim+"
 

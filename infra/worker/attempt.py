@@ -22,7 +22,7 @@ from schedfence.domain.ports import (Destination, DestinationError, DestinationN
                           DestinationUnavailable, RunDescription)
 from schedfence.domain.schedule import check_fence
 
-from .store import FenceApplication
+from schedfence.infra.store.eventstore import FenceApplication
 
 AttemptResult = Literal["progress", "idle", "backoff"]
 CrashHook = Callable[[str], None]

@@ -1,7 +1,7 @@
 """``schedfence audit | stats | oncall | migrations | projection``: the operator read models.
 
 The commands are built by ``register`` from the group's own helpers (``json_option``, the
-service getter, the emitter) instead of importing ``schedfence.infra.cli``: under ``python -m schedfence.infra.cli``
+service getter, the emitter) instead of importing ``schedfence.infra.cli.commands``: under ``python -m schedfence.infra.cli``
 that module is ``__main__``, and importing it again would build a second, unrelated group.
 Every answer comes from the projection, caught up with the log first.
 """
@@ -19,8 +19,7 @@ from schedfence.projections import queries as q
 from schedfence.projections import service_views as pv
 from schedfence.projections.records import EPOCH, MICROSECOND
 
-from . import cli_output as out
-
+from schedfence.infra.cli import output as out
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 MAX_STUCK_AFTER = 100 * 366 * 86400  # seconds: beyond that, microsecond arithmetic overflows
 

@@ -20,7 +20,7 @@ import click
 from schedfence.domain.errors import InvalidArgument, Unavailable
 from schedfence.domain.ids import validate_id
 
-from .destinations import parse_destination, temporal_used
+from schedfence.infra.destination.choose import parse_destination, temporal_used
 
 _used_temporal = False  # set once the destination worker created a temporal client
 
@@ -60,7 +60,7 @@ async def _serve(target: str, namespace: str, task_queue: str, announce: Any,
                  wait: float) -> None:
     from temporalio.worker import Worker
 
-    from .destination_workflow import WORKFLOWS
+    from schedfence.infra.destination.workflow import WORKFLOWS
 
     client = await _connect(target, namespace, wait)
     stop = asyncio.Event()
@@ -89,7 +89,7 @@ def destination_worker(ctx: click.Context, task_queue: str | None, connect_wait:
     if not url:
         raise InvalidArgument("destination-worker needs --destination temporal://HOST:PORT/NS")
     target, namespace = parse_destination(url)
-    from .temporal_destination import DEFAULT_TASK_QUEUE
+    from schedfence.infra.destination.temporal import DEFAULT_TASK_QUEUE
     queue = task_queue or DEFAULT_TASK_QUEUE
     validate_id("task queue", queue)
     doc = {"target": target, "namespace": namespace, "task_queue": queue}

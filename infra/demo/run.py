@@ -15,14 +15,14 @@ from schedfence.domain.errors import AlreadyExists, Closed, InvalidArgument, Mig
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
                         destination_workflow_id)
 
-from . import cli_output as out
-from .legacy import plant_legacy_v1
-from .service import MigrationService, open_service
-from .sim_store import sim_state_for
-from .simulator import InMemorySimState, SimulatedDestination, SqlSimState
-from .pg import StoreUnavailable
-from .store import parse_store_url
-from .demo_kit import NS, CrashOnce, DemoRun, Echo, Scenario
+from schedfence.infra.cli import output as out
+from schedfence.infra.demo.legacy import plant_legacy_v1
+from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.destination.sim_store import sim_state_for
+from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination, SqlSimState
+from schedfence.infra.store.pg import StoreUnavailable
+from schedfence.infra.store.eventstore import parse_store_url
+from schedfence.infra.demo.kit import NS, CrashOnce, DemoRun, Echo, Scenario
 
 
 # -- the scenarios (docs/protocol.md, 'Failure modes the protocol survives') -----------------

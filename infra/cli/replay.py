@@ -1,7 +1,7 @@
 """``schedfence replay``: a migration's forensic replay, one block per step.
 
 It opens the store alone (``open_offline``): no simulator tables, no destination, so it runs on
-a copy of a production store. Registered by one import line at the end of ``infra/cli.py``.
+a copy of a production store. Registered by one import line at the end of ``infra/cli/commands.py``.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from . import cli_output as out
-from .cli import CliState, cli, json_option
-from .replay import open_offline
+from schedfence.infra.cli import output as out
+from schedfence.infra.cli.commands import CliState, cli, json_option
+from schedfence.infra.replay.replayer import open_offline
 
 # Shown once in the header; repeating them on every created state is noise.
 _HEADER_FIELDS = {"migration_id", "namespace", "schedule_id", "source_id", "workflow_id"}

@@ -24,7 +24,7 @@ from psycopg.sql import SQL, Identifier
 
 from schedfence.domain.errors import InvalidArgument
 
-from .store import FenceApplication
+from schedfence.infra.store.eventstore import FenceApplication
 
 MAX_TRANSACTION = 50_000  # events; a larger "transaction" is a bulk load: it may be split
 Page = Sequence[Notification]

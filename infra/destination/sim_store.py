@@ -21,7 +21,7 @@ from sqlalchemy import (BigInteger, Column, Index, MetaData, String, Table, Text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from .pg import SCHEMES as PG_SCHEMES, parse_pg_url
+from schedfence.infra.store.pg import SCHEMES as PG_SCHEMES, parse_pg_url
 
 TABLE_NAME = "schedfence_sim_destination"  # the one-row layout of older releases
 META_TABLE = "schedfence_sim_meta"

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 
 import click
 
-from .service import MIGRATION_TOPICS, MigrationService
+from schedfence.infra.service import MIGRATION_TOPICS, MigrationService
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).
 _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_id",

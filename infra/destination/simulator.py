@@ -25,7 +25,7 @@ from schedfence.domain.ports import (
     StartAccepted,
     StartWorkflow,
 )
-from schedfence.infra.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
+from schedfence.infra.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 
