@@ -59,3 +59,9 @@ class StandbyNotPromoted(DomainError):
     """A replication standby may not act until it is promoted (domain/failover.py)."""
 
     code = "failed_precondition"
+
+
+class UndecodableEvent(DomainError):
+    """A stored event this code cannot read (unknown type, or a payload that does not fit)."""
+
+    code = "undecodable_event"

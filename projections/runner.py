@@ -14,7 +14,7 @@ from eventsourcing.persistence import PersistenceError, Tracking
 from sqlalchemy.exc import DBAPIError
 
 from schedfence.domain.errors import DomainError
-from schedfence.infra.store.codec import UndecodableEvent
+from schedfence.domain.errors import UndecodableEvent
 
 from .engine import timeout_error
 from .projection import FenceProjection

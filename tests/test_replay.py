@@ -22,7 +22,7 @@ from eventsourcing.utils import register_topic
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.migration import _Event
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.replay.replayer import OfflineDestination, open_offline
+from schedfence.infra.offline import OfflineDestination, open_offline
 from schedfence.infra.service import MIGRATION_TOPICS, MigrationService
 from tests import pgtools
 from tests.helpers import NS, SID, new_world, plant_legacy

@@ -26,7 +26,7 @@ from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
 from schedfence.infra.destination.choose import (CHOOSE, NoDestination, OpenedDestination, check_spec,
                            open_destination)
-from schedfence.infra.replay.replayer import open_offline
+from schedfence.infra.offline import open_offline
 from schedfence.infra.store.eventstore import DEFAULT_STORE, parse_store_url
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.worker.pool import MAX_POLL_INTERVAL, one_line, unique_worker_id

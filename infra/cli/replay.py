@@ -12,7 +12,7 @@ import click
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import CliState, cli, json_option
-from schedfence.infra.replay.replayer import open_offline
+from schedfence.infra.offline import open_offline
 
 # Shown once in the header; repeating them on every created state is noise.
 _HEADER_FIELDS = {"migration_id", "namespace", "schedule_id", "source_id", "workflow_id"}

@@ -3,26 +3,24 @@
 The fold is generic: each event goes through its aggregate's own reducer (the same functions
 the service uses) and through one incremental ``Checker``, so an event type added later (a
 recovery event, an upcast legacy event) replays without a line here. Nothing in this module
-talks to a destination; ``open_offline`` opens a store with a destination that refuses every
+talks to a destination; ``infra/offline.py`` opens a store with a destination that refuses every
 call, so a copy of a production store can be read where nothing else is reachable.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
 from schedfence.domain.decisions import next_step
-from schedfence.domain.errors import InvalidArgument, NotFound, Unavailable
+from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
 from schedfence.domain.invariants import Checker, Violation
 from schedfence.domain.migration import MigrationState, evolve_migration
 from schedfence.domain.schedule import ScheduleKey, evolve_schedule
 
-from schedfence.infra.store.pg import PgTarget, StoreUnavailable
 from schedfence.infra.replay.explain import explain
-from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url
+from schedfence.infra.store.eventstore import FenceApplication
 
 PREFIXES = (("schedfence.migration.", "migration"), ("schedfence.schedule_key.", "key"),
             ("schedfence.schedule.", "schedule"))
@@ -242,50 +240,3 @@ def key_events(app: FenceApplication, namespace: str, schedule_id: str,
         out.append((note.id, event))
     return out
 
-
-class OfflineDestination:
-    """A destination that refuses every call: replay must never need one."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise Unavailable("no destination is configured for replay (offline)")
-
-    start_workflow = describe = _refuse
-
-
-def open_offline(store: str, worker_id: str | None = None, destination: Any = None) -> Any:
-    """A service over an existing ``store`` that never reaches a destination and never creates
-    the store: replay, and the CLI's commands that only read or change what is there."""
-    from schedfence.infra.service import MigrationService  # the service imports this module
-
-    url = parse_store_url(store)
-    if url.kind == "sqlite-file" and not os.path.isfile(url.path):
-        raise InvalidArgument(f"store {store!r}: no such file (this command never creates "
-                              "one; a store is created by `schedule create` or a worker)")
-    if url.pg is not None:
-        _require_pg_store(url.pg)  # opening would create the schema and the events table
-    try:
-        service = MigrationService(open_application(url), destination or OfflineDestination(),
-                                   worker_id=worker_id or "replay")
-        service.event_count()  # a file that is not a store fails here, clearly
-    except StoreUnavailable:
-        raise  # its own code and a message without the password
-    except Exception as exc:
-        raise InvalidArgument(f"cannot open store {url.redacted!r}: {type(exc).__name__}: "
-                              f"{_redact(str(exc), url)}") from exc
-    return service
-
-
-def _require_pg_store(target: PgTarget) -> None:
-    """The schema must exist and hold the event table: replay creates neither."""
-    table = f"{FenceApplication.name.lower()}_events"  # eventsourcing.postgres's table name
-    with target.connect() as conn:
-        found = conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema = %s "
-                             "AND table_name = %s", (target.schema, table)).fetchone()
-    if found is None:
-        raise InvalidArgument(f"store {target.redacted!r}: no such schema or no event table "
-                              f"{target.schema}.{table} (this command never creates one)")
-
-
-def _redact(text: str, url: Any) -> str:
-    password = url.pg.password if url.pg is not None else ""
-    return text.replace(password, "***") if password else text

@@ -8,17 +8,11 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import TopicError, get_topic, resolve_topic
 
-from schedfence.domain.errors import DomainError
+from schedfence.domain.errors import UndecodableEvent
 from schedfence.domain.model import upcast
 
 
 _VERSION_KEY = b'"class_version"'  # present in stored JSON only for versions above 1
-
-
-class UndecodableEvent(DomainError):
-    """A stored event this code cannot read (unknown type, or a payload that does not fit)."""
-
-    code = "undecodable_event"
 
 
 class JSONBytes(Transcoder):
