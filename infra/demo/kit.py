@@ -8,7 +8,7 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
 
-from schedfence.infra.cli import output as out
+from schedfence.infra import narration as out
 from schedfence.infra.service import MigrationService
 from schedfence.infra.destination.simulator import SimulatedDestination
 

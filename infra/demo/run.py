@@ -15,7 +15,7 @@ from schedfence.domain.errors import AlreadyExists, Closed, InvalidArgument, Mig
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
                         destination_workflow_id)
 
-from schedfence.infra.cli import output as out
+from schedfence.infra import narration as out
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.sim_store import sim_state_for
