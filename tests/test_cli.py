@@ -332,6 +332,8 @@ def test_worker_polls_until_ctrl_c_and_exits_cleanly(store: str) -> None:
             if " pass 1: " in line:
                 break
         assert any("migrations: completed 1" in line for line in seen), seen
+        assert ", destination sim (the simulator kept in the store), polling every 0.2s" \
+            in seen[0], seen  # the banner names the destination
         time.sleep(0.2)  # a few idle passes, which print nothing
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=30)
