@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 from schedfence.domain import recovery as r
 from schedfence.domain.errors import InvalidArgument, RecoveryRefused, Unavailable
 from schedfence.domain.ids import (derive_request_id, migration_aggregate_id, validate_id,
-                        validate_request_id)
+                                   validate_request_id)
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
 from schedfence.domain.schedule import Schedule, check_fence

@@ -11,22 +11,24 @@ from uuid import UUID
 
 from schedfence.domain import decisions as d
 from schedfence.domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
-                           RecoveryRefused, StandbyNotPromoted, Unavailable)
+                                      RecoveryRefused, StandbyNotPromoted, Unavailable)
 from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch
 from schedfence.domain.ids import (derive_request_id, destination_workflow_id,
-                        migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
-                        validate_destination_key, validate_id, validate_request_id)
+                                   migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
+                                   validate_destination_key, validate_id, validate_request_id)
 from schedfence.domain.invariants import Violation, check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from schedfence.domain.schedule import Schedule, ScheduleKey
-from schedfence.domain.text import validate_actor, validate_notes, validate_reason, validate_worker_id
+from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
+                                    validate_worker_id)
 from schedfence.projections import service_views as pv
 
 from schedfence.infra.recovery import recover as recover_migration
 from schedfence.infra.replay.replayer import replay_key
 from schedfence.infra.replication.standby import PREFIX, replica_positions
-from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url, retry_on_conflict
+from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
+                                               retry_on_conflict)
 from schedfence.infra.views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from schedfence.infra.worker.due import DueWork
 from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination

@@ -11,8 +11,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
-from schedfence.infra.store.pg import LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options, \
-    timeout_of
+from schedfence.infra.store.pg import (LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout,
+                                       session_options, timeout_of)
 
 SQLITE_TIMEOUT = 30  # seconds a SQLite connection waits for another's lock
 WRITE = "schedfence_write"  # execution option: this transaction will write (see _sqlite_engine)

@@ -17,7 +17,7 @@ from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionResponse
                                                StartWorkflowExecutionResponse)
 
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
-                          StartWorkflow)
+                                     StartWorkflow)
 from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
 from schedfence.infra.destination.temporal import TemporalDestination, create_request_id
 

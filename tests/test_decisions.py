@@ -14,7 +14,7 @@ from schedfence.domain.errors import AlreadyExists, Closed, RecoveryRefused
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.migration import Migration, MigrationState, evolve_migration
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, InvalidStartRequest,
-                          RunDescription, StartAccepted)
+                                     RunDescription, StartAccepted)
 from schedfence.domain.schedule import ScheduleState
 
 M = Migration

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from schedfence.domain.errors import (AlreadyExists, Closed, MigrationPending, RecoveryRefused,
-                           SentinelBlocked, Unavailable)
+                                      SentinelBlocked, Unavailable)
 from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id
 from schedfence.domain.schedule import MIGRATION_NOTE
 from tests.helpers import (NS, SID, WID, Crash, World, given, new_world, nothing_written,

@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.ids import MAX_DESTINATION_ID_BYTES, MAX_SCHEDULE_ID_BYTES, WORKFLOW_ID_PREFIX
-from schedfence.domain.text import (MAX_ACTOR_LENGTH, MAX_ID_LENGTH, MAX_NOTES_LENGTH, MAX_REASON_LENGTH,
-                         MAX_WORKER_ID_LENGTH, validate_text)
+from schedfence.domain.ids import (MAX_DESTINATION_ID_BYTES, MAX_SCHEDULE_ID_BYTES,
+                                   WORKFLOW_ID_PREFIX)
+from schedfence.domain.text import (MAX_ACTOR_LENGTH, MAX_ID_LENGTH, MAX_NOTES_LENGTH,
+                                    MAX_REASON_LENGTH, MAX_WORKER_ID_LENGTH, validate_text)
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.simulator import SimulatedDestination

@@ -9,7 +9,8 @@ from typing import Any
 from uuid import uuid4
 
 from schedfence.domain.failover import StoreEpoch
-from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
+                                   destination_workflow_id)
 from schedfence.domain.invariants import check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.schedule import Schedule

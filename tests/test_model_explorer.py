@@ -24,7 +24,7 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_
 from schedfence.domain.invariants import check_history
 from schedfence.domain.migration import Migration, MigrationState, evolve_migration
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
-                          StartAccepted)
+                                     StartAccepted)
 from schedfence.domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
 from schedfence.infra.store.codec import JSONBytes, PydanticMapper
 from schedfence.infra.demo.legacy import legacy_v1_record

@@ -6,7 +6,8 @@ from typing import Any
 from uuid import UUID
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.ports import DestinationNotReached, RunDescription, StartAccepted, StartWorkflow
+from schedfence.domain.ports import (DestinationNotReached, RunDescription, StartAccepted,
+                                     StartWorkflow)
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.worker.attempt import TaskWorker

@@ -22,7 +22,8 @@ from schedfence.domain.ports import (
     InvalidStartRequest,
     StartWorkflow,
 )
-from schedfence.infra.destination.simulator import FaultRates, InMemorySimState, SimulatedDestination, SqlSimState
+from schedfence.infra.destination.simulator import (FaultRates, InMemorySimState,
+                                                    SimulatedDestination, SqlSimState)
 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running")

@@ -21,8 +21,8 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  rule, run_state_machine_as_test)
 
 from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
-from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id,
-                        schedule_aggregate_id)
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
+                                   destination_workflow_id, schedule_aggregate_id)
 from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.demo.legacy import plant_legacy_v1

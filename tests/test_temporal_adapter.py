@@ -18,11 +18,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
-                          DestinationUnavailable,
-                          InvalidStartRequest, StartWorkflow)
+                                     DestinationUnavailable, InvalidStartRequest, StartWorkflow)
 from schedfence.infra.destination.choose import parse_destination
 from schedfence.infra.destination.temporal import (TemporalDestination, describe_error, policies,
-                                        start_error)
+                                                   start_error)
 from tests.temporal_server import free_port, start_dev_server
 from tests.contract.temporal_env import NS, temporal_env  # noqa: F401
 

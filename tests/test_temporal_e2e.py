@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from schedfence.domain.errors import SentinelBlocked
-from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
+                                   destination_workflow_id)
 from schedfence.infra.service import MigrationService, open_service
 from tests.contract.temporal_env import (NS, TemporalEnv, start_destination_worker,
                                          stop_process, temporal_env, wait_for)  # noqa: F401

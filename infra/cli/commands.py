@@ -24,8 +24,8 @@ from schedfence.infra.cli import output as out
 from schedfence.infra.cli.recovery import recover
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
-from schedfence.infra.destination.choose import (CHOOSE, NoDestination, OpenedDestination, check_spec,
-                           open_destination)
+from schedfence.infra.destination.choose import (CHOOSE, NoDestination, OpenedDestination,
+                                                 check_spec, open_destination)
 from schedfence.infra.offline import open_offline
 from schedfence.infra.store.eventstore import DEFAULT_STORE, parse_store_url
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
@@ -451,7 +451,8 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
         ctx.exit(1)
 
 
-from schedfence.infra.cli import replay as cli_replay  # noqa: E402,F401  (registers `replay`; it imports this module)
+# Registers `replay` (that module imports this one, so it comes after the group).
+from schedfence.infra.cli import replay as cli_replay  # noqa: E402,F401
 from schedfence.infra.cli.projections import register as _projections  # noqa: E402
 _projections(cli, json_option, _existing, _emit)  # audit, stats, oncall, migrations, projection
 
@@ -461,7 +462,8 @@ cli.add_command(recover)
 
 from schedfence.infra.cli.temporal import destination_worker, leaving_cleanly  # noqa: E402
 cli.add_command(destination_worker)
-from schedfence.infra.cli import replicate as cli_replicate  # noqa: E402,F401  (registers `replicate`; it imports this module)
+# Registers `replicate` and `promote` (that module imports this one, too).
+from schedfence.infra.cli import replicate as cli_replicate  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

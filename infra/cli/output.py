@@ -10,8 +10,9 @@ from typing import Any, Iterable, Sequence
 
 import click
 
-from schedfence.infra.narration import (one_line, render_event, short, short_type, show,  # noqa: F401
-                                       verdict, verdict_lines, yes_no)
+# Re-exported: the CLI's commands and the demo narrate with the same functions.
+from schedfence.infra.narration import (one_line, render_event, short, short_type,  # noqa: F401
+                                        show, verdict, verdict_lines, yes_no)
 from schedfence.infra.service import MigrationService
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).

@@ -12,7 +12,8 @@ import time
 import click
 
 from schedfence.infra.cli.commands import _emit, _service, cli, json_option
-from schedfence.infra.replication.follower import BATCH, ReplicationReport, follow, replicate as copy_log
+from schedfence.infra.replication.follower import (BATCH, ReplicationReport, follow,
+                                                   replicate as copy_log)
 from schedfence.infra.store.eventstore import parse_store_url
 
 PROGRESS_EVERY = 10_000  # events between progress lines on a long copy

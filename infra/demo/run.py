@@ -11,15 +11,17 @@ import os
 import tempfile
 from typing import Any, Callable
 
-from schedfence.domain.errors import AlreadyExists, Closed, InvalidArgument, MigrationPending, SentinelBlocked
+from schedfence.domain.errors import (AlreadyExists, Closed, InvalidArgument, MigrationPending,
+                                      SentinelBlocked)
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
-                        destination_workflow_id)
+                                   destination_workflow_id)
 
 from schedfence.infra import narration as out
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.sim_store import sim_state_for
-from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination, SqlSimState
+from schedfence.infra.destination.simulator import (InMemorySimState, SimulatedDestination,
+                                                    SqlSimState)
 from schedfence.infra.store.pg import StoreUnavailable
 from schedfence.infra.store.eventstore import parse_store_url
 from schedfence.infra.demo.kit import NS, CrashOnce, DemoRun, Echo, Scenario

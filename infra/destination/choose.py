@@ -91,7 +91,8 @@ def open_destination(spec: str, store: StoreURL, **options: Any) -> OpenedDestin
         shared = open_shared_sim(spec)
         return OpenedDestination(shared, shared.label, shared.close)
     target, namespace = parse_destination(spec)
-    from schedfence.infra.destination.temporal import TemporalDestination  # keep temporalio off other paths
+    # Imported here, so temporalio stays off every other path.
+    from schedfence.infra.destination.temporal import TemporalDestination
     _used_temporal = True
     adapter = TemporalDestination(target, namespace, **options)
     return OpenedDestination(adapter, f"temporal://{target}/{namespace}", adapter.close)

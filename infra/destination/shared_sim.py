@@ -14,7 +14,8 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.ports import DestinationUnavailable, RunDescription, StartAccepted, StartWorkflow
+from schedfence.domain.ports import (DestinationUnavailable, RunDescription, StartAccepted,
+                                     StartWorkflow)
 
 from schedfence.infra.destination.sim_store import SqlSimState
 from schedfence.infra.destination.simulator import SimulatedDestination

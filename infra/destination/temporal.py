@@ -27,8 +27,8 @@ from temporalio.converter import default as default_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
-                          DestinationUnavailable,
-                          InvalidStartRequest, RunDescription, StartAccepted, StartWorkflow)
+                                     DestinationUnavailable, InvalidStartRequest, RunDescription,
+                                     StartAccepted, StartWorkflow)
 
 # The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
 # per-namespace task queue"): it is reserved for the server's own workers, so ours differs.

@@ -34,7 +34,8 @@ from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.infra.store.pg import StoreUnavailable
 from schedfence.infra.replication.source import source_reader
 from schedfence.infra.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
-from schedfence.infra.store.eventstore import FenceApplication, StoreURL, open_application, parse_store_url
+from schedfence.infra.store.eventstore import (FenceApplication, StoreURL, open_application,
+                                               parse_store_url)
 
 BATCH = 500
 CONFLICT_RETRIES = 3  # re-validations after a conflict before giving up

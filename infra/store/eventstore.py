@@ -19,9 +19,10 @@ from schedfence.domain.migration import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.store.codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
-from schedfence.infra.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES, STATEMENT_TIMEOUT_KEY,
-                 PgTarget, StoreTimeout, StoreUnavailable, parse_pg_url, session_options,
-                 timeout_of, unavailable_of)
+from schedfence.infra.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
+                                       STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
+                                       StoreUnavailable, parse_pg_url, session_options, timeout_of,
+                                       unavailable_of)
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
 PAGE = 1000

@@ -19,7 +19,7 @@ from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.failover import STORE_EPOCH_ID
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
-                          DestinationUnavailable, RunDescription)
+                                     DestinationUnavailable, RunDescription)
 from schedfence.domain.schedule import check_fence
 
 from schedfence.infra.store.eventstore import FenceApplication

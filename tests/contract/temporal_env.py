@@ -26,7 +26,8 @@ from typing import Any, Callable, TypeVar
 import pytest
 
 from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
-from schedfence.infra.destination.temporal import DEFAULT_TASK_QUEUE, LoopThread, TemporalDestination
+from schedfence.infra.destination.temporal import (DEFAULT_TASK_QUEUE, LoopThread,
+                                                   TemporalDestination)
 from tests.temporal_server import DevServer, ServerError, die_with_parent, start_dev_server
 
 NS = "default"

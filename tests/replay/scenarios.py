@@ -11,7 +11,8 @@ import uuid
 from typing import Callable
 
 from schedfence.domain.errors import DomainError
-from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
+                                   destination_workflow_id)
 from schedfence.domain.migration import Migration
 from tests.helpers import NS, Crash, World, plant_legacy, start_foreign
 

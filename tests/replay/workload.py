@@ -10,7 +10,8 @@ import random
 from collections import Counter
 
 from schedfence.domain.errors import DomainError
-from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
+                                   destination_workflow_id)
 from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
