@@ -24,8 +24,8 @@ from schedfence.infra.cli import output as out
 from schedfence.infra.cli.recovery import recover
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
-from schedfence.infra.destination.choose import (CHOOSE, NoDestination, OpenedDestination,
-                                                 check_spec, open_destination)
+from schedfence.infra.destination.choose import (NoDestination, OpenedDestination, check_spec,
+                                                 open_destination)
 from schedfence.infra.offline import open_offline
 from schedfence.infra.store.eventstore import DEFAULT_STORE, parse_store_url
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
@@ -92,10 +92,7 @@ def open_cli_service(store: str, worker_id: str | None,
                               "write would vanish: use sqlite:///PATH or postgresql://")
     if worker_id is not None:
         validate_worker_id(worker_id)
-    if not destination:
-        raise InvalidArgument(CHOOSE)
-    check_spec(destination)
-    opened = open_destination(destination, url)
+    opened = open_destination(destination, url)  # no destination: CHOOSE, how to pick one
     try:
         service = open_service(store, opened.destination, worker_id=worker_id)
         service.event_count()  # read now, so a file that is not a store fails here, clearly

@@ -19,9 +19,7 @@ from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
 from schedfence.infra import narration as out
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.sim_store import sim_state_for
-from schedfence.infra.destination.simulator import (InMemorySimState, SimulatedDestination,
-                                                    SqlSimState)
+from schedfence.infra.destination.choose import SIM, OpenedDestination, open_destination
 from schedfence.infra.store.pg import StoreUnavailable
 from schedfence.infra.store.eventstore import parse_store_url
 from schedfence.infra.demo.kit import NS, CrashOnce, DemoRun, Echo, Scenario
@@ -188,40 +186,35 @@ SCENARIOS: list[tuple[str, str, str, Callable[[DemoRun], str]]] = [
 ]
 
 
-def _open(store_url: str | None) -> tuple[str, MigrationService, SimulatedDestination, Any,
-                                           CrashOnce]:
+def _open(store_url: str | None) -> tuple[str, MigrationService, OpenedDestination, CrashOnce,
+                                           bool]:
     """Open a *fresh* store; the destination is persisted beside it so the store stays whole."""
     if store_url is None:
         path = os.path.join(tempfile.mkdtemp(prefix="schedfence-demo-"), "demo.db")
         store_url = f"sqlite:///{path}"
     url = parse_store_url(store_url)
     shown = url.redacted  # a PostgreSQL URL's password is never printed
-    state = sim_state_for(url.url, url.kind == "sqlite-memory")
-    dest, crash = SimulatedDestination(state), CrashOnce()
+    opened, crash = open_destination(SIM, url), CrashOnce()
+    dest = opened.destination
     try:
         service = open_service(store_url, dest, worker_id="demo-worker", crash_hook=crash,
                                retry_for=0)  # the demo plays one step at a time
         count, workflows = service.event_count(), dest.workflow_ids()
     except StoreUnavailable:
-        _dispose(state)
+        opened.close()
         raise  # its own code, and a message without the password
     except Exception as exc:
-        _dispose(state)
+        opened.close()
         detail = str(exc).replace(url.pg.password, "***") if url.pg and url.pg.password \
             else str(exc)
         raise InvalidArgument(f"cannot open store {shown!r}: {type(exc).__name__}: "
                               f"{detail}") from exc
     if count or workflows:
         service.close()
-        _dispose(state)
+        opened.close()
         raise InvalidArgument(f"the demo needs an empty store; {shown} already holds "
                               f"{count} events")
-    return shown, service, dest, state, crash
-
-
-def _dispose(state: Any) -> None:
-    if isinstance(state, SqlSimState):
-        state.dispose()
+    return shown, service, opened, crash, url.kind == "sqlite-memory"
 
 
 def _play(run: DemoRun, code: str, title: str, expected: str,
@@ -245,11 +238,12 @@ def _play(run: DemoRun, code: str, title: str, expected: str,
 
 def run_demo(store_url: str | None, echo: Echo) -> dict[str, Any]:
     """Play every scenario on a fresh store; returns the JSON-ready report."""
-    store_url, service, dest, state, crash = _open(store_url)
+    store_url, service, opened, crash, in_memory = _open(store_url)
+    dest = opened.destination
     try:
         echo("schedfence demo: the rollback failure modes of docs/protocol.md against the "
              "fenced protocol")
-        kept = "in memory, gone when the demo ends" if isinstance(state, InMemorySimState) else \
+        kept = "in memory, gone when the demo ends" if in_memory else \
             f"kept, with its simulated destination; try schedfence --store {store_url} list"
         echo(f"store: {store_url} ({kept})")
         echo("")
@@ -268,4 +262,4 @@ def run_demo(store_url: str | None, echo: Echo) -> dict[str, Any]:
                 "scenarios": [sc.to_dict() for sc in scenarios], "invariants": doc}
     finally:
         service.close()
-        _dispose(state)
+        opened.close()

@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
-from schedfence.domain.ports import Destination
 
 from schedfence.infra.store.eventstore import StoreURL
 
@@ -66,7 +65,7 @@ def parse_destination(url: str) -> tuple[str, str]:
     return f"{host}:{port}", namespace
 
 
-def check_spec(spec: object) -> str:
+def check_spec(spec: str | None) -> str:
     """Refuse a spec that names no destination we know, before anything is opened."""
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgument(CHOOSE)
@@ -75,10 +74,10 @@ def check_spec(spec: object) -> str:
     return spec
 
 
-def open_destination(spec: str, store: StoreURL, **options: Any) -> OpenedDestination:
-    """The destination named by ``spec`` for a service on ``store``."""
+def open_destination(spec: str | None, store: StoreURL, **options: Any) -> OpenedDestination:
+    """The destination named by ``spec`` for a service on ``store`` (None: refused, CHOOSE)."""
     global _used_temporal
-    check_spec(spec)
+    spec = check_spec(spec)
     if spec == SIM:
         from schedfence.infra.destination.sim_store import SqlSimState, sim_state_for
         from schedfence.infra.destination.simulator import SimulatedDestination
@@ -100,13 +99,14 @@ def open_destination(spec: str, store: StoreURL, **options: Any) -> OpenedDestin
 
 class NoDestination:
     """For commands that must never reach a destination (reads, replay, abort): every call is
-    refused with ``reason``, so a bug that would reach one fails loudly instead of guessing."""
+    refused with ``error(reason)``, so a bug that would reach one fails loudly, never guesses."""
 
-    def __init__(self, reason: str = CHOOSE) -> None:
-        self.reason = reason
+    def __init__(self, reason: str = CHOOSE,
+                 error: type[Exception] = InvalidArgument) -> None:
+        self.reason, self.error = reason, error
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise InvalidArgument(self.reason)
+        raise self.error(self.reason)
 
     start_workflow = describe = _refuse
 

@@ -34,7 +34,8 @@ from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.infra.store.pg import StoreUnavailable
 from schedfence.infra.replication.source import source_reader
 from schedfence.infra.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
-from schedfence.infra.store.eventstore import (FenceApplication, StoreURL, open_application,
+from schedfence.infra.store.eventstore import (FenceApplication, StoreURL, event_table,
+                                               holds_event_log, open_application,
                                                parse_store_url)
 
 BATCH = 500
@@ -256,16 +257,12 @@ def _same_store(a: StoreURL, b: StoreURL) -> bool:
 
 def _require_source_log(url: StoreURL) -> None:
     """Reading must not create: a source that has no event log is a wrong URL."""
-    if url.kind == "sqlite-file" and not os.path.isfile(url.path):
+    if holds_event_log(url):
+        return
+    if url.pg is None:
         raise InvalidArgument(f"source store {url.redacted} does not exist")
-    if url.pg is not None:
-        table = f"{FenceApplication.name.lower()}_events"
-        with url.pg.connect() as conn:  # StoreUnavailable, with the redacted URL
-            found = conn.execute("SELECT to_regclass(%s)",
-                                 (f'"{url.pg.schema}"."{table}"',)).fetchone()
-        if found is None or found[0] is None:
-            raise InvalidArgument(f"source store {url.redacted} holds no event log "
-                                  f"(no table {url.pg.schema}.{table})")
+    raise InvalidArgument(f"source store {url.redacted} holds no event log "
+                          f"(no table {url.pg.schema}.{event_table()})")
 
 
 def _open(url: StoreURL, role: str) -> FenceApplication:

@@ -312,6 +312,24 @@ def open_application(store: StoreURL) -> FenceApplication:
     return FenceApplication(env=env)
 
 
+def event_table() -> str:
+    """eventsourcing.postgres's table of stored events for this application."""
+    return f"{FenceApplication.name.lower()}_events"
+
+
+def holds_event_log(store: StoreURL) -> bool:
+    """Whether ``store`` exists already (a SQLite file, or the schema's event table), read
+    without creating anything: opening it would create the file, schema and tables."""
+    if store.kind == "sqlite-file":
+        return os.path.isfile(store.path)
+    if store.pg is None:
+        return True  # in memory: nothing to create by mistake
+    with store.pg.connect() as conn:  # StoreUnavailable, with the redacted URL
+        found = conn.execute("SELECT to_regclass(%s)",
+                             (f'"{store.pg.schema}"."{event_table()}"',)).fetchone()
+    return found is not None and found[0] is not None
+
+
 def _open_postgres(target: PgTarget) -> FenceApplication:
     """eventsourcing.postgres on ``target``; its tables are created on first use.
 
