@@ -1,8 +1,9 @@
 """Pure decisions of the fenced rollback: state × input → events or an error.
 
 The rules are stated in docs/protocol.md, 'The steps'. No I/O happens here. The service asks
-the destination and hands its answers in as data; the functions return ``facts`` (event class,
-fields) for ``Migration.record`` or raise a domain error with nothing written.
+the destination and hands its answers in as data; the functions return ``Facts`` (event class,
+fields) for the migration, or raise a domain error with nothing written; ``handoff.py`` adds
+the source's side and the fence rechecks, so each command is one decision over both.
 """
 from __future__ import annotations
 
@@ -12,20 +13,23 @@ from typing import Any, Literal
 from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
 from .ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState
+from .model import Fact, Facts
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
 from .schedule import ScheduleState
 
-Facts = list[tuple[type, dict[str, Any]]]
 M = Migration
 RollbackOutcome = Literal["accept", "already_pending", "already_completed"]
 TaskStep = Literal["drop", "fail_closed", "close", "claim_and_start", "reconcile",
                    "failover_reconcile", "check_foreign", "idle"]
 
 
-def decide_rollback(source: ScheduleState, request_id: str, same_id: MigrationState | None,
-                    pending: MigrationState | None) -> RollbackOutcome:
-    """Admin request against the source's current incarnation (F5, F7, F8, F11)."""
+def rollback_gate(source: ScheduleState, request_id: str, same_id: MigrationState | None,
+                  pending: MigrationState | None) -> RollbackOutcome:
+    """Whether an admin rollback against the source's current incarnation is new, a retry
+    of one pending or completed, or refused (F5, F7, F8, F11). The events of an accepted
+    one are ``handoff.rollback``'s; this gate is asked first, because only an accepted
+    rollback needs the destination's sentinel check."""
     if same_id is not None and same_id.phase == "completed":
         return "already_completed"
     if source.closed:
@@ -114,8 +118,8 @@ def claim_facts(state: MigrationState, attempt: int, worker: str) -> Facts:
     req = start_request(state)
     ctx = {"request_id": state.request_id, "attempt": attempt, "worker": worker}
     return [
-        (M.StartClaimConsumed, dict(ctx)),
-        (M.DestinationStartIssued, dict(ctx, workflow_id=req.workflow_id,
+        Fact(M.StartClaimConsumed, dict(ctx)),
+        Fact(M.DestinationStartIssued, dict(ctx, workflow_id=req.workflow_id,
                                         workflow_type=req.workflow_type,
                                         id_reuse_policy=req.id_reuse_policy,
                                         id_conflict_policy=req.id_conflict_policy,
@@ -159,7 +163,7 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
     same_id = out.kind == "already_started" and out.start_request_id == state.request_id
     no_commit = out.kind in ("rejected", "not_sent") or (out.kind == "already_started" and
                                                           not same_id)
-    answered = (M.DestinationAnswered, dict(
+    answered = Fact(M.DestinationAnswered, dict(
         ctx, kind=out.kind, run_id=out.run_id, first_execution_run_id=out.first_execution_run_id,
         start_request_id=out.start_request_id, status=out.status, detail=out.detail,
         proves_no_commit=no_commit))
@@ -167,16 +171,16 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
     if out.kind == "created" or same_id:
         # A creation, or AlreadyStarted naming our id as the running run's *create* id.
         evidence = "start_created" if out.kind == "created" else "already_started_same_id"
-        return [answered, (M.OwnershipAccepted, dict(ctx, destination_first_run_id=first,
+        return [answered, Fact(M.OwnershipAccepted, dict(ctx, destination_first_run_id=first,
                                                       evidence=evidence))], None
     if out.kind in ("already_started", "deduplicated"):
         return [answered], first
     if out.kind == "rejected":
-        return [answered, (M.MigrationParked, dict(ctx, reason="start_rejected",
+        return [answered, Fact(M.MigrationParked, dict(ctx, reason="start_rejected",
                                                    detail=out.detail))], None
     if out.kind == "not_sent":
         # The call never left: nothing committed, so the claim may be used again later.
-        return [answered, (M.StartClaimRearmed, dict(
+        return [answered, Fact(M.StartClaimRearmed, dict(
             ctx, actor="worker", reason="start_not_sent",
             evidence={"detail": out.detail}))], None
     return [answered], None  # unavailable: outcome unknown, the claim stays consumed
@@ -213,24 +217,24 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
                 first_run_id=obs.first_run_id, detail=obs.detail, claim_age=obs.claim_age,
                 claim_grace=obs.claim_grace)
     if obs.failure == "unavailable":
-        return [(M.ChainVerified, dict(seen, verdict="unavailable"))]
+        return [Fact(M.ChainVerified, dict(seen, verdict="unavailable"))]
     if obs.in_flight and not chain_owned(state, obs):
         return []  # the start may still land: look again after the grace, park nothing
     if obs.failure is not None:
         reason = "no_first_run_identity" if obs.failure == "no_first_run_identity" \
             else "head_missing"
-        return [(M.ChainVerified, dict(seen, verdict=obs.failure)),
-                (M.MigrationParked, dict(ctx, reason=reason,
+        return [Fact(M.ChainVerified, dict(seen, verdict=obs.failure)),
+                Fact(M.MigrationParked, dict(ctx, reason=reason,
                                          detail=obs.detail or obs.failure))]
     head = obs.head
     assert head is not None
     owned = chain_owned(state, obs)
-    facts: Facts = [(M.ChainVerified, dict(seen, **_head_seen(obs, owned)))]
+    facts: Facts = [Fact(M.ChainVerified, dict(seen, **_head_seen(obs, owned)))]
     if owned:
-        facts.append((M.OwnershipAccepted, dict(ctx, destination_first_run_id=obs.first_run_id,
+        facts.append(Fact(M.OwnershipAccepted, dict(ctx, destination_first_run_id=obs.first_run_id,
                                                 evidence="chain_head")))
     else:
-        facts.append((M.MigrationParked, dict(
+        facts.append(Fact(M.MigrationParked, dict(
             ctx, reason="foreign_destination",
             detail=f"chain head {obs.first_run_id} was not started by {state.request_id}")))
     return facts
@@ -262,18 +266,18 @@ def decide_failover_reconcile(state: MigrationState, obs: ChainObservation, epoc
     seen = dict(ctx, current_run_id=obs.current_run_id, current_status=obs.current_status,
                 first_run_id=obs.first_run_id, detail=obs.detail, claim_age=obs.claim_age,
                 claim_grace=obs.claim_grace)
-    facts: Facts = [(M.FailoverReconciled, dict(ctx, epoch=epoch))]
+    facts: Facts = [Fact(M.FailoverReconciled, dict(ctx, epoch=epoch))]
     if obs.failure is not None:
-        facts.append((M.ChainVerified, dict(seen, verdict=obs.failure)))
+        facts.append(Fact(M.ChainVerified, dict(seen, verdict=obs.failure)))
     else:
         owned = chain_owned(state, obs)
-        facts.append((M.ChainVerified, dict(seen, **_head_seen(obs, owned))))
+        facts.append(Fact(M.ChainVerified, dict(seen, **_head_seen(obs, owned))))
         if owned:
-            return facts + [(M.OwnershipAccepted, dict(
+            return facts + [Fact(M.OwnershipAccepted, dict(
                 ctx, destination_first_run_id=obs.first_run_id, evidence="chain_head"))]
     what = obs.detail or obs.failure or f"chain head {obs.first_run_id} was not created by " \
         f"{state.request_id}"
-    return facts + [(M.MigrationParked, dict(
+    return facts + [Fact(M.MigrationParked, dict(
         ctx, reason="failover_unverified",
         detail=f"accepted before failover {epoch}; the lost tail may have started the "
                f"destination and nothing proves the chain ours ({what})"))]
@@ -286,7 +290,7 @@ def decide_foreign_check(state: MigrationState, current: RunDescription | None,
         return []
     evidence = {"current_run_id": current.run_id if current else "",
                 "current_status": current.status if current else "no_current_run"}
-    return [(M.StartClaimRearmed, {"request_id": state.request_id, "attempt": attempt,
+    return [Fact(M.StartClaimRearmed, {"request_id": state.request_id, "attempt": attempt,
                                    "worker": worker, "actor": "worker",
                                    "reason": "foreign_run_closed", "evidence": evidence})]
 
@@ -323,11 +327,11 @@ def decide_abort(state: MigrationState, actor: str, reason: str, epoch: int = 0)
         raise RecoveryRefused(
             f"a start was issued ({state.starts_issued}) and no answer proves it committed "
             "nothing; restoring the source could make two owners, so the migration stays")
-    return [(M.MigrationAborted, {"request_id": state.request_id, "actor": actor,
+    return [Fact(M.MigrationAborted, {"request_id": state.request_id, "actor": actor,
                                   "reason": reason, "restored_paused": state.pre_paused,
                                   "restored_notes": state.pre_notes})]
 
 
 def close_facts(state: MigrationState, attempt: int, worker: str) -> Facts:
-    return [(M.SourceClosed, {"request_id": state.request_id, "attempt": attempt,
+    return [Fact(M.SourceClosed, {"request_id": state.request_id, "attempt": attempt,
                               "worker": worker, "destination_first_run_id": state.receipt})]

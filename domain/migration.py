@@ -255,10 +255,6 @@ class Migration(EvolvingAggregate):
     def assign_request_id(cls, migration_id: Any, **fields: Any) -> Migration:
         return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
 
-    def record(self, facts: list[tuple[type, dict[str, Any]]]) -> None:
-        """Append the events a pure decision returned, in order."""
-        for event_class, fields in facts:
-            self.trigger_event(event_class, **fields)
 
 
 def _created(event: Any, *, request_id: str | None, origin: str, phase: Phase,

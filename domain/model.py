@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import typing
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 from uuid import UUID
 
 from eventsourcing.domain import (
@@ -37,6 +37,17 @@ def upcast(owner: type, state: dict[str, Any], version: int) -> None:
     while version < getattr(owner, "class_version", 1):
         getattr(owner, f"upcast_v{version}_v{version + 1}")(state)
         version += 1
+
+
+class Fact(NamedTuple):
+    """One event a pure decision returns: its class and its fields. The aggregate it is
+    recorded on (``EvolvingAggregate.record``) adds id, version and time."""
+
+    event: type
+    fields: dict[str, Any]
+
+
+Facts = list[Fact]
 
 
 class Immutable(BaseModel):
@@ -72,6 +83,11 @@ class EvolvingAggregate(BaseAggregate[UUID]):
 
     def __init__(self) -> None:
         self.state = None
+
+    def record(self, facts: Facts | list[tuple[type, dict[str, Any]]]) -> None:
+        """Append the events a pure decision returned, in order."""
+        for event_class, fields in facts:
+            self.trigger_event(event_class, **fields)
 
     class Snapshot(DomainEvent, CanSnapshotAggregate[UUID]):
         """The aggregate's state at ``originator_version``, for ``Application.take_snapshot``.

@@ -20,9 +20,9 @@ from .decisions import check_epoch
 from .errors import InvalidArgument, RecoveryRefused
 from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import Migration, MigrationState
+from .model import Fact, Facts
 from .ports import RunDescription
 
-Facts = list[tuple[type, dict[str, Any]]]
 M = Migration
 KINDS = ("rearm", "abort", "adopt", "resolve")
 RESOLUTIONS = ("source_kept", "destination_owns")
@@ -117,7 +117,7 @@ def decide_rearm(state: MigrationState, actor: str, reason: str, *, confirmed: b
                         observation=look.observation())
     else:
         evidence.update(basis="no_commit_proven")
-    return [(M.StartClaimRearmed, {"request_id": state.request_id, "actor": actor,
+    return [Fact(M.StartClaimRearmed, {"request_id": state.request_id, "actor": actor,
                                    "reason": reason, "evidence": evidence})]
 
 
@@ -132,7 +132,7 @@ def decide_adopt(state: MigrationState, actor: str, reason: str, request_id: str
     if id_taken_by is not None:
         raise RecoveryRefused(f"request id {request_id} is already used by migration "
                               f"{id_taken_by} of this schedule; choose a new one")
-    return [(M.LegacyMigrationAdopted, {"request_id": request_id, "actor": actor,
+    return [Fact(M.LegacyMigrationAdopted, {"request_id": request_id, "actor": actor,
                                         "reason": reason})]
 
 
@@ -158,16 +158,16 @@ def decide_resolve(state: MigrationState, actor: str, reason: str, resolution: s
                 "attestation": ATTESTATIONS[resolution], "observation": look.observation()}
     if resolution == "destination_owns":
         _check_named_head(state, first_run_id or "", look.named)
-        return [(M.MigrationResolved, dict(resolved, destination_first_run_id=first_run_id)),
-                (M.SourceClosed, {"request_id": rid, "destination_first_run_id": first_run_id})]
+        return [Fact(M.MigrationResolved, dict(resolved, destination_first_run_id=first_run_id)),
+                Fact(M.SourceClosed, {"request_id": rid, "destination_first_run_id": first_run_id})]
     current = look.current
     if current is not None and current.status == "running" and \
             current.workflow_type == SCHEDULER_WORKFLOW_TYPE:
         raise RecoveryRefused(f"scheduler run {current.run_id} is running at "
                               f"{state.workflow_id}: keeping the source would make two owners; "
                               "terminate it first, or resolve destination_owns")
-    return [(M.MigrationResolved, resolved),
-            (M.MigrationAborted, {"request_id": rid, "actor": actor, "reason": reason,
+    return [Fact(M.MigrationResolved, resolved),
+            Fact(M.MigrationAborted, {"request_id": rid, "actor": actor, "reason": reason,
                                   "restored_paused": state.pre_paused,
                                   "restored_notes": state.pre_notes})]
 

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id, schedule_key_id
-from .model import EvolvingAggregate
+from .model import EvolvingAggregate, Fact, Facts
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
 
@@ -156,29 +156,53 @@ class Schedule(EvolvingAggregate):
         self.trigger_event(self.Deleted)
 
     def fence_for_migration(self, request_id: str | None, migration_id: UUID) -> None:
-        check_mutable(self.state)
-        self.trigger_event(self.FencedForMigration, request_id=request_id,
-                           migration_id=str(migration_id))
+        self.record(fence_facts(self.state, request_id, str(migration_id)))
 
     def close_for_migration(self, request_id: str, destination_first_run_id: str) -> None:
-        check_fence(self.state, request_id)
-        self.trigger_event(self.ClosedByMigration, request_id=request_id,
-                           migration_id=self.state.fence_migration_id,
-                           destination_first_run_id=destination_first_run_id)
+        self.record(close_source_facts(self.state, request_id, destination_first_run_id))
 
     def adopt_fence(self, request_id: str, migration_id: str) -> None:
-        if self.state.closed:
-            raise Closed(f"schedule {self.state.namespace}/{self.state.schedule_id} is closed")
-        if self.state.fence_migration_id != migration_id or self.state.fence_request_id:
-            raise MigrationPending(f"the fence is not held by identity-less migration "
-                                   f"{migration_id}")
-        self.trigger_event(self.FenceAdopted, request_id=request_id, migration_id=migration_id)
+        self.record(adopt_fence_facts(self.state, request_id, migration_id))
 
     def release_fence(self, request_id: str | None, paused: bool, notes: str) -> None:
-        check_fence(self.state, request_id)  # type: ignore[arg-type]
-        self.trigger_event(self.FenceReleased, request_id=request_id,
-                           migration_id=self.state.fence_migration_id,
-                           restored_paused=paused, restored_notes=notes)
+        self.record(release_fence_facts(self.state, request_id, paused, notes))
+
+
+# -- the source's side of a migration: pure decisions (domain/handoff.py combines them) --------
+def fence_facts(state: ScheduleState, request_id: str | None, migration_id: str) -> Facts:
+    """Pause the source for a migration: only a mutable (open, unfenced) source (I1)."""
+    check_mutable(state)
+    return [Fact(Schedule.FencedForMigration,
+                 {"request_id": request_id, "migration_id": migration_id})]
+
+
+def close_source_facts(state: ScheduleState, request_id: str,
+                       destination_first_run_id: str) -> Facts:
+    """Close the source for good: only by the migration whose id the fence holds (I10)."""
+    check_fence(state, request_id)
+    return [Fact(Schedule.ClosedByMigration, {
+        "request_id": request_id, "migration_id": state.fence_migration_id,
+        "destination_first_run_id": destination_first_run_id})]
+
+
+def adopt_fence_facts(state: ScheduleState, request_id: str, migration_id: str) -> Facts:
+    """Give the identity-less migration holding the fence its durable id."""
+    if state.closed:
+        raise Closed(f"schedule {state.namespace}/{state.schedule_id} is closed")
+    if state.fence_migration_id != migration_id or state.fence_request_id:
+        raise MigrationPending(f"the fence is not held by identity-less migration "
+                               f"{migration_id}")
+    return [Fact(Schedule.FenceAdopted, {"request_id": request_id,
+                                         "migration_id": migration_id})]
+
+
+def release_fence_facts(state: ScheduleState, request_id: str | None, paused: bool,
+                        notes: str) -> Facts:
+    """Restore the source's own pause and notes: only by the fence's migration (I10)."""
+    check_fence(state, request_id)  # type: ignore[arg-type]
+    return [Fact(Schedule.FenceReleased, {
+        "request_id": request_id, "migration_id": state.fence_migration_id,
+        "restored_paused": paused, "restored_notes": notes})]
 
 
 def destination_running(check: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,22 +1,22 @@
-"""Service glue for operator recovery: load, look at the destination, decide, append atomically.
+"""Operator recovery in the application: load, look at the destination, decide, save.
 
-The decisions are in ``domain/recovery.py``. Here each recovery reads the source and its open
-migration, asks the destination live where the decision needs it, and saves the operator's
-events (and the source's, where it changes) in one append. A refusal writes nothing; a
-concurrent worker write is retried on the new state, with a fresh look.
+The decisions are ``domain/handoff.py``'s (built on ``domain/recovery.py``). Here each recovery
+loads the source and its open migration, asks the destination live where the decision needs
+it, and saves the change (the operator's events and the source's) in one append. A refusal
+writes nothing; a concurrent worker write is retried on the new state, with a fresh look.
 """
 from __future__ import annotations
 
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
+from schedfence.domain import handoff as h
 from schedfence.domain import recovery as r
 from schedfence.domain.errors import InvalidArgument, RecoveryRefused, Unavailable
-from schedfence.domain.ids import (derive_request_id, migration_aggregate_id, validate_id,
-                                   validate_request_id)
+from schedfence.domain.ids import validate_id, validate_request_id
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
-from schedfence.domain.schedule import Schedule, check_fence
+from schedfence.domain.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
 from schedfence.infra.store.eventstore import retry_on_conflict
@@ -53,58 +53,49 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
         "the migration kept changing under a running worker; retry"))
 
 
-def _open(service: MigrationService, namespace: str,
-          schedule_id: str) -> tuple[Schedule, Migration]:
+def _load(service: MigrationService, namespace: str,
+          schedule_id: str) -> tuple[Schedule, Migration | None]:
     source = service._current(namespace, schedule_id)
-    migration = service._migration(source.state.fence_migration_id)
-    if migration is None:
-        raise RecoveryRefused(f"schedule {namespace}/{schedule_id} has no open migration")
-    return source, migration
+    return source, service._migration(source.state.fence_migration_id)
 
 
 def _adopt(service: MigrationService, namespace: str, schedule_id: str, actor: str,
            reason: str, request_id: str | None) -> MigrationView:
-    source, mig = _open(service, namespace, schedule_id)
-    # Default: the id a caller-less rollback of this incarnation derives, so it finds this one.
-    rid = request_id or derive_request_id(namespace, schedule_id, source.state.incarnation)
-    other = service._migration(migration_aggregate_id(namespace, schedule_id, rid))
-    mig.record(r.decide_adopt(mig.state, actor, reason, rid,
-                              other.state.migration_id if other is not None else None))
-    source.adopt_fence(rid, mig.state.migration_id)
-    service.worker.save("adopt", source, mig)  # one append: the id and the fence agree
-    return MigrationView.of(mig.state, mig.version)
+    source, mig = _load(service, namespace, schedule_id)
+    rid, other_id = h.adoption_id(source.state, request_id)
+    other = service._migration(other_id)
+    change = h.adopt(source.state, mig and mig.state, actor, reason, rid,
+                     other.state.migration_id if other is not None else None)
+    return _save(service, "adopt", change, source, mig)  # the id and the fence agree
 
 
 def _rearm(service: MigrationService, namespace: str, schedule_id: str, actor: str,
            reason: str, confirmed: bool) -> MigrationView:
-    source, mig = _open(service, namespace, schedule_id)
-    look = None
-    epoch = service.epoch()
-    if r.check_rearm(mig.state, confirmed, epoch):  # refuses before the destination is asked
-        look = r.Look(current=_describe(service, mig.state.namespace, mig.state.workflow_id))
-    check_fence(source.state, mig.state.request_id or "")  # the claim is ours to re-arm
-    mig.record(r.decide_rearm(mig.state, actor, reason, confirmed=confirmed, look=look,
-                              epoch=epoch))
-    service.worker.save("rearm", mig)
-    return MigrationView.of(mig.state, mig.version)
+    source, mig = _load(service, namespace, schedule_id)
+    epoch, look = service.epoch(), None
+    if h.rearm_needs_look(source.state, mig and mig.state, confirmed, epoch):
+        st = mig.state  # type: ignore[union-attr]
+        look = r.Look(current=_describe(service, st.namespace, st.workflow_id))
+    change = h.rearm(source.state, mig and mig.state, actor, reason, confirmed=confirmed,
+                     look=look, epoch=epoch)
+    return _save(service, "rearm", change, source, mig)
 
 
 def _resolve(service: MigrationService, namespace: str, schedule_id: str, actor: str,
              reason: str, resolution: str, first_run_id: str | None) -> MigrationView:
-    source, mig = _open(service, namespace, schedule_id)
-    st = mig.state
-    r.check_resolve(st, resolution, first_run_id)
-    current = _describe(service, st.namespace, st.workflow_id)
-    named = _describe(service, st.namespace, st.workflow_id, first_run_id) \
-        if first_run_id else None
-    mig.record(r.decide_resolve(st, actor, reason, resolution, first_run_id,
-                                r.Look(current=current, named=named)))
-    rid = mig.state.request_id or ""
-    if resolution == "destination_owns":
-        source.close_for_migration(rid, first_run_id or "")  # rechecks the fence holds rid
-    else:
-        source.release_fence(rid, st.pre_paused, st.pre_notes)
-    service.worker.save("resolve", source, mig)
+    source, mig = _load(service, namespace, schedule_id)
+    st = h.resolve_check(source.state, mig and mig.state, resolution, first_run_id)
+    look = r.Look(current=_describe(service, st.namespace, st.workflow_id),
+                  named=_describe(service, st.namespace, st.workflow_id, first_run_id)
+                  if first_run_id else None)
+    change = h.resolve(source.state, st, actor, reason, resolution, first_run_id, look)
+    return _save(service, "resolve", change, source, mig)
+
+
+def _save(service: MigrationService, label: str, change: h.Change, source: Schedule,
+          mig: Migration | None) -> MigrationView:
+    service.worker.save(label, *change.apply(source, mig))  # one append, both aggregates
+    assert mig is not None
     return MigrationView.of(mig.state, mig.version)
 
 

@@ -10,14 +10,15 @@ from uuid import UUID
 
 
 from schedfence.domain import decisions as d
+from schedfence.domain import handoff as h
 from schedfence.domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
                                       RecoveryRefused, StandbyNotPromoted, Unavailable)
 from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch
-from schedfence.domain.ids import (derive_request_id, destination_workflow_id,
-                                   migration_aggregate_id, schedule_aggregate_id, schedule_key_id,
-                                   validate_destination_key, validate_id, validate_request_id)
+from schedfence.domain.ids import (destination_workflow_id, schedule_aggregate_id,
+                                   schedule_key_id, validate_destination_key, validate_id,
+                                   validate_request_id)
 from schedfence.domain.invariants import Violation, check_histories, check_history
-from schedfence.domain.migration import Migration
+from schedfence.domain.migration import Migration, MigrationState
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from schedfence.domain.schedule import Schedule, ScheduleKey
 from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
@@ -88,6 +89,10 @@ class MigrationService:
             return None
         return self.app.find(UUID(str(migration_id)))
 
+    def _state(self, migration_id: str | UUID | None) -> MigrationState | None:
+        found = self._migration(migration_id)
+        return found.state if found is not None else None
+
     # -- admin ------------------------------------------------------------------------------
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
                         notes: str = "") -> ScheduleView:
@@ -153,29 +158,21 @@ class MigrationService:
                        actor: str) -> RollbackResult:
         source = self._current(namespace, schedule_id)
         st = source.state
-        origin = "caller" if request_id is not None else "derived"
-        rid = request_id if request_id is not None else derive_request_id(
-            namespace, schedule_id, st.incarnation)
-        mid = migration_aggregate_id(namespace, schedule_id, rid)
-        same = self._migration(mid)
-        pending = self._migration(st.fence_migration_id)
-        outcome = d.decide_rollback(st, rid, same and same.state, pending and pending.state)
-        if outcome != "accept":
-            existing = same.state if same else pending.state  # type: ignore[union-attr]
-            return RollbackResult(outcome, rid, existing.origin, existing.migration_id)
-        sentinel = self._destination_check(namespace, schedule_id, "sentinel check")
-        last = self._migration(st.last_migration_id)
-        d.check_sentinel(sentinel)
-        migration = Migration.assign_request_id(
-            mid, namespace=namespace, schedule_id=schedule_id, source_id=str(source.id),
-            incarnation=st.incarnation, workflow_id=destination_workflow_id(schedule_id),
-            request_id=rid, origin=origin, pre_paused=st.paused, pre_notes=st.notes,
-            claim_armed=True, actor=actor or self.worker_id,
-            epoch=d.claim_epoch(st, last and last.state, self.epoch()),
-            sentinel_check=sentinel)
-        source.fence_for_migration(rid, mid)
-        self.worker.save("rollback", source, migration)  # one atomic append, both aggregates
-        return RollbackResult("accepted", rid, origin, str(mid))
+        rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
+                                               request_id)
+        same, pending = self._state(mid), self._state(st.fence_migration_id)
+        sentinel = None
+        if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
+            sentinel = self._destination_check(namespace, schedule_id, "sentinel check")
+        change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
+                            last=self._state(st.last_migration_id), sentinel=sentinel,
+                            epoch=self.epoch(), actor=actor or self.worker_id)
+        if change.outcome != "accepted":
+            existing = same if same is not None else pending
+            return RollbackResult(change.outcome, rid, existing.origin,  # type: ignore[union-attr]
+                                  change.migration_id)
+        self.worker.save("rollback", *change.apply(source, None))  # one append, both
+        return RollbackResult("accepted", rid, origin, change.migration_id)
 
     def _destination_check(self, namespace: str, schedule_id: str,
                            what: str) -> dict[str, Any]:
@@ -237,13 +234,10 @@ class MigrationService:
                     actor: str) -> MigrationView:
         source = self._current(namespace, schedule_id)
         migration = self._migration(source.state.fence_migration_id)
-        if migration is None:
-            raise RecoveryRefused(f"schedule {namespace}/{schedule_id} has no open migration")
-        migration.record(d.decide_abort(migration.state, actor, reason, self.epoch()))
-        source.release_fence(migration.state.request_id, migration.state.pre_paused,
-                             migration.state.pre_notes)
-        self.worker.save("abort", source, migration)
-        return MigrationView.of(migration.state, migration.version)
+        change = h.abort(source.state, migration and migration.state, actor, reason,
+                         self.epoch())
+        self.worker.save("abort", *change.apply(source, migration))
+        return MigrationView.of(migration.state, migration.version)  # type: ignore[union-attr]
 
     def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
                 request_id: str | None = None, **options: Any) -> MigrationView:

@@ -15,12 +15,13 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from schedfence.domain import decisions as d
+from schedfence.domain import handoff as h
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.failover import STORE_EPOCH_ID
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                                      DestinationUnavailable, RunDescription)
-from schedfence.domain.schedule import check_fence
+from schedfence.domain.schedule import Schedule
 
 from schedfence.infra.store.eventstore import FenceApplication
 
@@ -56,13 +57,13 @@ class TaskWorker:
         finally:
             self.crash_hook(f"{label}.after_call")
 
-    def _append(self, label: str, mig: Migration, facts: d.Facts) -> None:
-        """Record a decision; a receipt first rechecks that the source's fence holds our id."""
-        if any(cls is Migration.OwnershipAccepted for cls, _ in facts):
-            source = self.app.repository.get(UUID(mig.state.source_id))
-            check_fence(source.state, mig.state.request_id or "")  # raises: change nothing
-        mig.record(facts)
-        self.save(label, mig)
+    def _commit(self, label: str, mig: Migration, change: h.Change,
+                source: Schedule | None = None) -> None:
+        """Save a decision's change (the source's events and the migration's) in one append."""
+        self.save(label, *change.apply(source, mig))
+
+    def _source(self, mig: Migration) -> Schedule:
+        return self.app.repository.get(UUID(mig.state.source_id))
 
     # -- one attempt ------------------------------------------------------------------------
     def attempt(self, migration_id: UUID) -> AttemptResult:
@@ -91,51 +92,33 @@ class TaskWorker:
         return found.state.epoch if found is not None else 0
 
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
-        step = d.next_step(mig.state, epoch)
+        st = mig.state
+        age = (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
+        in_flight = h.claim_in_flight(age, self.claim_grace, self._own(st.last_worker))
+        step = h.task_step(st, epoch, in_flight)
         if step in ("drop", "fail_closed", "idle"):
             return "idle"
+        if step == "wait":
+            return "backoff"  # another worker's start may still land: let it
         if step == "close":
-            return self._close(mig, attempt)
+            source = self._source(mig)
+            self._commit("close", mig, h.close(source.state, st, attempt, self.worker_id),
+                         source)
+            return "progress"
         if step == "failover_reconcile":
-            if mig.state.phase == "claimed" and self._start_in_flight(mig):
-                return "backoff"  # the old active's start may still land: let it
             return self._failover_reconcile(mig, attempt, epoch)
         if step == "claim_and_start":
             return self._claim_and_start(mig, attempt)
         if step == "reconcile":
-            if self._start_in_flight(mig):
-                return "backoff"
             return self._reconcile(mig, attempt)
         return self._check_foreign(mig, attempt)
 
-    def _start_in_flight(self, mig: Migration) -> bool:
-        """Another worker consumed the claim moments ago: leave its start call to finish.
-
-        A liveness rule, not a safety one: reconciling early can only park the migration
-        (head_missing), never start twice. The last event's own clock is the claimer's.
-        """
-        if self._own(mig.state.last_worker) or self.claim_grace <= 0:
-            return False
-        age = datetime.now(timezone.utc) - mig.modified_on
-        return age.total_seconds() < self.claim_grace
-
     def _own(self, worker: str | None) -> bool:
-        p = self.own_prefix
-        return worker == self.worker_id or bool(p) and (worker == p or
-                                                       (worker or "").startswith(p + "/"))
-
-    def _close(self, mig: Migration, attempt: int) -> AttemptResult:
-        source = self.app.repository.get(UUID(mig.state.source_id))
-        source.close_for_migration(mig.state.request_id, mig.state.receipt)  # rechecks the fence
-        mig.record(d.close_facts(mig.state, attempt, self.worker_id))
-        self.save("close", source, mig)
-        return "progress"
+        return h.is_own_worker(worker, self.worker_id, self.own_prefix)
 
     def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
-        source = self.app.repository.get(UUID(mig.state.source_id))
-        check_fence(source.state, mig.state.request_id or "")
-        mig.record(d.claim_facts(mig.state, attempt, self.worker_id))
-        self.save("claim", mig)
+        claimed = h.claim(self._source(mig).state, mig.state, attempt, self.worker_id)
+        self._commit("claim", mig, claimed)
         request = d.start_request(mig.state)
         try:
             answer: Any = self._call("start", lambda: self.destination.start_workflow(request))
@@ -149,7 +132,8 @@ class TaskWorker:
         if head is not None:
             obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
                                      outcome.run_id, outcome.status)
-            self._append("chain", mig, d.decide_chain(mig.state, obs, attempt, self.worker_id))
+            self._commit("chain", mig, h.chain(self._source(mig).state, mig.state, obs, attempt,
+                                               self.worker_id))
         return "backoff" if outcome.kind in ("unavailable", "not_sent") else "progress"
 
     def _record_answer(self, mig: Migration, outcome: d.StartOutcome,
@@ -158,10 +142,11 @@ class TaskWorker:
         moved the migration meanwhile (it reconciled before the start landed, say), decide
         again on top of what that worker wrote. None: nothing left to record."""
         for _ in range(8):
-            facts, head = d.decide_start_outcome(mig.state, outcome, attempt, self.worker_id)
+            answered = h.answer(self._source(mig).state, mig.state, outcome, attempt,
+                                self.worker_id)
             try:
-                self._append("answer", mig, facts)
-                return mig, head
+                self._commit("answer", mig, answered)
+                return mig, answered.head
             except IntegrityError:
                 mig = self.app.repository.get(mig.id)
                 if not mig.state.is_open or mig.state.receipt is not None:
@@ -170,10 +155,10 @@ class TaskWorker:
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
-        facts = d.decide_chain(mig.state, obs, attempt, self.worker_id)
-        if not facts:
+        verdict = h.chain(self._source(mig).state, mig.state, obs, attempt, self.worker_id)
+        if verdict.empty:
             return "backoff"  # absent, but inside the grace: look again later
-        self._append("chain", mig, facts)
+        self._commit("chain", mig, verdict)
         return "backoff" if obs.failure == "unavailable" else "progress"
 
     def _observe_chain_in_window(self, mig: Migration) -> d.ChainObservation:
@@ -186,10 +171,11 @@ class TaskWorker:
 
     def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
-        facts = d.decide_failover_reconcile(mig.state, obs, epoch, attempt, self.worker_id)
-        if not facts:
+        verdict = h.failover_reconcile(self._source(mig).state, mig.state, obs, epoch, attempt,
+                                       self.worker_id)
+        if verdict.empty:
             return "backoff"
-        self._append("failover", mig, facts)
+        self._commit("failover", mig, verdict)
         return "progress"
 
     def _check_foreign(self, mig: Migration, attempt: int) -> AttemptResult:
@@ -198,11 +184,10 @@ class TaskWorker:
             current = self._describe(st.namespace, st.workflow_id)
         except DestinationUnavailable:
             return "backoff"
-        facts = d.decide_foreign_check(st, current, attempt, self.worker_id)
-        if not facts:
+        rearmed = h.foreign_check(st, current, attempt, self.worker_id)
+        if rearmed.empty:
             return "idle"
-        mig.record(facts)
-        self.save("rearm", mig)
+        self._commit("rearm", mig, rearmed)
         return "progress"
 
     # -- reading the destination ------------------------------------------------------------
