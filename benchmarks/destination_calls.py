@@ -26,6 +26,7 @@ from benchkit import median, sqlite_store
 
 from schedfence.domain.errors import Unavailable
 from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.migration import WORKER_PHASES
 from schedfence.domain.ports import RunDescription, StartAccepted, StartWorkflow
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
@@ -33,7 +34,7 @@ from schedfence.infra.destination.simulator import FaultRates, SimulatedDestinat
 NS = "bench"
 ADMIN_TRIES = 50  # a client retrying an `unavailable` admin call
 WORKER_PASSES = 50  # run_until_idle calls per migration before it counts as stuck
-WORKABLE = ("pending", "claimed", "receipted")
+WORKABLE = WORKER_PHASES
 
 
 class CountingDestination:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
 from .ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
-from .migration import Migration, MigrationState
+from .migration import CLOSED_PHASES, Migration, MigrationState
 from .model import Fact, Facts
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
@@ -84,7 +84,7 @@ def check_sentinel(check: dict[str, Any]) -> None:
 def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
     """What one task attempt may do in this state, in a store at ``epoch`` (the number
     of failovers recorded): a migration from before the latest failover reconciles first."""
-    if state.phase in ("completed", "aborted"):
+    if state.phase in CLOSED_PHASES:
         return "drop"
     if state.phase == "legacy_pending" or not state.request_id:
         return "fail_closed"
@@ -99,6 +99,25 @@ def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
     if state.park_reason == "foreign_destination" and state.no_commit_proven:
         return "check_foreign"
     return "idle"
+
+
+Due = Literal["now", "after_failover", "operator", "closed"]
+ACTS = ("close", "claim_and_start", "reconcile", "failover_reconcile", "check_foreign")
+
+
+def due(state: MigrationState) -> Due:
+    """Which workers may pick the migration up, as the due-work index stores it: a filter in
+    front of ``next_step``, never instead of it. ``now``: a step can act in the migration's
+    own epoch; ``after_failover``: only once the store has recorded a failover after its
+    epoch (it reconciles first); ``operator``: only an operator moves it on (legacy, an
+    unverified park, a park no answer proves harmless); ``closed``."""
+    if state.phase in CLOSED_PHASES:
+        return "closed"
+    if next_step(state, state.epoch) in ACTS:
+        return "now"
+    if not state.unverified and next_step(state, state.epoch + 1) == "failover_reconcile":
+        return "after_failover"
+    return "operator"
 
 
 def start_request(state: MigrationState) -> StartWorkflow:

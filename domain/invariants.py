@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from .decisions import sentinel_running
 from .failover import StoreEpoch
 from .ids import SCHEDULER_WORKFLOW_TYPE
-from .migration import Migration, MigrationState, evolve_migration
+from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
 from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
 
 M, S = Migration, Schedule
@@ -121,7 +121,7 @@ class Checker:
                     M.MigrationResolved)):
             self.flag("I6", mid, [t.created_at, pos],
                       f"identity-less migration acted: {type(e).__name__}")
-        if st.phase in ("completed", "aborted"):
+        if st.phase in CLOSED_PHASES:
             self.flag("I8", mid, [pos], f"{type(e).__name__} after the migration was {st.phase}")
         if st.receipt is not None and not isinstance(e, M.SourceClosed):
             self.flag("I8", mid, [t.receipt_at or pos, pos],

@@ -8,16 +8,23 @@ replay and the invariant checker all fold with it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
 
 from .model import EvolvingAggregate
 
+# The one phase vocabulary (domain, projections, due work, CLI and JSON all use these names).
 Phase = Literal[
     "pending", "claimed", "receipted", "completed", "parked", "legacy_pending", "aborted"
 ]
-OPEN_PHASES = ("pending", "claimed", "receipted", "parked", "legacy_pending")
+PHASES: tuple[Phase, ...] = get_args(Phase)
+# Open, and a worker moves it on (if none does for long, it is stuck).
+WORKER_PHASES: tuple[Phase, ...] = ("pending", "claimed", "receipted")
+# Open, and only an operator (or, for a foreign park, the foreign run closing) moves it on.
+OPERATOR_PHASES: tuple[Phase, ...] = ("parked", "legacy_pending")
+OPEN_PHASES: tuple[Phase, ...] = WORKER_PHASES + OPERATOR_PHASES
+CLOSED_PHASES: tuple[Phase, ...] = ("completed", "aborted")
 # Park reasons that mean "starts may exist that this log does not show".
 UNVERIFIED_PARKS = ("adopted_unverified", "failover_unverified")
 

@@ -12,9 +12,8 @@ from typing import Callable
 from schedfence.domain import decisions as d
 from schedfence.domain import recovery as r
 from schedfence.domain.errors import DomainError
-from schedfence.domain.migration import MigrationState
+from schedfence.domain.migration import WORKER_PHASES, MigrationState
 
-STUCK_PHASES = ("pending", "claimed", "receipted")  # open, worker-driven phases
 ALLOWED = "allowed"
 
 
@@ -44,7 +43,7 @@ def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> 
         return "parked"
     if state.phase == "legacy_pending":
         return "legacy"
-    if state.phase in STUCK_PHASES and idle_seconds >= stuck_after:
+    if state.phase in WORKER_PHASES and idle_seconds >= stuck_after:
         return "stuck"
     return None
 

@@ -13,13 +13,13 @@ from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.ids import validate_id
-from schedfence.domain.migration import MigrationState
+from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
+                                         MigrationState)
 
 from . import oncall as oc
 from . import tables as t
 from .records import (AuditEntry, AuditPage, MigrationRow, OnCallItem, from_us, to_us)
 
-PHASES = ("pending", "claimed", "receipted", "completed", "parked", "legacy_pending", "aborted")
 MAX_LIMIT = 10_000
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -156,7 +156,7 @@ def stats(engine: Engine, projected_through: int) -> dict[str, Any]:
         by_state[state] = by_state.get(state, 0) + n
         by_namespace.setdefault(namespace, {})[state] = n
     return {"projected_through": projected_through, "migrations": sum(by_state.values()),
-            "open": sum(by_state[p] for p in oc.STUCK_PHASES + ("parked", "legacy_pending")),
+            "open": sum(by_state[p] for p in OPEN_PHASES),
             "by_state": by_state, "by_namespace": by_namespace}
 
 
@@ -186,8 +186,8 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
     cutoff = now_us - int(stuck_after_seconds * 1_000_000)
     c = t.migrations.c
     query = select(t.migrations).where(or_(
-        c.state.in_(("parked", "legacy_pending")),
-        c.state.in_(oc.STUCK_PHASES) & (c.updated_us <= cutoff),
+        c.state.in_(OPERATOR_PHASES),
+        c.state.in_(WORKER_PHASES) & (c.updated_us <= cutoff),
     )).order_by(c.updated_us, c.migration_id).limit(limit)
     with engine.connect() as conn:
         rows = conn.execute(query).mappings().all()

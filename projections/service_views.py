@@ -12,6 +12,7 @@ from uuid import UUID
 from weakref import WeakKeyDictionary
 
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.migration import PHASES
 
 from . import queries as q
 from .engine import engine_for_application
@@ -111,8 +112,8 @@ def oncall(service: MigrationService,
 
 def migrations_by_state(service: MigrationService, state: str | None = None,
                         limit: int = MAX_ROWS) -> list[MigrationRow]:
-    if state is not None and state not in q.PHASES:
-        raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(q.PHASES)})")
+    if state is not None and state not in PHASES:
+        raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
     return q.migrations_by_state(_fresh(service).view.engine, state, limit)
 
 

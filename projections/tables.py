@@ -24,7 +24,7 @@ Id = String(1000)
 Position = BigInteger().with_variant(Integer(), "sqlite")
 
 PREFIX = "schedfence_proj_"
-SCHEMA_VERSION = 1  # bump on any change below: a stored projection of another version is rebuilt
+SCHEMA_VERSION = 2  # bump on any change below: a stored projection of another version is rebuilt
 
 metadata = MetaData()
 
@@ -75,7 +75,9 @@ audit = Table(
 )
 
 # One row per migration: its state as folded by domain.migration.evolve_migration (``folded``
-# holds the whole MigrationState; the other columns are copies of its fields, for indexes).
+# holds the whole MigrationState; the other columns are copies of its fields, for indexes, and
+# ``due``, the domain's due-work class of that state: domain.decisions.due).
+# v2 added ``epoch`` and ``due``.
 migrations = Table(
     f"{PREFIX}migrations", metadata,
     Column("migration_id", String(36), primary_key=True),
@@ -99,7 +101,10 @@ migrations = Table(
     Column("last_position", BigInteger, nullable=False),
     Column("version", Integer, nullable=False),
     Column("folded", Text, nullable=False),
+    Column("epoch", Integer, nullable=False),
+    Column("due", String(20), nullable=False),
     Index(f"{PREFIX}migrations_state", "state", "updated_us"),
+    Index(f"{PREFIX}migrations_due", "due", "last_position"),
     Index(f"{PREFIX}migrations_key", "namespace", "schedule_id"),
 )
 

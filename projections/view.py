@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
+from schedfence.domain.decisions import due
 from schedfence.domain.migration import MigrationState
 
 from . import tables as t
@@ -297,7 +298,8 @@ def _folded(row: Any) -> FoldedMigration:
 
 def _migration_row(migration_id: str, f: FoldedMigration,
                    key: str = "migration_id") -> dict[str, Any]:
-    """The row is a copy of the reducer's state: no field is derived here."""
+    """The row is a copy of the reducer's state (and the domain's due class of it): no
+    field is derived here."""
     s = f.state
     return {key: migration_id, "namespace": s.namespace,
             "schedule_id": s.schedule_id, "incarnation": s.incarnation,
@@ -308,4 +310,5 @@ def _migration_row(migration_id: str, f: FoldedMigration,
             "last_worker": s.last_worker, "created_us": f.created_us,
             "updated_us": f.updated_us, "created_position": f.created_position,
             "last_position": f.last_position, "version": f.version,
+            "epoch": s.epoch, "due": due(s),
             "folded": json.dumps(vars(s), sort_keys=True)}  # flat fields: no asdict copy

@@ -19,15 +19,13 @@ from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, an
                         or_, select, update)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from schedfence.domain.migration import UNVERIFIED_PARKS
+from schedfence.domain.migration import CLOSED_PHASES, OPEN_PHASES
 from schedfence.projections import service_views as pv
 from schedfence.projections.engine import WRITE
 from schedfence.projections.tables import migrations
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
 MAX_BACKOFF = 60.0
-# States a worker may act on; a parked one only when the foreign run may have closed.
-WORKABLE = ("pending", "claimed", "receipted")
 
 _metadata = MetaData()
 backoff = Table(
@@ -80,7 +78,7 @@ class DueWork:
         """Every open migration, oldest change first (the log is read only to catch up)."""
         pv.catch_up(self.service)
         query = select(migrations.c.migration_id).where(
-            migrations.c.state.in_(WORKABLE + ("parked", "legacy_pending"))
+            migrations.c.state.in_(OPEN_PHASES)
         ).order_by(migrations.c.last_position)
         with self.engine.connect() as conn:
             return [UUID(r[0]) for r in conn.execute(query)]
@@ -90,14 +88,11 @@ class DueWork:
         whether it has a backoff row (so a worker clears only rows that exist)."""
         self._ensure_table()
         pv.catch_up(self.service)
-        workable = or_(migrations.c.state.in_(WORKABLE),
-                       and_(migrations.c.state == "parked",
-                            migrations.c.park_reason == "foreign_destination"))
-        if self.service.epoch() > 0:
-            # After a failover any migration parked before it must reconcile first (an
-            # operator's re-arm waits for that); a reconciled one is idle and costs one load.
-            workable = or_(workable, and_(migrations.c.state == "parked",
-                                          migrations.c.park_reason.not_in(UNVERIFIED_PARKS)))
+        # The domain's due class of each migration's state (domain.decisions.due): due now,
+        # or only once a failover was recorded after the migration's epoch.
+        workable = or_(migrations.c.due == "now",
+                       and_(migrations.c.due == "after_failover",
+                            migrations.c.epoch < self.service.epoch()))
         ready = or_(backoff.c.not_before_us.is_(None), backoff.c.not_before_us <= _now_us())
         query = (select(migrations.c.migration_id, backoff.c.failures)
                  .select_from(migrations.outerjoin(
@@ -139,7 +134,7 @@ class DueWork:
         self._ensure_table()
         pv.catch_up(self.service)
         closed = select(migrations.c.migration_id).where(
-            migrations.c.state.in_(("completed", "aborted")))
+            migrations.c.state.in_(CLOSED_PHASES))
         with self._writing() as conn:
             return conn.execute(delete(backoff).where(
                 backoff.c.migration_id.in_(closed))).rowcount or 0

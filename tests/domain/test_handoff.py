@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.decisions import ChainObservation, StartOutcome
 from schedfence.domain.errors import (AlreadyExists, Closed, MigrationPending, RecoveryRefused,
@@ -244,3 +245,41 @@ def test_a_change_applied_to_the_aggregates_is_what_the_decision_returned():
         ["Created", "FencedForMigration"]
     assert [type(e).__name__ for e in w.migration.collect_events()] == ["RequestIdAssigned"]
     assert uuid.UUID(change.migration_id) == w.migration.id
+
+
+# -- the due-work class the index stores -------------------------------------------------------
+def test_due_class_follows_next_step_for_each_phase():
+    w = World()
+    w.then(w.rollback())
+    assert d.due(w.mig) == "now"  # pending, armed: claim and start
+    w.then(h.claim(w.source.state, w.mig, 1, W))
+    assert d.due(w.mig) == "now"  # claimed: reconcile
+    foreign = h.answer(w.source.state, w.mig, StartOutcome("deduplicated", "run-2", "run-1"),
+                       1, W)
+    w.then(foreign).then(h.chain(w.source.state, w.mig, owned_head(rid="other"), 1, W))
+    assert (w.mig.phase, w.mig.park_reason) == ("parked", "foreign_destination")
+    # A dedupe proves nothing about commits: no automatic re-arm, so only a failover (which
+    # reconciles) or an operator moves it on; the index must not offer it to workers now.
+    assert not w.mig.no_commit_proven and d.due(w.mig) == "after_failover"
+    assert d.next_step(w.mig, w.mig.epoch) == "idle"
+
+
+def test_a_foreign_park_with_proof_of_no_commit_is_due_now_for_the_foreign_check():
+    w = claimed_world()
+    refused = StartOutcome("already_started", "run-9", "run-9", start_request_id="other")
+    w.then(h.answer(w.source.state, w.mig, refused, 1, W))
+    w.then(h.chain(w.source.state, w.mig, owned_head(rid="other"), 1, W))
+    assert w.mig.no_commit_proven and w.mig.park_reason == "foreign_destination"
+    assert d.due(w.mig) == "now" and d.next_step(w.mig, w.mig.epoch) == "check_foreign"
+
+
+def test_closed_and_legacy_migrations_are_never_due_for_workers():
+    w = World()
+    w.then(w.rollback())
+    w.then(h.abort(w.source.state, w.mig, "op", "r", 0))
+    assert d.due(w.mig) == "closed"
+    legacy = Migration.assign_request_id(
+        uuid.UUID(int=9), namespace=NS, schedule_id=SID, source_id=str(w.source.id),
+        incarnation=1, workflow_id="wf", request_id=None, origin="legacy", pre_paused=False,
+        pre_notes="", claim_armed=False)
+    assert legacy.state.phase == "legacy_pending" and d.due(legacy.state) == "operator"
