@@ -78,6 +78,26 @@ class MigrationState:
         return self.phase == "parked" and self.park_reason in UNVERIFIED_PARKS
 
 
+READ_FIELDS = ("migration_id", "namespace", "schedule_id", "incarnation", "state", "request_id",
+               "request_id_origin", "park_reason", "park_detail", "destination_first_run_id",
+               "claim_armed", "starts_issued", "attempts", "last_worker")
+
+
+def read_shape(state: MigrationState) -> dict[str, Any]:
+    """A migration as every reader shows it: the projection's row, the service's views, the
+    CLI and the JSON documents use these names. The reducer's own names differ where they
+    read better in the rules: ``phase`` is ``state``, ``origin`` is ``request_id_origin``,
+    ``receipt`` is ``destination_first_run_id``."""
+    s = state
+    return {"migration_id": s.migration_id, "namespace": s.namespace,
+            "schedule_id": s.schedule_id, "incarnation": s.incarnation, "state": s.phase,
+            "request_id": s.request_id, "request_id_origin": s.origin,
+            "park_reason": s.park_reason, "park_detail": s.park_detail,
+            "destination_first_run_id": s.receipt, "claim_armed": s.claim_armed,
+            "starts_issued": s.starts_issued, "attempts": s.attempts,
+            "last_worker": s.last_worker}
+
+
 class _Event(EvolvingAggregate.Event):
     """A migration step taken by a worker attempt."""
 

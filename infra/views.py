@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schedfence.domain.migration import MigrationState
+from schedfence.domain.migration import MigrationState, read_shape
 from schedfence.domain.schedule import ScheduleState
 
 
@@ -57,12 +57,13 @@ class MigrationView:
     attempts: int
     last_answer: dict | None
     version: int
+    last_worker: str = ""
 
     @classmethod
     def of(cls, m: MigrationState, version: int) -> MigrationView:
-        return cls(m.migration_id, m.namespace, m.schedule_id, m.incarnation, m.phase,
-                   m.request_id, m.origin, m.park_reason, m.park_detail, m.receipt,
-                   m.claim_armed, m.starts_issued, m.attempts, m.last_answer, version)
+        """The read shape (domain.migration.read_shape), the last answer in full, and the
+        aggregate's version."""
+        return cls(**read_shape(m), last_answer=m.last_answer, version=version)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

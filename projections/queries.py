@@ -13,8 +13,8 @@ from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.ids import validate_id
-from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
-                                         MigrationState)
+from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, READ_FIELDS,
+                                         WORKER_PHASES, MigrationState)
 
 from . import oncall as oc
 from . import tables as t
@@ -209,13 +209,10 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
 
 def _row(r: Any, now_us: int) -> tuple[MigrationRow, MigrationState]:
     state = MigrationState(**json.loads(r["folded"]))
-    row = MigrationRow(
-        r["migration_id"], r["namespace"], r["schedule_id"], r["incarnation"], r["state"],
-        r["request_id"], r["origin"], r["attempts"], r["starts_issued"], r["claim_armed"],
-        r["last_answer"], r["park_reason"], r["park_detail"], r["receipt"], r["last_worker"],
-        from_us(r["created_us"]), from_us(r["updated_us"]),
-        round(max(now_us - r["created_us"], 0) / 1e6, 3),
-        round(max(now_us - r["updated_us"], 0) / 1e6, 3))
+    row = MigrationRow(**{name: r[name] for name in READ_FIELDS}, last_answer=r["last_answer"],
+                       created_at=from_us(r["created_us"]), updated_at=from_us(r["updated_us"]),
+                       age_seconds=round(max(now_us - r["created_us"], 0) / 1e6, 3),
+                       idle_seconds=round(max(now_us - r["updated_us"], 0) / 1e6, 3))
     return row, state
 
 

@@ -77,7 +77,8 @@ audit = Table(
 # One row per migration: its state as folded by domain.migration.evolve_migration (``folded``
 # holds the whole MigrationState; the other columns are copies of its fields, for indexes, and
 # ``due``, the domain's due-work class of that state: domain.decisions.due).
-# v2 added ``epoch`` and ``due``.
+# Its names are the read shape's (domain.migration.read_shape). v2 added ``epoch`` and ``due``
+# and renamed ``origin`` and ``receipt`` to the read shape's names.
 migrations = Table(
     f"{PREFIX}migrations", metadata,
     Column("migration_id", String(36), primary_key=True),
@@ -85,7 +86,7 @@ migrations = Table(
     Column("schedule_id", Id, nullable=False),
     Column("incarnation", Integer, nullable=False),
     Column("request_id", Id),
-    Column("origin", String(20), nullable=False),
+    Column("request_id_origin", String(20), nullable=False),
     Column("state", String(20), nullable=False),
     Column("claim_armed", Boolean, nullable=False),
     Column("starts_issued", Integer, nullable=False),
@@ -93,7 +94,7 @@ migrations = Table(
     Column("last_answer", String(40)),
     Column("park_reason", String(40)),
     Column("park_detail", Text, nullable=False),
-    Column("receipt", Id),
+    Column("destination_first_run_id", Id),
     Column("last_worker", Id, nullable=False),
     Column("created_us", BigInteger, nullable=False),
     Column("updated_us", BigInteger, nullable=False),

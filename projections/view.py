@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
 from schedfence.domain.decisions import due
-from schedfence.domain.migration import MigrationState
+from schedfence.domain.migration import MigrationState, read_shape
 
 from . import tables as t
 from .engine import WRITE
@@ -298,17 +298,13 @@ def _folded(row: Any) -> FoldedMigration:
 
 def _migration_row(migration_id: str, f: FoldedMigration,
                    key: str = "migration_id") -> dict[str, Any]:
-    """The row is a copy of the reducer's state (and the domain's due class of it): no
-    field is derived here."""
+    """The migration's read shape, where and when it changed, and the whole folded state (and
+    the domain's due class of it): no field is derived here."""
     s = f.state
-    return {key: migration_id, "namespace": s.namespace,
-            "schedule_id": s.schedule_id, "incarnation": s.incarnation,
-            "request_id": s.request_id, "origin": s.origin, "state": s.phase,
-            "claim_armed": s.claim_armed, "starts_issued": s.starts_issued,
-            "attempts": s.attempts, "last_answer": (s.last_answer or {}).get("kind"),
-            "park_reason": s.park_reason, "park_detail": s.park_detail, "receipt": s.receipt,
-            "last_worker": s.last_worker, "created_us": f.created_us,
-            "updated_us": f.updated_us, "created_position": f.created_position,
-            "last_position": f.last_position, "version": f.version,
-            "epoch": s.epoch, "due": due(s),
-            "folded": json.dumps(vars(s), sort_keys=True)}  # flat fields: no asdict copy
+    row = read_shape(s)
+    row.pop("migration_id")
+    return dict(row, **{key: migration_id}, last_answer=(s.last_answer or {}).get("kind"),
+                created_us=f.created_us, updated_us=f.updated_us,
+                created_position=f.created_position, last_position=f.last_position,
+                version=f.version, epoch=s.epoch, due=due(s),
+                folded=json.dumps(vars(s), sort_keys=True))  # flat fields: no asdict copy
