@@ -27,6 +27,19 @@ OPEN_PHASES: tuple[Phase, ...] = WORKER_PHASES + OPERATOR_PHASES
 CLOSED_PHASES: tuple[Phase, ...] = ("completed", "aborted")
 # Park reasons that mean "starts may exist that this log does not show".
 UNVERIFIED_PARKS = ("adopted_unverified", "failover_unverified")
+# What each park reason means: the one wording for errors, narration and on-call advice.
+PARK_MEANING = {
+    "foreign_destination": "the chain head at the workflow id was not created by our "
+                           "request id",
+    "head_missing": "the chain's first run is gone (retention or delete), which cannot be "
+                    "told apart from a committed chain",
+    "no_first_run_identity": "the destination shows no first-run identity for the chain",
+    "start_rejected": "the destination rejected the start, so nothing committed",
+    "adopted_unverified": "adopted legacy migration: an older release may have started the "
+                          "destination with ids this log lacks",
+    "failover_unverified": "migration from before a failover: the tail the failover lost may "
+                           "have started the destination",
+}
 
 
 @dataclass(frozen=True)
@@ -65,11 +78,7 @@ class MigrationState:
     @property
     def unverified_why(self) -> str:
         """Why "no start in this log" proves nothing, for an unverified park."""
-        return {"adopted_unverified": "adopted legacy migration: an older release may have "
-                                      "started the destination with ids this log lacks",
-                "failover_unverified": "migration from before a failover: the tail the "
-                                       "failover lost may have started the destination"
-                }.get(self.park_reason or "", "")
+        return PARK_MEANING[self.park_reason] if self.unverified else ""  # type: ignore[index]
 
     @property
     def unverified(self) -> bool:

@@ -1,4 +1,5 @@
-"""How events and verdicts read to a person: one narration, shared by the CLI and the demo.
+"""How values and verdicts read to a person, shared by the CLI and the demo; events read as
+``projections/narration.py`` narrates them (re-exported here).
 
 The CLI's output module re-exports these, so its commands and the demo narrate alike, and the
 demo needs no import of the CLI.
@@ -9,10 +10,10 @@ import json
 import re
 from typing import Any
 
+from schedfence.projections import narration
+from schedfence.projections.narration import narrate  # noqa: F401 (re-exported)
+
 from schedfence.infra.service import MIGRATION_TOPICS, MigrationService
-
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
 
 def one_line(text: object) -> str:
     """Make any message safe for a single terminal line (escape newlines and control chars)."""
@@ -66,64 +67,5 @@ def verdict(service: MigrationService, also: str | None = None) -> dict[str, Any
 
 
 def short(value: object) -> str:
-    """Shorten uuids to their first 8 hex digits; other ids are shown whole."""
-    text = show(value)
-    return text[:8] if _UUID.match(text) else text
-
-
-def _answer(d: dict[str, Any]) -> str:
-    kind, run = d["kind"], short(d["run_id"])
-    if kind == "created":
-        return f"created run {run}"
-    if kind == "deduplicated":
-        return f"deduplicated against run {run} ({d['status']})"
-    if kind == "already_started":
-        return (f"already_started: run {run} was started by {short(d['start_request_id'])} "
-                f"(chain head {short(d['first_execution_run_id'])})")
-    if kind == "unavailable":
-        return f"unavailable ({d['detail']}): outcome unknown, claim stays consumed"
-    return f"rejected the start ({d['detail']})"
-
-
-def render_event(event_type: str, d: dict[str, Any]) -> tuple[str, str] | None:
-    """(actor, one human line) for a migration event; None for events the narration skips."""
-    rid = short(d.get("request_id"))
-    if event_type == "RequestIdAssigned" and d.get("request_id") is None:
-        return "legacy", "pending migration written by an older release (v1): no request id"
-    if event_type == "RequestIdAssigned":
-        return "admin", (f"rollback accepted, request id {rid} ({d['origin']}); source paused "
-                         "and fenced in the same append")
-    if event_type == "LegacyMigrationAdopted":
-        return "operator", (f"legacy migration adopted by {d['actor']} with request id {rid} "
-                            f"({d['reason']}); parked until verified")
-    if event_type == "MigrationResolved":
-        return "operator", (f"resolved by {d['actor']}: {d['resolution']} ({d['reason']}); "
-                            f"attested: {d['attestation']}")
-    if event_type == "StartClaimConsumed":
-        return "worker", f"start claim consumed durably (attempt {d['attempt']})"
-    if event_type == "DestinationStartIssued":
-        return "worker", (f"start issued, request id {rid}, {d['id_reuse_policy']}/"
-                          f"{d['id_conflict_policy']}, input paused="
-                          f"{yes_no(d['input'].get('paused'))}")
-    if event_type == "DestinationAnswered":
-        return "dest", _answer(d)
-    if event_type == "ChainVerified":
-        creator = short(d.get("head_create_request_id")) or "-"
-        return "worker", (f"chain verified (attempt {d['attempt']}): {d['verdict']}; current "
-                          f"run {short(d['current_run_id'])}, head {short(d['first_run_id'])} "
-                          f"created by {creator}")
-    if event_type == "FailoverReconciled":
-        return "worker", (f"accepted before failover {d['epoch']}: reconciling before any "
-                          "start")
-    if event_type == "OwnershipAccepted":
-        return "worker", (f"ownership accepted ({d['evidence']}), receipt "
-                          f"{short(d['destination_first_run_id'])}")
-    if event_type == "MigrationParked":
-        return "worker", f"parked: {d['reason']}"
-    if event_type == "StartClaimRearmed":
-        return "worker", f"start claim re-armed by {d['actor']} ({d['reason']})"
-    if event_type == "SourceClosed":
-        return "worker", "source closed"
-    if event_type == "MigrationAborted":
-        return "admin", f"migration aborted by {d['actor']} ({d['reason']}); source restored"
-    return None
+    """A value for one terminal line (``show``), uuids cut to their first 8 hex digits."""
+    return narration.short(show(value))

@@ -12,7 +12,7 @@ from typing import Callable
 from schedfence.domain import decisions as d
 from schedfence.domain import recovery as r
 from schedfence.domain.errors import DomainError
-from schedfence.domain.migration import WORKER_PHASES, MigrationState
+from schedfence.domain.migration import PARK_MEANING, WORKER_PHASES, MigrationState
 
 ALLOWED = "allowed"
 
@@ -82,30 +82,29 @@ def _situation(state: MigrationState, ns_id: str, idle_seconds: float) -> list[s
     return _parked(state)
 
 
+# What an operator does about each park reason (what the reason means: PARK_MEANING).
+_PARK_ACTION = {
+    "foreign_destination": "re-arm only after proving nothing committed (recover rearm) or "
+                           "resolve manually",
+    "head_missing": "re-arm only after proving nothing committed (recover rearm) or resolve "
+                    "manually (recover resolve)",
+    "no_first_run_identity": "verify the chain by hand, then resolve manually "
+                             "(recover resolve)",
+    "start_rejected": "fix the cause, then abort and roll back again with a new --request-id",
+    "adopted_unverified": "check the destination by hand, then recover rearm "
+                          "--confirm-no-destination-run, or recover resolve",
+    "failover_unverified": "check the destination by hand, then recover rearm "
+                           "--confirm-no-destination-run (no run there), or recover resolve "
+                           "(source_kept / destination_owns)",
+}
+
+
 def _parked(state: MigrationState) -> list[str]:
-    reason = state.park_reason
+    reason = state.park_reason or ""
     if reason == "foreign_destination" and d.next_step(state) == "check_foreign":
         return ["a foreign run holds the workflow id and our start provably committed nothing:"
                 " the claim re-arms automatically when the foreign run closes"]
-    if reason == "foreign_destination":
-        return ["the chain head is foreign and a start may have committed: re-arm only after "
-                "proving nothing committed (recover rearm) or resolve manually"]
-    if reason == "head_missing":
-        return ["the chain's first run is gone (retention or delete), which cannot be told "
-                "apart from a committed chain: re-arm only after proving nothing committed "
-                "(recover rearm) or resolve manually (recover resolve)"]
-    if reason == "no_first_run_identity":
-        return ["the destination shows no first-run identity: verify the chain by hand, then "
-                "resolve manually (recover resolve)"]
-    if reason == "start_rejected":
-        return [f"the destination rejected the start ({state.park_detail or 'no detail'}): fix "
-                "the cause, then abort and roll back again with a new --request-id"]
-    if reason == "adopted_unverified":
-        return ["adopted legacy migration: check the destination by hand, then recover rearm "
-                "--confirm-no-destination-run, or recover resolve"]
-    if reason == "failover_unverified":
-        return ["accepted before a failover and nothing proves the destination chain ours: "
-                "the lost tail may have started it. Check the destination by hand, then "
-                "recover rearm --confirm-no-destination-run (no run there), or recover "
-                "resolve (source_kept / destination_owns)"]
-    return [f"parked ({reason}): resolve manually"]
+    detail = f" ({state.park_detail})" if reason == "start_rejected" and state.park_detail \
+        else ""
+    action = _PARK_ACTION.get(reason, "resolve manually")
+    return [f"{PARK_MEANING.get(reason, f'parked ({reason})')}{detail}: {action}"]

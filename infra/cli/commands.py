@@ -401,16 +401,20 @@ def list_(as_json: bool) -> None:
 @cli.command()
 @click.argument("namespace")
 @click.argument("schedule_id")
+@click.option("--narrate", is_flag=True,
+              help="One sentence per event (what happened, who did it) instead of its fields.")
 @json_option
-def history(namespace: str, schedule_id: str, as_json: bool) -> None:
-    """Events of a schedule and its migrations, in order."""
+def history(namespace: str, schedule_id: str, narrate: bool, as_json: bool) -> None:
+    """Events of a schedule and its migrations, in order (JSON: each with its summary)."""
     entries = []
     for entry in _existing().history(namespace, schedule_id):
         doc = entry.to_dict()
         doc["short_type"] = out.short_type(entry.type)
+        line = out.narrate(doc["short_type"], entry.data)
+        doc["summary"] = None if line is None else line.text
         entries.append(doc)
     _emit(as_json, {"namespace": namespace, "schedule_id": schedule_id, "events": entries},
-          out.history_lines(entries))
+          out.history_lines(entries, narrate))
 
 
 @cli.command()

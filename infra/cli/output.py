@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 import click
 
 # Re-exported: the CLI's commands and the demo narrate with the same functions.
-from schedfence.infra.narration import (one_line, render_event, short, short_type,  # noqa: F401
+from schedfence.infra.narration import (narrate, one_line, short, short_type,  # noqa: F401
                                         show, verdict, verdict_lines, yes_no)
 from schedfence.infra.service import MigrationService
 
@@ -122,12 +122,14 @@ def list_lines(rows: list[dict[str, Any]]) -> list[str]:
     return table(headers, body)
 
 
-def history_lines(entries: list[dict[str, Any]]) -> list[str]:
+def history_lines(entries: list[dict[str, Any]], narrate: bool = False) -> list[str]:
+    """One row per event: its key fields, or (``narrate``) its narration."""
     if not entries:
         return ["no events"]
     body = [[e["position"], short_time(e["timestamp"]), e["aggregate"], e["short_type"],
-             key_fields(e["short_type"], e["data"])] for e in entries]
-    return table(["POS", "TIME", "AGGREGATE", "TYPE", "FIELDS"], body)
+             one_line(e["summary"]) if narrate and e.get("summary")
+             else key_fields(e["short_type"], e["data"])] for e in entries]
+    return table(["POS", "TIME", "AGGREGATE", "TYPE", "WHAT" if narrate else "FIELDS"], body)
 
 
 def states_summary(counts: dict[str, int]) -> str:

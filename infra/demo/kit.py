@@ -78,9 +78,9 @@ class DemoRun:
         assert sc is not None
         entries = [e for sid in sc.schedule_ids for e in self._history(sid) if e.position > sc.seen]
         for entry in sorted(entries, key=lambda e: e.position):
-            rendered = out.render_event(out.short_type(entry.type), entry.data)
-            if rendered:
-                self.step(*rendered)
+            line = out.narrate(out.short_type(entry.type), entry.data)
+            if entry.aggregate == "migration" and line is not None:
+                self.step(line.actor, out.one_line(line.text))
         sc.seen = self.service.event_count()
         return len(entries)
 

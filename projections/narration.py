@@ -1,0 +1,134 @@
+"""How each event reads to a person: one line per event type, and who took the step.
+
+The one narration of the project: ``history --narrate``, the demo, replay's step summaries and
+the audit reader all show these lines; on-call advice and park narration share the domain's
+``PARK_MEANING``. It reads an event's stored fields (its payload), so it narrates live events,
+stored history entries and replayed events alike. An event type it does not know (one a later
+release writes) returns None, and the caller shows the raw fields instead.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, NamedTuple
+
+from schedfence.domain.migration import PARK_MEANING
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class Line(NamedTuple):
+    actor: str  # admin | operator | worker | dest | legacy | source
+    text: str
+
+
+def short(value: object) -> str:
+    """Uuids shortened to their first 8 hex digits; other values whole; none as ``-``."""
+    text = "-" if value in (None, "") else str(value)
+    return text[:8] if _UUID.match(text) else text
+
+
+def _flag(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def park_text(reason: str, detail: str = "") -> str:
+    meaning = PARK_MEANING.get(reason, reason)
+    return f"parked {reason}: {meaning}" + (f" ({detail})" if detail else "")
+
+
+def _answer(d: dict[str, Any]) -> str:
+    kind, run = d["kind"], short(d["run_id"])
+    text = {
+        "created": f"created run {run}: accept (start_created)",
+        "deduplicated": f"returned run {run} ({d.get('status') or '-'}) that it did not create "
+                        "for this id (the id may be attached): verify the chain head",
+        "already_started": f"run {run} (chain head {short(d['first_execution_run_id'])}) was "
+                           f"started by {short(d['start_request_id'])}",
+        "unavailable": f"unavailable ({d['detail']}): outcome unknown, the claim stays "
+                       "consumed, reconcile next",
+        "not_sent": f"the start never left ({d['detail']}): nothing committed, the claim "
+                    "re-arms",
+        "rejected": f"rejected the start ({d['detail']}): nothing committed",
+    }.get(kind, kind)
+    proof = " (proves no commit)" if d.get("proves_no_commit") else ""
+    return f"destination answered {kind}: {text}{proof}"
+
+
+def _requested(d: dict[str, Any]) -> Line:
+    if d.get("request_id") is None:
+        return Line("legacy", "pending migration written by an older release (v1): no "
+                              "request id, every worker attempt fails closed")
+    return Line("admin", f"rollback accepted, request id {short(d['request_id'])} "
+                         f"({d['origin']}); pre-migration paused={_flag(d['pre_paused'])}; "
+                         "source paused and fenced in the same append")
+
+
+def _chain(d: dict[str, Any]) -> Line:
+    creator = short(d.get("head_create_request_id")) if d.get("head_create_request_id") \
+        else "- (not recorded)"
+    detail = f"; {d['detail']}" if d.get("detail") else ""
+    return Line("worker", f"chain verified (attempt {d['attempt']}): {d['verdict']}; current "
+                          f"run {short(d['current_run_id'])} ({d.get('current_status') or '-'}"
+                          f"), head {short(d['first_run_id'])} created by {creator}{detail}")
+
+
+_NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
+    # the migration
+    "RequestIdAssigned": _requested,
+    "StartClaimConsumed": lambda d: Line(
+        "worker", f"start claim consumed durably before the only start call (attempt "
+                  f"{d['attempt']})"),
+    "DestinationStartIssued": lambda d: Line(
+        "worker", f"start issued at {d['workflow_id']}, request id {short(d['request_id'])}, "
+                  f"{d['id_reuse_policy']}/{d['id_conflict_policy']}, input paused="
+                  f"{_flag(d['input'].get('paused'))}"),
+    "DestinationAnswered": lambda d: Line("dest", _answer(d)),
+    "ChainVerified": _chain,
+    "FailoverReconciled": lambda d: Line(
+        "worker", f"accepted before failover {d['epoch']}: reconciling (only the chain head's "
+                  "create id is proof) before anything else"),
+    "OwnershipAccepted": lambda d: Line(
+        "worker", f"ownership accepted ({d['evidence']}), receipt "
+                  f"{short(d['destination_first_run_id'])}"),
+    "MigrationParked": lambda d: Line("worker", park_text(d["reason"], d.get("detail", "")) +
+                                      "; the source stays paused and fenced"),
+    "LegacyMigrationAdopted": lambda d: Line(
+        "operator", f"legacy migration adopted by {d['actor']} with request id "
+                    f"{short(d['request_id'])} ({d['reason']}); parked until verified"),
+    "MigrationResolved": lambda d: Line(
+        "operator", f"resolved by {d['actor']}: {d['resolution']} ({d['reason']}); attested: "
+                    f"{d['attestation']}"),
+    "StartClaimRearmed": lambda d: Line(
+        "worker" if d.get("actor") == "worker" else "operator",
+        f"start claim re-armed by {d['actor']} ({d['reason']})"),
+    "SourceClosed": lambda d: Line(
+        "worker", f"source closed; receipt {short(d['destination_first_run_id'])}"),
+    "MigrationAborted": lambda d: Line(
+        "admin", f"migration aborted by {d['actor']} ({d['reason']}); source restored to "
+                 f"paused={_flag(d['restored_paused'])}"),
+    # the source
+    "FencedForMigration": lambda d: Line(
+        "source", f"source paused and fenced by request id {short(d['request_id'])}"),
+    "ClosedByMigration": lambda d: Line(
+        "source", f"source closed by the migration (destination chain "
+                  f"{short(d['destination_first_run_id'])})"),
+    "FenceAdopted": lambda d: Line(
+        "source", f"fence now holds the adopted request id {short(d['request_id'])}"),
+    "FenceReleased": lambda d: Line(
+        "source", f"fence released; source restored to paused={_flag(d['restored_paused'])}"),
+    "Paused": lambda d: Line("source", f"paused={_flag(d['paused'])}"),
+    "NotesUpdated": lambda d: Line("source", "notes updated"),
+    "Deleted": lambda d: Line("source", "schedule deleted"),
+}
+
+
+def narrate(event_type: str, fields: dict[str, Any]) -> Line | None:
+    """The event's line, or None for a type this release does not narrate (or whose fields
+    do not fit: a record of a later release, say)."""
+    fn = _NARRATE.get(event_type)
+    if fn is None:
+        return None
+    try:
+        return fn(fields)
+    except (KeyError, TypeError, AttributeError):
+        return None
