@@ -30,7 +30,6 @@ from schedfence.domain.migration import Migration  # noqa: E402
 from schedfence.domain.schedule import Schedule, ScheduleKey  # noqa: E402
 from schedfence.infra.service import open_service  # noqa: E402
 from schedfence.infra.destination.simulator import SimulatedDestination  # noqa: E402
-from schedfence.projections import service_views as pv  # noqa: E402
 
 NAMESPACES = [f"ns{i:02d}" for i in range(20)]
 WORKERS = [f"worker-{i}" for i in range(8)]
@@ -148,7 +147,7 @@ def main() -> None:
             print(f"generated {n} events in {time.perf_counter() - t0:.1f}s -> {path}",
                   flush=True)
         t0 = time.perf_counter()
-        applied = pv.rebuild(service) if args.rebuild else service.catch_up()
+        applied = service.views.rebuild() if args.rebuild else service.catch_up()
         took = time.perf_counter() - t0
         print(f"projected {applied} events in {took:.1f}s"
               + (f" ({applied / took:,.0f} events/s)" if applied else ""))

@@ -24,12 +24,14 @@ from schedfence.domain.schedule import Schedule, ScheduleKey
 from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
                                     validate_worker_id)
 from schedfence.projections import service_views as pv
+from schedfence.projections.service_views import OperatorViews
 
 from schedfence.infra.recovery import recover as recover_migration
 from schedfence.infra.replay.replayer import replay_key
 from schedfence.infra.replication.standby import PREFIX, replica_positions
 from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
+from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, timeout_error
 from schedfence.infra.views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
 from schedfence.infra.worker.due import DueWork
 from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination
@@ -56,12 +58,13 @@ class MigrationService:
         self.destination = destination
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
-        self.due = DueWork(self)
+        self.views = operator_views(app)
+        self.due = DueWork(self.views, self.epoch)
         self._on_close = on_close
         self._active = False  # proven not to be an unpromoted standby (require_active)
 
     def close(self) -> None:
-        pv.close_views(self)
+        self.views.close()
         self.app.close()
         if self._on_close:
             self._on_close()
@@ -334,27 +337,35 @@ class MigrationService:
 
     # -- operator read models: projections/service_views.py (caught up before each answer) --
     def catch_up(self) -> int:
-        return pv.catch_up(self)
+        return self.views.catch_up()
 
     def audit(self, **filters: Any) -> pv.AuditPage:
         """schedule="NS/ID", request_id, migration_id, actor, since, until, newest_first,
-        limit: see ``projections.service_views.audit``."""
-        return pv.audit(self, **filters)
+        limit: see ``OperatorViews.audit``."""
+        return self.views.audit(**filters)
 
     def stats(self) -> dict[str, Any]:
-        return pv.stats(self)
+        return self.views.stats()
 
     def oncall(self, stuck_after_seconds: float = pv.STUCK_AFTER) -> list[pv.OnCallItem]:
-        return pv.oncall(self, stuck_after_seconds)
+        return self.views.oncall(stuck_after_seconds)
 
     def migrations_by_state(self, state: str | None = None,
                             limit: int = pv.MAX_ROWS) -> list[pv.MigrationRow]:
-        return pv.migrations_by_state(self, state, limit)
+        return self.views.migrations_by_state(state, limit)
 
     def replay(self, namespace: str, schedule_id: str, at: int | None = None,
                migration_id: str | None = None) -> dict[str, Any]:
         """Forensic replay of a migration from the stored events alone (infra/replay/replayer.py)."""
         return replay_key(self, namespace, schedule_id, at, migration_id)
+
+
+def operator_views(app: FenceApplication) -> OperatorViews:
+    """The operator views on the store's own database (the engine is the store's)."""
+    return OperatorViews(
+        app, engine_for_application(app), write_options=WRITE_OPTIONS,
+        tolerate_gaps=app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres",
+        timeout_error=lambda exc: timeout_error(app, exc))
 
 
 def _decoded(app: FenceApplication) -> Any:

@@ -8,7 +8,7 @@ views are as current as the log allows and a resumed run starts exactly there).
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from eventsourcing.persistence import PersistenceError, Tracking
 from sqlalchemy.exc import DBAPIError
@@ -16,7 +16,6 @@ from sqlalchemy.exc import DBAPIError
 from schedfence.domain.errors import DomainError
 from schedfence.domain.errors import UndecodableEvent
 
-from .engine import timeout_error
 from .projection import FenceProjection
 from .view import Batch, FenceViews, TrackingConflict
 
@@ -54,10 +53,15 @@ class Projector:
     """
 
     def __init__(self, app: Any, view: FenceViews, *, batch_size: int = BATCH_SIZE,
-                 tolerate_gaps: bool = False) -> None:
+                 tolerate_gaps: bool = False,
+                 timeout_error: Callable[[BaseException], Exception | None] | None = None
+                 ) -> None:
+        """``timeout_error``: the store's reading of a database error as a timeout (an
+        exception naming it, raised instead), or None."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         self.app, self.view, self.batch_size = app, view, batch_size
+        self.timeout_error = timeout_error or (lambda exc: None)
         self.tolerate_gaps = tolerate_gaps
         self.projection = FenceProjection(view)
         # One batch at a time per projector (the view stages it); other projectors, in this
@@ -76,7 +80,7 @@ class Projector:
                 try:
                     n = self._one_batch()
                 except (DBAPIError, PersistenceError) as exc:  # a timeout names itself
-                    timed_out = timeout_error(self.app, exc)
+                    timed_out = self.timeout_error(exc)
                     if timed_out is None:
                         raise
                     raise timed_out from None

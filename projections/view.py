@@ -22,7 +22,6 @@ from schedfence.domain.decisions import due
 from schedfence.domain.migration import MigrationState, read_shape
 
 from . import tables as t
-from .engine import WRITE
 
 CrashHook = Callable[[str], None]
 CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
@@ -60,8 +59,14 @@ class Batch:
 
 class FenceViews(TrackingRecorder):
     def __init__(self, engine: Engine, projection_name: str,
-                 crash_hook: CrashHook | None = None) -> None:
+                 crash_hook: CrashHook | None = None, *,
+                 write_options: dict[str, Any]) -> None:
+        """``write_options``: the execution options that mark a writing transaction on
+        ``engine`` (the store's engine takes SQLite's write lock up front for them, so
+        concurrent writers queue instead of failing a lock upgrade). Required: there is no
+        safe default without knowing the engine."""
         self.engine = engine
+        self.write_options = write_options
         self.projection_name = projection_name
         self.crash_hook = crash_hook or (lambda point: None)
         self.batch: Batch | None = None
@@ -75,21 +80,24 @@ class FenceViews(TrackingRecorder):
             self._create_tables()
 
     def _create_tables(self) -> None:
-        t.metadata.create_all(self.engine, tables=[t.tracking], checkfirst=True)
-        with self.engine.connect() as conn:
+        # One writing transaction (SQLite: the write lock taken up front), so a worker writing
+        # meanwhile makes this wait on the lock rather than fail a lock upgrade half way.
+        with self._writing() as conn:
+            t.metadata.create_all(conn, tables=[t.tracking], checkfirst=True)
             versions = conn.execute(select(t.tracking.c.schema_version).where(
                 t.tracking.c.projection == self.projection_name)).scalars().all()
-        if any(v != t.SCHEMA_VERSION for v in versions):
-            self.drop_tables()
-            t.metadata.create_all(self.engine, tables=[t.tracking], checkfirst=True)
-        t.metadata.create_all(self.engine, tables=list(t.VIEW_TABLES), checkfirst=True)
+            if any(v != t.SCHEMA_VERSION for v in versions):
+                self._drop(conn)
+            t.metadata.create_all(conn, tables=list(t.VIEW_TABLES), checkfirst=True)
 
     def drop_tables(self) -> None:
         """Forget everything this projection derived, so it can be rebuilt from position 0."""
-        t.metadata.drop_all(self.engine, tables=list(t.VIEW_TABLES), checkfirst=True)
         with self._writing() as conn:
-            conn.execute(delete(t.tracking).where(
-                t.tracking.c.projection == self.projection_name))
+            self._drop(conn)
+
+    def _drop(self, conn: Connection) -> None:
+        t.metadata.drop_all(conn, tables=list(t.VIEW_TABLES), checkfirst=True)
+        conn.execute(delete(t.tracking).where(t.tracking.c.projection == self.projection_name))
 
     # -- TrackingRecorder ---------------------------------------------------------------
     def max_tracking_id(self, application_name: str) -> int | None:
@@ -260,7 +268,7 @@ class FenceViews(TrackingRecorder):
 
     def _writing(self) -> Any:
         """A write transaction (on SQLite it takes the write lock at BEGIN)."""
-        return _WriteTransaction(self.engine)
+        return _WriteTransaction(self.engine, self.write_options)
 
     # -- reading everything (tests, rebuild checks) ---------------------------------------
     def dump(self) -> dict[str, list[tuple]]:
@@ -272,11 +280,11 @@ class FenceViews(TrackingRecorder):
 
 
 class _WriteTransaction:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, options: dict[str, Any]) -> None:
+        self.engine, self.options = engine, options
 
     def __enter__(self) -> Connection:
-        self.conn = self.engine.connect().execution_options(**{WRITE: True})
+        self.conn = self.engine.connect().execution_options(**self.options)
         self.txn = self.conn.begin()
         return self.conn
 

@@ -173,7 +173,7 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
         """The operator projection: status, catch-up, rebuild from zero."""
 
     def _report(as_json: bool, applied: int | None) -> None:
-        doc = pv.status(service())
+        doc = service().views.status()
         if applied is not None:
             doc["applied"] = applied
         lines = [f"projection {doc['projection']}: through position "
@@ -199,6 +199,6 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
     @json_option
     def rebuild(as_json: bool) -> None:
         """Drop the projection's tables and project the whole log again."""
-        _report(as_json, pv.rebuild(service()))
+        _report(as_json, service().views.rebuild())
 
     return projection

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID
 
 from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, and_, delete,
@@ -20,9 +20,10 @@ from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, an
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from schedfence.domain.migration import CLOSED_PHASES, OPEN_PHASES
-from schedfence.projections import service_views as pv
-from schedfence.projections.engine import WRITE
+from schedfence.projections.service_views import OperatorViews
 from schedfence.projections.tables import migrations
+
+from schedfence.infra.store.sql import WRITE_OPTIONS
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
 MAX_BACKOFF = 60.0
@@ -48,19 +49,20 @@ def backoff_seconds(failures: int, rng: random.Random | None = None) -> float:
 
 
 class DueWork:
-    """The due-work index of one service (its projection's engine and tables)."""
+    """The due-work index of one store: its operator views' migrations table (caught up
+    before each read) and the backoff table beside it. ``epoch``: the store's epoch now."""
 
-    def __init__(self, service: Any) -> None:
-        self.service = service
+    def __init__(self, views: OperatorViews, epoch: Callable[[], int]) -> None:
+        self.views, self.epoch = views, epoch
         self._ready = False
 
     @property
     def engine(self) -> Any:
-        return pv.projector(self.service).view.engine
+        return self.views.engine
 
     def _writing(self) -> Any:
-        """A write transaction (on SQLite it takes the write lock up front, see engine.py)."""
-        return self.engine.execution_options(**{WRITE: True}).begin()
+        """A write transaction (on SQLite it takes the write lock up front, see store/sql.py)."""
+        return self.engine.execution_options(**WRITE_OPTIONS).begin()
 
     def _ensure_table(self) -> None:
         if self._ready:
@@ -76,7 +78,7 @@ class DueWork:
 
     def open_ids(self) -> list[UUID]:
         """Every open migration, oldest change first (the log is read only to catch up)."""
-        pv.catch_up(self.service)
+        self.views.catch_up()
         query = select(migrations.c.migration_id).where(
             migrations.c.state.in_(OPEN_PHASES)
         ).order_by(migrations.c.last_position)
@@ -87,12 +89,12 @@ class DueWork:
         """Open migrations a worker may act on now, least recently changed first, each with
         whether it has a backoff row (so a worker clears only rows that exist)."""
         self._ensure_table()
-        pv.catch_up(self.service)
+        self.views.catch_up()
         # The domain's due class of each migration's state (domain.decisions.due): due now,
         # or only once a failover was recorded after the migration's epoch.
         workable = or_(migrations.c.due == "now",
                        and_(migrations.c.due == "after_failover",
-                            migrations.c.epoch < self.service.epoch()))
+                            migrations.c.epoch < self.epoch()))
         ready = or_(backoff.c.not_before_us.is_(None), backoff.c.not_before_us <= _now_us())
         query = (select(migrations.c.migration_id, backoff.c.failures)
                  .select_from(migrations.outerjoin(
@@ -132,7 +134,7 @@ class DueWork:
     def prune(self) -> int:
         """Drop backoff rows of migrations that are no longer open."""
         self._ensure_table()
-        pv.catch_up(self.service)
+        self.views.catch_up()
         closed = select(migrations.c.migration_id).where(
             migrations.c.state.in_(CLOSED_PHASES))
         with self._writing() as conn:

@@ -1,7 +1,8 @@
-"""A SQLAlchemy engine on the event store's own database, for the projection tables.
+"""A SQLAlchemy engine on the event store's own database, for the read models' tables.
 
 The store is opened by eventsourcing from its environment; the engine is derived from that same
-environment, so the read models always sit beside the events they are built from.
+environment, so the read models always sit beside the events they are built from. The
+application hands the engine (and ``WRITE_OPTIONS``) to the projections, which import no infra.
 """
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
-from schedfence.infra.store.pg import (LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout,
-                                       session_options, timeout_of)
+from .pg import (LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options,
+                 timeout_of)
 
 SQLITE_TIMEOUT = 30  # seconds a SQLite connection waits for another's lock
 WRITE = "schedfence_write"  # execution option: this transaction will write (see _sqlite_engine)
+WRITE_OPTIONS = {WRITE: True}
 
 
 def engine_for_application(app: Any, url: str | None = None) -> Engine:
