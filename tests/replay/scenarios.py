@@ -2,8 +2,8 @@
 corrupted history, and seeded random workloads (``workload.py``).
 
 Each builder drives the real service, worker, crash hook and simulator on a fresh in-memory
-store, the way ``tests/test_failure_modes.py`` does; refusals write nothing, so a failure mode
-that is only a refusal (F4's running sentinel, F7, F10, F11) leaves the history around it.
+store, the way ``tests/infra/test_failure_modes.py`` does; refusals write nothing, so a failure
+mode that is only a refusal (F4's running sentinel, F7, F10, F11) leaves the history around it.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from tests.contract.temporal_env import (NS, TemporalEnv, start_destination_work
                                          stop_process, temporal_env, wait_for)  # noqa: F401
 from tests.helpers import Crash, Hooks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

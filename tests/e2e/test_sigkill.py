@@ -34,7 +34,7 @@ from schedfence.infra.destination.sim_store import SqlSimState
 from schedfence.infra.destination.simulator import SimulatedDestination
 from tests.pgtools import fresh_database
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = int(os.environ.get("SCHEDFENCE_SIGKILL_MIGRATIONS", "200"))
 KILLS = int(os.environ.get("SCHEDFENCE_SIGKILL_KILLS", "50"))
 PROCESSES = 3

@@ -16,7 +16,8 @@ from schedfence.infra.store.codec import UndecodableEvent
 from schedfence.infra.demo.legacy import legacy_v1_record, plant_legacy_v1
 from schedfence.infra.service import open_service
 
-from .helpers import NS, SID, WID, given, nothing_written, refused, then, when, world  # noqa: F401
+from tests.helpers import (NS, SID, WID, given, nothing_written, refused, then,  # noqa: F401
+                           when, world)
 
 M = Migration
 

@@ -24,7 +24,7 @@ from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
 from tests import pgtools
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.worker.attempt import TaskWorker
 
-from .helpers import NS, new_world
+from tests.helpers import NS, new_world
 
 N = 40
 

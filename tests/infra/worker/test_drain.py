@@ -16,7 +16,7 @@ from schedfence.infra.worker.drain import DrainReport, drain
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 
-from .helpers import NS, new_world
+from tests.helpers import NS, new_world
 
 
 class FakeTime:

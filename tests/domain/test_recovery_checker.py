@@ -9,8 +9,8 @@ from schedfence.domain.invariants import Violation, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.schedule import Schedule
 
-from . import test_recovery as tr
-from .helpers import NS, SID, World, world  # noqa: F401
+from tests.infra import test_recovery as tr
+from tests.helpers import NS, SID, World, world  # noqa: F401
 from .test_invariants import numbered
 
 M, S = Migration, Schedule

@@ -295,7 +295,7 @@ def test_the_worker_command_records_a_unique_identity(tmp_path: Path) -> None:
     assert len(workers) == 1 and workers[0].startswith("me#") and workers[0] != "me#"
 
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 APP = "schedfence-robustness-worker"
 
 

@@ -15,7 +15,7 @@ from schedfence.infra.cli.commands import cli
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
 
-from .helpers import NS, SID, WID, start_foreign
+from tests.helpers import NS, SID, WID, start_foreign
 
 WHO = ["--actor", "oncall-ann", "--reason", "ticket-42"]
 

@@ -21,7 +21,7 @@ from schedfence.infra.destination.shared_sim import SharedSimDestination
 from tests import pgtools
 from tests.replica_helpers import databases, events, populate, raw_position
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from tests import pgtools
 from tests.helpers import NS, SID, new_world, plant_legacy
 from tests.replay.scenarios import SCENARIOS, corrupt, f1, f3
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "schemas" /
+SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "schemas" /
                      "replay.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 

@@ -34,7 +34,7 @@ INVALID_COMBOS = [("terminate_if_running", "use_existing"),
                   ("reject_duplicate", "terminate_existing")]
 VALID_COMBOS = [combo for combo in itertools.product(REUSE, CONFLICT) if combo not in INVALID_COMBOS]
 CLOSED = ("completed", "failed", "canceled", "terminated", "timed_out")
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def req(request_id, reuse="allow_duplicate", conflict="fail", *, wid=WID, wtype="T", input=None):

@@ -33,7 +33,7 @@ from schedfence.infra.store.eventstore import parse_store_url
 from tests import pgtools
 from tests.replica_helpers import databases
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NS = "payments"
 N = 27
 # Where the active dies in each migration's attempt; None: it completes; "untouched": no

@@ -25,7 +25,7 @@ from schedfence.infra.store.eventstore import fold_events
 
 from tests import pgtools
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 NS = "ns"
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.shared_sim import open_shared_sim
+from tests.infra.worker.test_worker_robustness import (NS, _settled, _worker_process,
+                                                       assert_rode_it_out, pool_outcome,
+                                                       stop_all)
 from tests.pg_cluster import private_cluster
-from tests.test_worker_robustness import (NS, _settled, _worker_process, assert_rode_it_out,
-                                          pool_outcome, stop_all)
 
 
 def _retrying(call, *args) -> None:

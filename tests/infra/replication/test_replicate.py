@@ -23,7 +23,7 @@ from tests import pgtools
 from tests.replica_helpers import (boundaries, bulk_schedules, databases, events, log,
                                    populate, raw_position, tracked)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Crash(Exception):

@@ -1,7 +1,8 @@
 """Operator recovery through the service: each command's allowed and refused cases.
 
 Allowed paths leave a history the invariant checker accepts; refusals write nothing. The
-checker tests live in test_recovery_checker.py, the CLI in test_recovery_cli.py.
+checker tests live in tests/domain/test_recovery_checker.py, the CLI in
+tests/infra/cli/test_recovery_cli.py.
 """
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from schedfence.domain.errors import AlreadyExists, InvalidArgument, RecoveryRef
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, derive_request_id
 from schedfence.domain.ports import StartWorkflow
 
-from .helpers import (NS, SID, WID, Crash, World, nothing_written, plant_legacy, refused,
-                      start_foreign, world)  # noqa: F401
+from tests.helpers import (NS, SID, WID, Crash, World, nothing_written, plant_legacy, refused,
+                           start_foreign, world)  # noqa: F401
 
 OP = dict(actor="oncall-ann", reason="ticket-42")
 

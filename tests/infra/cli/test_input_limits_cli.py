@@ -17,7 +17,7 @@ from schedfence.infra.cli.commands import cli
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(store: str, *args: str):

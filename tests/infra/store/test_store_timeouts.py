@@ -23,7 +23,7 @@ from schedfence.infra.service import open_service
 
 from tests import pgtools
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(url: str, *args: str) -> tuple[int, float, str]:

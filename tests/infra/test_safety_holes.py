@@ -22,9 +22,9 @@ from schedfence.infra.replication.follower import replicate
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 
-from .replica_helpers import CopyAt
-from .helpers import (NS, SID, WID, World, given, nothing_written, refused,  # noqa: F401
-                      start_foreign, then, when, world)
+from tests.replica_helpers import CopyAt
+from tests.helpers import (NS, SID, WID, World, given, nothing_written, refused,  # noqa: F401
+                           start_foreign, then, when, world)
 
 
 def events(w: World, kind: str) -> list[dict]:
