@@ -15,8 +15,8 @@ from schedfence.domain.invariants import check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.schedule import Schedule
 from tests.replay import corpus
-from tests.domain.test_invariants import (index_of, numbered, only, pos, scenario_created,
-                                          scenario_rearm)
+from tests.domain.invariant_histories import (index_of, numbered, only, pos, scenario_created,
+                                              scenario_rearm)
 
 M, S = Migration, Schedule
 RUNNING = {"run_id": "run-x", "first_execution_run_id": "run-x", "status": "running",

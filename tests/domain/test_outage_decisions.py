@@ -8,8 +8,8 @@ from schedfence.domain.invariants import check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import DestinationNotReached, DestinationUnavailable
 
-from .test_decisions import RID, W, claimed, names, run
-from .test_invariants import index_of, numbered, scenario_parked_lost
+from tests.domain.decision_givens import RID, W, claimed, names, run
+from tests.domain.invariant_histories import index_of, numbered, scenario_parked_lost
 
 M = Migration
 

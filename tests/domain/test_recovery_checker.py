@@ -9,9 +9,9 @@ from schedfence.domain.invariants import Violation, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.schedule import Schedule
 
-from tests.infra import test_recovery as tr
+from tests.domain.invariant_histories import numbered
 from tests.helpers import NS, SID, World, world  # noqa: F401
-from .test_invariants import numbered
+from tests.infra import test_recovery as tr
 
 M, S = Migration, Schedule
 OP = tr.OP

@@ -9,9 +9,8 @@ from pathlib import Path
 
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.shared_sim import open_shared_sim
-from tests.infra.worker.test_worker_robustness import (NS, _settled, _worker_process,
-                                                       assert_rode_it_out, pool_outcome,
-                                                       stop_all)
+from tests.infra.worker.pool_helpers import (NS, _settled, _worker_process, assert_rode_it_out,
+                                             pool_outcome, stop_all)
 from tests.pg_cluster import private_cluster
 
 

@@ -1,68 +1,20 @@
 """The ``schedfence`` CLI: commands end to end on a real store (a SQLite file and a PostgreSQL
-schema), the output and error contracts (text, ``--json``, one ``error:`` line, exit codes),
-the demo, and the simulator persisted beside the events so separate invocations share one
-destination."""
+schema), and the output and error contracts (text, ``--json``, one ``error:`` line, exit
+codes). ``verify`` and the worker are in test_cli_verify_and_worker.py, the demo in
+tests/infra/demo/test_demo.py."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
-from schedfence.domain.schedule import Schedule
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
-from tests import pgtools
+from schedfence.infra.service import MigrationService
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture
-def store(file_store_url: str) -> str:
-    """A SQLite file or a PostgreSQL schema: every store test runs on both (tests/conftest.py)."""
-    return file_store_url
-
-
-def run(store: str, *args: str, env: dict | None = None):
-    return CliRunner(env=env).invoke(cli, ["--store", store, *args])
-
-
-def ok(store: str, *args: str) -> str:
-    result = run(store, *args)
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    return result.stdout
-
-
-def ok_json(store: str, *args: str) -> dict:
-    return json.loads(ok(store, *args, "--json"))
-
-
-def event_count(store: str) -> int:
-    # An in-memory destination: counting must not touch the store's persisted simulator.
-    with open_service(store, SimulatedDestination()) as service:
-        return service.event_count()
-
-
-def events_in(store: str) -> int:
-    """How many events the store holds: counted, since PostgreSQL's log positions have holes
-    wherever a save rolled back, so the last position can overstate it."""
-    with open_service(store, SimulatedDestination()) as service:
-        return sum(1 for _ in service.app.notifications())
-
-
-def subprocess_cli(store: str, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store, *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
+from tests.infra.cli.cli_runs import (event_count, events_in, ok, ok_json, run,  # noqa: F401
+                                      store, subprocess_cli)
 
 
 # -- the main flow ---------------------------------------------------------------------------
@@ -251,163 +203,3 @@ def test_real_process_error_line_and_exit_code(store: str) -> None:
     assert proc.returncode == 1 and proc.stderr == ""
     assert json.loads(proc.stdout)["error"]["code"] == "not_found"
     assert event_count(store) == before
-
-
-# -- verify ------------------------------------------------------------------------------------
-def test_verify_clean_store_exits_0(store: str) -> None:
-    ok(store, "schedule", "create", "ns", "a")
-    ok(store, "rollback", "ns", "a")
-    ok(store, "worker", "--until-idle")
-    assert ok(store, "verify").strip() == \
-        f"invariants: OK ({events_in(store)} events, 1 migrations checked)"
-
-
-def test_verify_counts_events_not_log_positions(store: str) -> None:
-    ok(store, "schedule", "create", "ns", "a")
-    with open_service(store, SimulatedDestination()) as service:
-        # A save that lost an optimistic-concurrency race, as a racing writer's would: on
-        # PostgreSQL its sequence value is spent, a hole in the log positions.
-        [first] = service.app.recorder.select_notifications(start=1, limit=1)
-        with pytest.raises(IntegrityError):
-            service.app.recorder.insert_events([StoredEvent(
-                first.originator_id, first.originator_version, first.topic, first.state)])
-    ok(store, "schedule", "create", "ns", "b")
-    assert events_in(store) == 6
-    doc = ok_json(store, "verify")
-    assert (doc["ok"], doc["events"], doc["migrations"]) == (True, 6, 0)
-    assert ok(store, "verify").strip() == "invariants: OK (6 events, 0 migrations checked)"
-
-
-def test_verify_reports_violations_and_exits_1(store: str) -> None:
-    ok(store, "schedule", "create", "ns", "a")
-    ok(store, "rollback", "ns", "a")
-    with open_service(store, SimulatedDestination()) as service:
-        # Bypass the fence guard, as a buggy writer would: a pause while the fence is held.
-        source = service.app.repository.get(schedule_aggregate_id("ns", "a", 1))
-        source.trigger_event(Schedule.Paused, paused=False)
-        service.app.save(source)
-        bad_position = service.event_count()
-    result = run(store, "verify")
-    assert result.exit_code == 1
-    assert "1 violation" in result.stdout
-    assert any(line.strip().startswith("I1") and str(bad_position) in line
-               for line in result.stdout.splitlines())
-    doc = json.loads(run(store, "verify", "--json").stdout)
-    assert doc["ok"] is False
-    assert [(v["invariant"], bad_position in v["positions"]) for v in doc["violations"]] == \
-        [("I1", True)]
-
-
-# -- the worker --------------------------------------------------------------------------------
-def test_simulator_is_shared_between_invocations(store: str) -> None:
-    ok(store, "schedule", "create", "ns", "a")
-    rid = ok_json(store, "rollback", "ns", "a")["request_id"]
-    proc = subprocess_cli(store, "worker", "--until-idle", "--json")  # another process
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["migrations"] == {"completed": 1}
-    doc = ok_json(store, "status", "ns", "a")
-    assert doc["migration"]["state"] == "completed"
-    state = SqlSimState(store)
-    try:
-        runs = SimulatedDestination(state).runs("ns", destination_workflow_id("a"))
-    finally:
-        state.dispose()
-    assert [(r.first_execution_run_id, rid in r.request_ids) for r in runs] == \
-        [(doc["migration"]["destination_first_run_id"], True)]
-
-
-def test_worker_polls_until_ctrl_c_and_exits_cleanly(store: str) -> None:
-    ok(store, "schedule", "create", "ns", "a")
-    ok(store, "rollback", "ns", "a")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "schedfence.infra.cli", "--store", store, "worker", "--poll-interval",
-         "0.2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        deadline = time.monotonic() + 30
-        seen = []
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            seen.append(line)
-            if " pass 1: " in line:
-                break
-        assert any("migrations: completed 1" in line for line in seen), seen
-        assert ", destination sim (the simulator kept in the store), polling every 0.2s" \
-            in seen[0], seen  # the banner names the destination
-        time.sleep(0.2)  # a few idle passes, which print nothing
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, stderr
-    assert "Traceback" not in stderr
-    assert stdout.strip().startswith("worker stopped after")
-    assert ok_json(store, "status", "ns", "a")["migration"]["state"] == "completed"
-
-
-# -- the demo ----------------------------------------------------------------------------------
-def test_demo_json_every_scenario_passes(store: str) -> None:
-    url = store
-    result = CliRunner().invoke(cli, ["demo", "--store", url, "--json"])
-    assert result.exit_code == 0, result.stdout
-    doc = json.loads(result.stdout)
-    assert doc["passed"] is True and doc["store"] == url
-    assert [s["code"] for s in doc["scenarios"]] == \
-        ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11"]
-    for scenario in doc["scenarios"]:
-        assert scenario["passed"] and not scenario["failed_checks"], scenario
-        assert scenario["steps"] and scenario["observed"]
-    assert doc["invariants"]["ok"] and doc["invariants"]["events"] == events_in(url)
-    # The kept store is whole: ordinary commands read it and the checker agrees.
-    assert ok_json(url, "verify")["ok"] is True
-    assert ok_json(url, "status", "demo", "f1-foreign")["migration"]["park_reason"] == \
-        "foreign_destination"
-
-
-def test_demo_text_names_each_mode_and_its_verdict(store: str) -> None:
-    result = CliRunner().invoke(cli, ["demo", "--store", store])
-    assert result.exit_code == 0
-    lines = result.stdout.splitlines()
-    headings = [line.split()[0] for line in lines if line[:1] == "F"]
-    assert headings == ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11"]
-    assert sum(line.startswith("  => OK, as the protocol requires: ") for line in lines) == 9
-    assert any(line.startswith("invariants: OK (") for line in lines)
-    assert lines[-1] == "demo: 9/9 scenarios match the protocol; PASS"
-
-
-def test_demo_never_touches_the_users_store(store: str, store_kind: str, tmp_path: Path,
-                                           monkeypatch) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    user = store  # SCHEDFENCE_STORE names the user's store: a SQLite file or a schema
-    result = CliRunner(env={"SCHEDFENCE_STORE": user}).invoke(cli, ["demo", "--json"])
-    assert result.exit_code == 0
-    if store_kind == "postgres":
-        assert not pgtools.schema_exists(user)
-    else:
-        assert not Path(user.removeprefix("sqlite:///")).exists()
-    assert json.loads(result.stdout)["store"].startswith(f"sqlite:///{tmp_path / 'tmp'}")
-
-
-def test_demo_refuses_a_store_that_is_not_empty(store: str) -> None:
-    ok(store, "schedule", "create", "ns", "a")
-    before = event_count(store)
-    result = CliRunner().invoke(cli, ["demo", "--store", store])
-    assert result.exit_code == 1
-    assert result.stderr.startswith("error: invalid_argument: the demo needs an empty store")
-    assert event_count(store) == before
-
-
-def test_demo_on_postgres_never_shows_the_password(pg_database: str) -> None:
-    url = pgtools.new_schema_url(pg_database).replace("postgres@", "postgres:s3cret-pw@")
-    result = CliRunner().invoke(cli, ["demo", "--store", url, "--json"])
-    assert result.exit_code == 0 and "s3cret-pw" not in result.stdout + result.stderr
-    assert json.loads(result.stdout)["store"] == url.replace("s3cret-pw", "***")
-    again = CliRunner().invoke(cli, ["demo", "--store", url])  # no longer empty
-    assert again.stderr.startswith("error: invalid_argument: the demo needs an empty store")
-    assert "s3cret-pw" not in again.stdout + again.stderr
-    down = CliRunner().invoke(cli, ["demo", "--store", f"postgresql://postgres:s3cret-pw@"
-                                    f"127.0.0.1:{pgtools.free_port()}/{pg_database}"])
-    assert down.exit_code == 1 and down.stderr.startswith("error: store_unavailable: ")
-    assert "s3cret-pw" not in down.stdout + down.stderr and "***" in down.stderr

@@ -1,53 +1,21 @@
-"""Tests for infra.simulator: start semantics, faults and persistence.
+"""Tests for infra.simulator: start semantics and faults (persistence is in
+test_simulator_persistence.py, the property test against a reference model in
+test_simulator_model.py).
 
 The semantics are those of docs/protocol.md, 'What the destination tells us'."""
 from __future__ import annotations
 
-import itertools
-import subprocess
-import sys
-import textwrap
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from schedfence.domain.ports import (
-    AlreadyStarted,
-    Destination,
-    DestinationNotFound,
-    DestinationUnavailable,
-    InvalidStartRequest,
-    StartWorkflow,
-)
+from schedfence.domain.ports import (AlreadyStarted, Destination, DestinationNotFound,
+                                     DestinationUnavailable, InvalidStartRequest, StartWorkflow)
 from schedfence.infra.destination.simulator import (FaultRates, InMemorySimState,
-                                                    SimulatedDestination, SqlSimState)
+                                                    SimulatedDestination)
 
-NS, WID = "default", "temporal-sys-scheduler:s1"
-REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running")
-CONFLICT = ("fail", "use_existing", "terminate_existing")
-# A real server refuses these pairs (tests/contract); the simulator must too.
-INVALID_COMBOS = [("terminate_if_running", "use_existing"),
-                  ("terminate_if_running", "terminate_existing"),
-                  ("reject_duplicate", "terminate_existing")]
-VALID_COMBOS = [combo for combo in itertools.product(REUSE, CONFLICT) if combo not in INVALID_COMBOS]
-CLOSED = ("completed", "failed", "canceled", "terminated", "timed_out")
-REPO = Path(__file__).resolve().parents[3]
-
-
-def req(request_id, reuse="allow_duplicate", conflict="fail", *, wid=WID, wtype="T", input=None):
-    return StartWorkflow(NS, wid, request_id, wtype, input or {}, reuse, conflict)
-
-
-@pytest.fixture
-def dest() -> SimulatedDestination:
-    return SimulatedDestination()
-
-
-def last_outcome(d: SimulatedDestination) -> str:
-    return d.start_log()[-1][1]
+from tests.infra.destination.sim_requests import (CLOSED, INVALID_COMBOS, NS, REUSE,  # noqa: F401
+                                                  VALID_COMBOS, WID, dest, last_outcome, req)
 
 
 def test_implements_port(dest):
@@ -378,140 +346,6 @@ def test_in_memory_state_rolls_back_failed_block():
             raise RuntimeError
     with state.transaction() as s:
         assert s == {"x": 1}
-
-
-# --- persistence ------------------------------------------------------------------------------
-
-def test_sql_state_shared_between_instances(file_store_url):
-    url = file_store_url  # a SQLite file or a PostgreSQL schema (tests/conftest.py)
-    one, two = SimulatedDestination(SqlSimState(url)), SimulatedDestination(SqlSimState(url))
-    a = one.start_workflow(req("R1", input={"k": [1, 2]}))
-    assert two.describe(NS, WID) == one.describe(NS, WID)
-    assert two.start_workflow(req("R1")) == a  # dedupe across instances
-    b = two.continue_as_new(NS, WID)
-    with pytest.raises(AlreadyStarted) as exc:
-        one.start_workflow(req("R1"))
-    assert (exc.value.run_id, exc.value.first_execution_run_id) == (b, a.run_id)
-    reopened = SimulatedDestination(SqlSimState(url))
-    assert [r.run_id for r in reopened.runs(NS, WID)] == [a.run_id, b]
-    assert [o for _, o in reopened.start_log()] == ["created", "deduplicated", "already_started"]
-    assert reopened.start_log()[0][0] == req("R1", input={"k": [1, 2]})
-
-
-def test_sql_state_rejects_memory_url():
-    for url in ("sqlite://", "sqlite:///:memory:"):
-        with pytest.raises(ValueError, match="InMemorySimState"):
-            SqlSimState(url)
-
-
-WORKER = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, sys.argv[1])
-    from schedfence.domain.ports import AlreadyStarted, StartWorkflow
-    from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
-    d = SimulatedDestination(SqlSimState(sys.argv[2]))
-    for k in range(int(sys.argv[4])):
-        d.start_workflow(StartWorkflow("default", f"{sys.argv[3]}-{k}", "R", "T"))
-        d.start_workflow(StartWorkflow("default", "shared", "same", "T"))
-""")
-
-
-def test_sql_state_serialises_concurrent_processes(file_store_url):
-    url = file_store_url  # a SQLite file or a PostgreSQL schema (tests/conftest.py)
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(REPO), url, f"p{i}", "15"])
-             for i in range(3)]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
-    d = SimulatedDestination(SqlSimState(url))
-    assert len(d.workflow_ids()) == 3 * 15 + 1  # no lost updates
-    assert d.created_count(NS, "shared") == 1  # one run, all other starts deduplicated
-    outcomes = [o for r, o in d.start_log(NS, "shared")]
-    assert len(outcomes) == 45 and outcomes.count("created") == 1
-    run_ids = [d.describe(NS, wid).run_id for _, wid in d.workflow_ids()]
-    assert len(set(run_ids)) == len(run_ids)
-
-
-# --- property tests against a reference model -------------------------------------------------
-
-POOL = ("r1", "r2", "r3", "")
-ops = st.lists(st.one_of(
-    st.tuples(st.just("start"), st.sampled_from(POOL), st.sampled_from(REUSE), st.sampled_from(CONFLICT)),
-    st.tuples(st.just("can")),
-    st.tuples(st.just("close"), st.sampled_from(CLOSED)),
-    st.tuples(st.just("delete")),
-), max_size=40)
-
-
-def expected_start(cur, rid, reuse, conflict):
-    """A model of the start semantics; ``cur`` is None or {ids, running, status, head}."""
-    if (reuse, conflict) in INVALID_COMBOS:
-        return "invalid"
-    if cur and rid in cur["ids"]:
-        return "deduplicated"
-    if cur and cur["running"]:
-        if conflict == "terminate_existing" or reuse == "terminate_if_running":
-            return "created"
-        return "use_existing" if conflict == "use_existing" else "already_started"
-    if cur and (reuse == "reject_duplicate"
-                or (reuse == "allow_duplicate_failed_only" and cur["status"] == "completed")):
-        return "already_started"
-    return "created"
-
-
-def apply_start(d, heads, cur, rid, reuse, conflict):
-    expected = expected_start(cur, rid, reuse, conflict)
-    before = d.created_count(NS, WID)
-    try:
-        acc = d.start_workflow(req(rid, reuse, conflict))
-    except (AlreadyStarted, InvalidStartRequest):
-        acc = None
-    assert last_outcome(d) == expected
-    created = d.created_count(NS, WID) - before
-    assert created == (expected == "created")
-    if cur and rid in cur["ids"]:
-        assert created == 0
-        assert expected == "invalid" or acc.run_id == d.describe(NS, WID).run_id
-    if cur and cur["running"] and conflict == "fail" and reuse != "terminate_if_running":
-        assert created == 0
-    if expected == "created":
-        assert acc.first_execution_run_id == acc.run_id
-        heads[acc.run_id] = acc.run_id
-        return {"ids": {rid} - {""}, "running": True, "status": "running", "head": acc.run_id}
-    return cur
-
-
-def apply_env(d, heads, cur, op):
-    if op[0] == "can":
-        if cur is None or not cur["running"]:
-            with pytest.raises(DestinationNotFound if cur is None else ValueError):
-                d.continue_as_new(NS, WID)
-            return cur
-        heads[d.continue_as_new(NS, WID)] = cur["head"]
-        assert d.describe(NS, WID).first_execution_run_id == cur["head"]
-        return {**cur, "ids": set()}  # the new run's id is server-generated, never in POOL
-    if op[0] == "close":
-        if cur is None or not cur["running"]:
-            with pytest.raises(DestinationNotFound if cur is None else ValueError):
-                d.close(NS, WID, op[1])
-            return cur
-        d.close(NS, WID, op[1])
-        return {**cur, "running": False, "status": op[1]}
-    if cur is None:
-        with pytest.raises(DestinationNotFound):
-            d.delete(NS, WID)
-    else:
-        d.delete(NS, WID)
-    return None
-
-
-@settings(max_examples=300, deadline=None)
-@given(ops)
-def test_start_semantics_match_reference_model(sequence):
-    d, cur = SimulatedDestination(), None
-    heads: dict[str, str] = {}  # run id -> chain head the model expects
-    for op in sequence:
-        cur = apply_start(d, heads, cur, *op[1:]) if op[0] == "start" else apply_env(d, heads, cur, op)
-        assert d.created_count(NS, WID) == len(d.chains(NS, WID))
-    assert {r.run_id: r.first_execution_run_id for r in d.runs(NS, WID)}.items() <= heads.items()
 
 
 def test_in_memory_state_without_rollback_shares_one_dict():

@@ -1,65 +1,21 @@
 """The worker pool under trouble: failing passes and callbacks, threads that die, a stop while
-the destination hangs, and several pools (or processes) started with one worker id."""
+the destination hangs, and several pools started with one worker id (the worker command
+and real worker processes are in test_worker_processes.py)."""
 from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
-from typing import Any
-from uuid import UUID
 
 import pytest
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.ports import DestinationUnavailable, StartWorkflow
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
+
 from tests.helpers import Crash
-
-NS = "default"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/w.db"
-    return request.getfixturevalue("pg_store")
-
-
-def _rollbacks(svc: MigrationService, n: int) -> list[str]:
-    sids = [f"s{i}" for i in range(n)]
-    for sid in sids:
-        svc.create_schedule(NS, sid)
-        svc.rollback(NS, sid)
-    return sids
-
-
-def _pool_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("schedfence-worker-")]
-
-
-class SlowDestination:
-    """The simulator behind a start call that takes ``delay`` seconds; with ``hang``, the call
-    runs into its deadline and fails as unavailable (an accepting server that never answers)."""
-
-    def __init__(self, inner: SimulatedDestination, delay: float, hang: bool = False) -> None:
-        self.inner, self.delay, self.hang = inner, delay, hang
-        self.calls: list[float] = []
-        self.on_call = lambda: None
-        self._lock = threading.Lock()
-
-    def start_workflow(self, request: StartWorkflow) -> Any:
-        with self._lock:
-            self.calls.append(time.monotonic())
-        self.on_call()
-        time.sleep(self.delay)
-        if self.hang:
-            raise DestinationUnavailable(f"start: deadline of {self.delay}s exceeded")
-        return self.inner.start_workflow(request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+from tests.infra.worker.pool_helpers import (NS, SlowDestination, _claim_workers,  # noqa: F401
+                                             _pool_threads, _rollbacks, store)
 
 
 # -- 1. a thread never dies from a pass; one that dies anyway stops the pool loudly ----------
@@ -193,11 +149,6 @@ def test_a_stop_ends_the_pass_while_the_destination_hangs(store: str) -> None:
 
 
 # -- 4. one configured worker id, many pools: each thread its own identity ------------------
-def _claim_workers(svc: MigrationService, sids: list[str]) -> list[str]:
-    return [e.data["worker"] for sid in sids for e in svc.history(NS, sid)
-            if e.type.endswith("StartClaimConsumed")]
-
-
 def test_pools_with_one_worker_id_race_with_distinct_identities(store: str) -> None:
     sim = SimulatedDestination(seed=7)
     dest = SlowDestination(sim, 0.02)  # each start is in flight for a moment
@@ -263,154 +214,3 @@ def test_another_pools_in_flight_claim_is_left_alone_after_a_failover(store: str
         assert stats.results["backoff"] >= 1
         assert other.migration(NS, "s0").state == "claimed"  # not parked
         assert other.verify() == []
-
-
-# -- the worker command: its options, its identity, and real processes on PostgreSQL --------
-def _cli(store: str, *args: str) -> Any:
-    from click.testing import CliRunner
-    from schedfence.infra.cli.commands import cli
-    return CliRunner().invoke(cli, ["--store", store, *args])
-
-
-@pytest.mark.parametrize("option,value", [
-    ("--poll-interval", "inf"), ("--poll-interval", "1e308"), ("--poll-interval", "nan"),
-    ("--poll-interval", "3601"), ("--claim-grace", "nan"), ("--claim-grace", "inf"),
-    ("--claim-grace", "1e400")])
-def test_the_worker_refuses_insane_seconds(tmp_path: Path, option: str, value: str) -> None:
-    store = f"sqlite:///{tmp_path}/w.db"
-    result = _cli(store, "worker", "--until-idle", "--concurrency", "2", option, value)
-    lines = result.stderr.strip().splitlines()
-    assert result.exit_code == 1 and len(lines) == 1, (result.stdout, result.stderr)
-    assert lines[0].startswith(f"error: invalid_argument: {option} must be"), lines
-
-
-def test_the_worker_command_records_a_unique_identity(tmp_path: Path) -> None:
-    store = f"sqlite:///{tmp_path}/w.db"
-    for args in (["schedule", "create", NS, "a"], ["rollback", NS, "a"],
-                 ["--worker-id", "me", "worker", "--until-idle"]):
-        result = _cli(store, *args)
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-    with open_service(store, SimulatedDestination()) as svc:
-        workers = _claim_workers(svc, ["a"])
-    assert len(workers) == 1 and workers[0].startswith("me#") and workers[0] != "me#"
-
-
-ROOT = Path(__file__).resolve().parents[3]
-APP = "schedfence-robustness-worker"
-
-
-def _worker_process(store: str, sim_url: str, log: Path, *extra: str) -> Any:
-    import os
-    import subprocess
-    import sys
-    return subprocess.Popen(
-        [sys.executable, "-m", "schedfence.infra.cli", "--store", store, "--destination", f"sim+{sim_url}",
-         "--worker-id", "robust", "worker", "--poll-interval", "0.05", *extra],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
-        env={**os.environ, "PGAPPNAME": APP})
-
-
-def _settled(svc: MigrationService, n: int, timeout: float) -> dict[str, int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        by_state = {k: v for k, v in svc.stats()["by_state"].items() if v}
-        if by_state.get("completed", 0) == n or time.monotonic() > deadline:
-            return by_state
-        time.sleep(0.2)
-
-
-def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> None:
-    """The worker's PostgreSQL connections are killed again and again while rollbacks arrive;
-    thread i serves only ids hashing to i, so every migration completing means every thread
-    lived (and a thread that died would have ended the process non-zero)."""
-    from schedfence.infra.destination.shared_sim import open_shared_sim
-    from tests import pgtools
-    with pgtools.fresh_database("schedfence_wr") as store, \
-            pgtools.fresh_database("schedfence_wr_sim") as sim_url:
-        dest = open_shared_sim(f"sim+{sim_url}")
-        svc = open_service(store, dest, worker_id="admin")
-        log = tmp_path / "worker.err"
-        proc = _worker_process(store, sim_url, log, "--concurrency", "2",
-                               "--claim-grace", "1")
-        killed, sids = 0, [f"s{i}" for i in range(40)]
-        try:
-            for wave in range(8):
-                for sid in sids[wave * 5:(wave + 1) * 5]:
-                    svc.create_schedule(NS, sid)
-                    svc.rollback(NS, sid)
-                time.sleep(0.4)
-                with pgtools.admin() as conn:
-                    killed += len(conn.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = %s AND application_name = %s",
-                        (pgtools.schema_of(store)[0], APP)).fetchall())
-            outcome = pool_outcome(svc, proc, sids, timeout=90)
-        finally:
-            code = stop_all(proc, svc, dest)
-        assert killed >= 8, killed
-        assert_rode_it_out(outcome, code, log.read_text(), len(sids))
-
-
-def pool_outcome(svc: MigrationService, proc: Any, sids: list[str],
-                 timeout: float) -> dict[str, Any]:
-    """Once every migration settled (or the time ran out): what the pool left behind."""
-    by_state = _settled(svc, len(sids), timeout=timeout)
-    return {"alive": proc.poll() is None, "by_state": by_state, "verdict": svc.verify(),
-            "shards": {UUID(svc.migration(NS, sid).migration_id).int % 2 for sid in sids}}
-
-
-def stop_all(proc: Any, *closing: Any) -> int:
-    proc.terminate()
-    code = proc.wait(timeout=60)
-    for thing in closing:
-        thing.close()
-    return code
-
-
-def assert_rode_it_out(outcome: dict[str, Any], code: int, errors: str, n: int) -> None:
-    """Thread i serves only the ids hashing to i: every migration of both shards completing
-    means every thread lived; each failed pass was one line, never a traceback."""
-    assert outcome["alive"] and outcome["by_state"] == {"completed": n}, (outcome, errors)
-    assert outcome["shards"] == {0, 1} and outcome["verdict"] == []
-    assert code == 0 and "Traceback" not in errors, errors
-    assert all(line.startswith(("worker robust", "worker thread "))
-               for line in errors.splitlines()), errors
-
-
-def test_sigterm_is_honoured_while_the_destination_hangs(tmp_path: Path) -> None:
-    """The destination's table is locked, so every start call waits out its 1 s deadline (an
-    accepting server that never answers); SIGTERM ends the worker within about one call."""
-    import signal
-    from schedfence.infra.destination.shared_sim import open_shared_sim
-    from schedfence.infra.destination.sim_store import META_TABLE
-    from tests import pgtools
-    with pgtools.fresh_database("schedfence_wt") as store, \
-            pgtools.fresh_database("schedfence_wt_sim") as sim_url:
-        dest = open_shared_sim(f"sim+{sim_url}")
-        svc = open_service(store, dest, worker_id="admin")
-        sids = _rollbacks(svc, 12)
-        lock = pgtools.connect(sim_url + "?schema=public")
-        lock.autocommit = False
-        # Every simulator call locks its counters row first: holding the table stalls each call.
-        lock.execute(f"LOCK TABLE {META_TABLE} IN ACCESS EXCLUSIVE MODE")
-        proc = _worker_process(store, sim_url + "?lock_timeout=1s", tmp_path / "w.err")
-        try:
-            deadline = time.monotonic() + 30
-            while svc.stats()["by_state"].get("claimed", 0) < 1:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            sent = time.monotonic()
-            code = proc.wait(timeout=60)
-            took = time.monotonic() - sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            lock.rollback()
-            lock.close()
-        claimed = svc.stats()["by_state"].get("claimed", 0)
-        svc.close()
-        dest.close()
-        assert code == 0 and took < 4, (code, took, (tmp_path / "w.err").read_text())
-        assert claimed <= 2, claimed  # the one in flight at SIGTERM, perhaps one more
-        assert len(sids) - claimed >= 10

@@ -1,0 +1,56 @@
+"""Shared by the CLI's tests (test_cli.py, test_cli_verify_and_worker.py) and the demo's
+(tests/infra/demo/test_demo.py): a store on both backends (the ``store`` fixture), the
+CLI invoked in process or in a subprocess, and the events a store holds."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.service import open_service
+from schedfence.infra.destination.simulator import SimulatedDestination
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def store(file_store_url: str) -> str:
+    """A SQLite file or a PostgreSQL schema: every store test runs on both (tests/conftest.py)."""
+    return file_store_url
+
+
+def run(store: str, *args: str, env: dict | None = None):
+    return CliRunner(env=env).invoke(cli, ["--store", store, *args])
+
+
+def ok(store: str, *args: str) -> str:
+    result = run(store, *args)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return result.stdout
+
+
+def ok_json(store: str, *args: str) -> dict:
+    return json.loads(ok(store, *args, "--json"))
+
+
+def event_count(store: str) -> int:
+    # An in-memory destination: counting must not touch the store's persisted simulator.
+    with open_service(store, SimulatedDestination()) as service:
+        return service.event_count()
+
+
+def events_in(store: str) -> int:
+    """How many events the store holds: counted, since PostgreSQL's log positions have holes
+    wherever a save rolled back, so the last position can overstate it."""
+    with open_service(store, SimulatedDestination()) as service:
+        return sum(1 for _ in service.app.notifications())
+
+
+def subprocess_cli(store: str, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store, *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)

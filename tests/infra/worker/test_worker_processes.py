@@ -1,0 +1,117 @@
+"""The worker command and real worker processes on PostgreSQL: insane seconds refused, a
+unique identity recorded, terminated connections ridden out, and SIGTERM honoured while
+the destination hangs."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schedfence.infra.service import open_service
+from schedfence.infra.destination.simulator import SimulatedDestination
+
+from tests.infra.worker.pool_helpers import (APP, NS, _claim_workers, _rollbacks, _worker_process,
+                                             assert_rode_it_out, pool_outcome, stop_all)
+
+
+# -- the worker command: its options, its identity, and real processes on PostgreSQL --------
+def _cli(store: str, *args: str) -> Any:
+    from click.testing import CliRunner
+    from schedfence.infra.cli.commands import cli
+    return CliRunner().invoke(cli, ["--store", store, *args])
+
+
+@pytest.mark.parametrize("option,value", [
+    ("--poll-interval", "inf"), ("--poll-interval", "1e308"), ("--poll-interval", "nan"),
+    ("--poll-interval", "3601"), ("--claim-grace", "nan"), ("--claim-grace", "inf"),
+    ("--claim-grace", "1e400")])
+def test_the_worker_refuses_insane_seconds(tmp_path: Path, option: str, value: str) -> None:
+    store = f"sqlite:///{tmp_path}/w.db"
+    result = _cli(store, "worker", "--until-idle", "--concurrency", "2", option, value)
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, (result.stdout, result.stderr)
+    assert lines[0].startswith(f"error: invalid_argument: {option} must be"), lines
+
+
+def test_the_worker_command_records_a_unique_identity(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path}/w.db"
+    for args in (["schedule", "create", NS, "a"], ["rollback", NS, "a"],
+                 ["--worker-id", "me", "worker", "--until-idle"]):
+        result = _cli(store, *args)
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+    with open_service(store, SimulatedDestination()) as svc:
+        workers = _claim_workers(svc, ["a"])
+    assert len(workers) == 1 and workers[0].startswith("me#") and workers[0] != "me#"
+
+
+def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> None:
+    """The worker's PostgreSQL connections are killed again and again while rollbacks arrive;
+    thread i serves only ids hashing to i, so every migration completing means every thread
+    lived (and a thread that died would have ended the process non-zero)."""
+    from schedfence.infra.destination.shared_sim import open_shared_sim
+    from tests import pgtools
+    with pgtools.fresh_database("schedfence_wr") as store, \
+            pgtools.fresh_database("schedfence_wr_sim") as sim_url:
+        dest = open_shared_sim(f"sim+{sim_url}")
+        svc = open_service(store, dest, worker_id="admin")
+        log = tmp_path / "worker.err"
+        proc = _worker_process(store, sim_url, log, "--concurrency", "2",
+                               "--claim-grace", "1")
+        killed, sids = 0, [f"s{i}" for i in range(40)]
+        try:
+            for wave in range(8):
+                for sid in sids[wave * 5:(wave + 1) * 5]:
+                    svc.create_schedule(NS, sid)
+                    svc.rollback(NS, sid)
+                time.sleep(0.4)
+                with pgtools.admin() as conn:
+                    killed += len(conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND application_name = %s",
+                        (pgtools.schema_of(store)[0], APP)).fetchall())
+            outcome = pool_outcome(svc, proc, sids, timeout=90)
+        finally:
+            code = stop_all(proc, svc, dest)
+        assert killed >= 8, killed
+        assert_rode_it_out(outcome, code, log.read_text(), len(sids))
+
+
+def test_sigterm_is_honoured_while_the_destination_hangs(tmp_path: Path) -> None:
+    """The destination's table is locked, so every start call waits out its 1 s deadline (an
+    accepting server that never answers); SIGTERM ends the worker within about one call."""
+    import signal
+    from schedfence.infra.destination.shared_sim import open_shared_sim
+    from schedfence.infra.destination.sim_store import META_TABLE
+    from tests import pgtools
+    with pgtools.fresh_database("schedfence_wt") as store, \
+            pgtools.fresh_database("schedfence_wt_sim") as sim_url:
+        dest = open_shared_sim(f"sim+{sim_url}")
+        svc = open_service(store, dest, worker_id="admin")
+        sids = _rollbacks(svc, 12)
+        lock = pgtools.connect(sim_url + "?schema=public")
+        lock.autocommit = False
+        # Every simulator call locks its counters row first: holding the table stalls each call.
+        lock.execute(f"LOCK TABLE {META_TABLE} IN ACCESS EXCLUSIVE MODE")
+        proc = _worker_process(store, sim_url + "?lock_timeout=1s", tmp_path / "w.err")
+        try:
+            deadline = time.monotonic() + 30
+            while svc.stats()["by_state"].get("claimed", 0) < 1:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            sent = time.monotonic()
+            code = proc.wait(timeout=60)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            lock.rollback()
+            lock.close()
+        claimed = svc.stats()["by_state"].get("claimed", 0)
+        svc.close()
+        dest.close()
+        assert code == 0 and took < 4, (code, took, (tmp_path / "w.err").read_text())
+        assert claimed <= 2, claimed  # the one in flight at SIGTERM, perhaps one more
+        assert len(sids) - claimed >= 10
