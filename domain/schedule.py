@@ -7,7 +7,7 @@ fence may close the source or release the fence (I10).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterable
 from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
@@ -203,6 +203,16 @@ def release_fence_facts(state: ScheduleState, request_id: str | None, paused: bo
     return [Fact(Schedule.FenceReleased, {
         "request_id": request_id, "migration_id": state.fence_migration_id,
         "restored_paused": paused, "restored_notes": notes})]
+
+
+def latest_migration_id(sources: Iterable[ScheduleState | None]) -> str | None:
+    """The migration a key's status shows: the open one, else the most recent, from its
+    incarnations' states newest first (a missing state is skipped)."""
+    for state in sources:
+        found = state and (state.fence_migration_id or state.last_migration_id)
+        if found:
+            return found
+    return None
 
 
 def destination_running(check: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -55,15 +55,15 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
 
 def _load(service: MigrationService, namespace: str,
           schedule_id: str) -> tuple[Schedule, Migration | None]:
-    source = service._current(namespace, schedule_id)
-    return source, service._migration(source.state.fence_migration_id)
+    source = service.load.source(namespace, schedule_id)
+    return source, service.load.migration(source.state.fence_migration_id)
 
 
 def _adopt(service: MigrationService, namespace: str, schedule_id: str, actor: str,
            reason: str, request_id: str | None) -> MigrationView:
     source, mig = _load(service, namespace, schedule_id)
     rid, other_id = h.adoption_id(source.state, request_id)
-    other = service._migration(other_id)
+    other = service.load.migration(other_id)
     change = h.adopt(source.state, mig and mig.state, actor, reason, rid,
                      other.state.migration_id if other is not None else None)
     return _save(service, "adopt", change, source, mig)  # the id and the fence agree

@@ -14,20 +14,21 @@ from schedfence.domain import handoff as h
 from schedfence.domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
                                       RecoveryRefused, StandbyNotPromoted, Unavailable)
 from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch
-from schedfence.domain.ids import (destination_workflow_id, schedule_aggregate_id,
-                                   schedule_key_id, validate_destination_key, validate_id,
+from schedfence.domain.ids import (destination_workflow_id, validate_destination_key,
                                    validate_request_id)
 from schedfence.domain.invariants import Violation, check_histories, check_history
-from schedfence.domain.migration import Migration, MigrationState
+from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
-from schedfence.domain.schedule import Schedule, ScheduleKey
+from schedfence.domain.schedule import Schedule, ScheduleKey, latest_migration_id
 from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
                                     validate_worker_id)
 from schedfence.projections import service_views as pv
 from schedfence.projections.service_views import OperatorViews
 
 from schedfence.infra.recovery import recover as recover_migration
-from schedfence.infra.replay.replayer import replay_key
+from schedfence.infra.replay.replayer import check_at, replay_key
+from schedfence.infra.store.aggregates import Aggregates
+from schedfence.infra.store.history import key_events, kind_of, topic_of
 from schedfence.infra.replication.standby import PREFIX, replica_positions
 from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
@@ -57,6 +58,7 @@ class MigrationService:
         self.retry_for = _valid_retry_for(retry_for)  # run_until_idle's default
         self.destination = destination
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
+        self.load = Aggregates(app)
         self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
         self.views = operator_views(app)
         self.due = DueWork(self.views, self.epoch)
@@ -75,27 +77,6 @@ class MigrationService:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # -- loading ----------------------------------------------------------------------------
-    def _key(self, namespace: str, schedule_id: str) -> ScheduleKey | None:
-        return self.app.find(schedule_key_id(namespace, schedule_id))
-
-    def _current(self, namespace: str, schedule_id: str) -> Schedule:
-        validate_id("namespace", namespace)
-        validate_id("schedule id", schedule_id)
-        key = self._key(namespace, schedule_id)
-        if key is None or key.state.current_schedule_id is None:
-            raise NotFound(f"schedule {namespace}/{schedule_id} not found")
-        return self.app.repository.get(key.state.current_schedule_id)
-
-    def _migration(self, migration_id: str | UUID | None) -> Migration | None:
-        if migration_id is None:
-            return None
-        return self.app.find(UUID(str(migration_id)))
-
-    def _state(self, migration_id: str | UUID | None) -> MigrationState | None:
-        found = self._migration(migration_id)
-        return found.state if found is not None else None
-
     # -- admin ------------------------------------------------------------------------------
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
                         notes: str = "") -> ScheduleView:
@@ -105,7 +86,7 @@ class MigrationService:
         self.require_active()
 
         def create() -> ScheduleView:
-            key = self._key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
+            key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
             if key.state.current_schedule_id is not None:
                 current = self.app.repository.get(key.state.current_schedule_id)
                 if not current.state.closed:
@@ -132,7 +113,7 @@ class MigrationService:
 
         def update() -> ScheduleView:
             # After a conflict (e.g. a rollback fenced it meanwhile) the next read refuses.
-            schedule = self._current(namespace, schedule_id)
+            schedule = self.load.source(namespace, schedule_id)
             if paused is not None:
                 schedule.set_paused(paused)
             if notes is not None:
@@ -159,16 +140,16 @@ class MigrationService:
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
                        actor: str) -> RollbackResult:
-        source = self._current(namespace, schedule_id)
+        source = self.load.source(namespace, schedule_id)
         st = source.state
         rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
                                                request_id)
-        same, pending = self._state(mid), self._state(st.fence_migration_id)
+        same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
         sentinel = None
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
             sentinel = self._destination_check(namespace, schedule_id, "sentinel check")
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
-                            last=self._state(st.last_migration_id), sentinel=sentinel,
+                            last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
                             epoch=self.epoch(), actor=actor or self.worker_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
@@ -192,8 +173,7 @@ class MigrationService:
 
     def epoch(self) -> int:
         """The store's epoch: how many failovers were recorded on it (domain/failover.py)."""
-        found = self.app.find(STORE_EPOCH_ID)
-        return found.state.epoch if found is not None else 0
+        return self.load.epoch()
 
     def require_active(self) -> None:
         """Refuse to act on a standby that was not promoted since its last copy: its claims
@@ -235,8 +215,8 @@ class MigrationService:
 
     def _abort_once(self, namespace: str, schedule_id: str, reason: str,
                     actor: str) -> MigrationView:
-        source = self._current(namespace, schedule_id)
-        migration = self._migration(source.state.fence_migration_id)
+        source = self.load.source(namespace, schedule_id)
+        migration = self.load.migration(source.state.fence_migration_id)
         change = h.abort(source.state, migration and migration.state, actor, reason,
                          self.epoch())
         self.worker.save("abort", *change.apply(source, migration))
@@ -280,17 +260,16 @@ class MigrationService:
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
-        return ScheduleView.of(self._current(namespace, schedule_id).state)
+        return ScheduleView.of(self.load.source(namespace, schedule_id).state)
 
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:
         """The open migration of the key, else its most recent one."""
-        source = self._current(namespace, schedule_id)
-        for n in range(source.state.incarnation, 0, -1):
-            s = self.app.repository.get(schedule_aggregate_id(namespace, schedule_id, n))
-            m = self._migration(s.state.fence_migration_id or s.state.last_migration_id)
-            if m is not None:
-                return MigrationView.of(m.state, m.version)
-        raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
+        source = self.load.source(namespace, schedule_id)
+        found = self.load.migration(latest_migration_id(self.load.incarnations(
+            namespace, schedule_id, source.state.incarnation)))
+        if found is None:
+            raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
+        return MigrationView.of(found.state, found.version)
 
     def list_schedules(self) -> list[ScheduleView]:
         views = []
@@ -303,21 +282,11 @@ class MigrationService:
 
     def history(self, namespace: str, schedule_id: str) -> list[HistoryEntry]:
         """Every event of the key, its incarnations and their migrations, in log order."""
-        source = self._current(namespace, schedule_id)
-        kinds: dict[UUID, str] = {schedule_key_id(namespace, schedule_id): "key"}
-        for n in range(1, source.state.incarnation + 1):
-            kinds[schedule_aggregate_id(namespace, schedule_id, n)] = "schedule"
-        for note in self.app.notifications((Schedule.FencedForMigration.TOPIC,)):
-            if kinds.get(note.originator_id) == "schedule":
-                fence = self.app.mapper.to_domain_event(note)
-                kinds[UUID(fence.migration_id)] = "migration"
-        return [self._entry(note, kinds[note.originator_id])
-                for note in self.app.notifications() if note.originator_id in kinds]
-
-    def _entry(self, note: Any, kind: str) -> HistoryEntry:
-        ev = self.app.mapper.to_domain_event(note)
-        return HistoryEntry(note.id, kind, str(note.originator_id), note.originator_version,
-                            note.topic, ev.timestamp.isoformat(), ev.payload())
+        source = self.load.source(namespace, schedule_id)
+        return [HistoryEntry(position, kind_of(e), str(e.originator_id), e.originator_version,
+                             topic_of(e), e.timestamp.isoformat(), e.payload())
+                for position, e in key_events(self.app, namespace, schedule_id,
+                                              source.state.incarnation)]
 
     def event_count(self) -> int:
         return self.app.event_count()
@@ -357,7 +326,9 @@ class MigrationService:
     def replay(self, namespace: str, schedule_id: str, at: int | None = None,
                migration_id: str | None = None) -> dict[str, Any]:
         """Forensic replay of a migration from the stored events alone (infra/replay/replayer.py)."""
-        return replay_key(self, namespace, schedule_id, at, migration_id)
+        check_at(at)  # bad arguments before NotFound
+        incarnation = self.schedule(namespace, schedule_id).incarnation
+        return replay_key(self.app, namespace, schedule_id, incarnation, at, migration_id)
 
 
 def operator_views(app: FenceApplication) -> OperatorViews:

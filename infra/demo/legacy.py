@@ -19,6 +19,7 @@ from schedfence.domain.errors import MigrationPending
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.migration import Migration
 
+from schedfence.infra.service import MigrationService
 from schedfence.infra.store.codec import JSONBytes
 
 V1_FIELDS = ("namespace", "schedule_id", "source_id", "incarnation", "workflow_id",
@@ -41,7 +42,7 @@ def legacy_v1_record(migration_id: UUID, *, namespace: str, schedule_id: str, so
                        topic=Migration.RequestIdAssigned.TOPIC, state=JSONBytes().encode(state))
 
 
-def plant_legacy_v1(service: Any, namespace: str, schedule_id: str, *,
+def plant_legacy_v1(service: MigrationService, namespace: str, schedule_id: str, *,
                     migration_id: UUID | None = None) -> str:
     """Store an identity-less pending migration as an older release left it (F8).
 

@@ -14,27 +14,17 @@ from uuid import UUID
 
 from schedfence.domain.decisions import next_step
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
+from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.invariants import Checker, Violation
 from schedfence.domain.migration import MigrationState, evolve_migration
-from schedfence.domain.schedule import ScheduleKey, evolve_schedule
+from schedfence.domain.schedule import ScheduleKey, evolve_schedule, latest_migration_id
 
 from schedfence.infra.replay.explain import explain
 from schedfence.infra.store.eventstore import FenceApplication
+from schedfence.infra.store.history import key_events, kind_of, topic_of  # noqa: F401
 
-PREFIXES = (("schedfence.migration.", "migration"), ("schedfence.schedule_key.", "key"),
-            ("schedfence.schedule.", "schedule"))
 REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
     "migration": evolve_migration, "schedule": evolve_schedule, "key": ScheduleKey.evolve}
-
-
-def topic_of(event: Any) -> str:
-    return getattr(type(event), "TOPIC", type(event).__name__)
-
-
-def kind_of(event: Any) -> str:
-    topic = topic_of(event)
-    return next((kind for prefix, kind in PREFIXES if topic.startswith(prefix)), "other")
 
 
 def as_dict(state: Any) -> dict[str, Any] | None:
@@ -185,13 +175,17 @@ def replay_migration(events: Iterable[tuple[int, Any]], migration_id: str,
 
 
 # -- reading a store --------------------------------------------------------------------------
-def replay_key(service: Any, namespace: str, schedule_id: str, at: int | None = None,
-               migration_id: str | None = None) -> dict[str, Any]:
-    """``MigrationService.replay``: the key's latest migration unless one is named."""
+def check_at(at: int | None) -> None:
     if at is not None and (isinstance(at, bool) or not isinstance(at, int) or at < 1):
         raise InvalidArgument(f"--at must be a migration version >= 1, got {at!r}")
-    incarnation = service.schedule(namespace, schedule_id).incarnation  # NotFound first
-    events = key_events(service.app, namespace, schedule_id, incarnation)
+
+
+def replay_key(app: FenceApplication, namespace: str, schedule_id: str, incarnation: int,
+               at: int | None = None, migration_id: str | None = None) -> dict[str, Any]:
+    """``MigrationService.replay``: the key's latest migration unless one is named
+    (``incarnation``: the key's current one; ``at`` checked with ``check_at`` first)."""
+    check_at(at)
+    events = key_events(app, namespace, schedule_id, incarnation)
     if migration_id is None:
         migration_id = latest_migration(events, namespace, schedule_id, incarnation)
     try:
@@ -207,36 +201,9 @@ def latest_migration(events: list[tuple[int, Any]], namespace: str, schedule_id:
     from the sources' folded events: a migration event the aggregate cannot load is exactly
     what a forensic replay must still be able to show."""
     states = {f.aggregate_id: f.after for f in fold(events) if f.kind == "schedule"}
-    for n in range(incarnation, 0, -1):
-        st = states.get(str(schedule_aggregate_id(namespace, schedule_id, n)))
-        found = st and (st.fence_migration_id or st.last_migration_id)
-        if found:
-            return found
-    raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
-
-
-def key_events(app: FenceApplication, namespace: str, schedule_id: str,
-               incarnation: int) -> list[tuple[int, Any]]:
-    """Every event of the key, its incarnations and their migrations, decoded, in log order.
-
-    A migration belongs to the key if a source fence names it or its creation names the key;
-    both come before the migration's later events, so one pass over the log finds them all."""
-    ids = {schedule_key_id(namespace, schedule_id)} | {
-        schedule_aggregate_id(namespace, schedule_id, n) for n in range(1, incarnation + 1)}
-    out = []
-    for note in app.notifications():
-        created = note.originator_version == 1 and note.topic.startswith(PREFIXES[0][0])
-        if note.originator_id not in ids and not created:
-            continue
-        event = app.mapper.to_domain_event(note)
-        if note.originator_id not in ids:  # a migration's creation: is it this key's?
-            if (getattr(event, "namespace", None), getattr(event, "schedule_id", None)) != (
-                    namespace, schedule_id):
-                continue
-            ids.add(note.originator_id)
-        migration_id = getattr(event, "migration_id", None)
-        if kind_of(event) == "schedule" and migration_id:
-            ids.add(UUID(str(migration_id)))
-        out.append((note.id, event))
-    return out
-
+    found = latest_migration_id(
+        states.get(str(schedule_aggregate_id(namespace, schedule_id, n)))
+        for n in range(incarnation, 0, -1))
+    if found is None:
+        raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
+    return found

@@ -17,12 +17,12 @@ from eventsourcing.persistence import IntegrityError
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.errors import Closed, MigrationPending
-from schedfence.domain.failover import STORE_EPOCH_ID
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                                      DestinationUnavailable, RunDescription)
 from schedfence.domain.schedule import Schedule
 
+from schedfence.infra.store.aggregates import Aggregates
 from schedfence.infra.store.eventstore import FenceApplication
 
 AttemptResult = Literal["progress", "idle", "backoff"]
@@ -38,6 +38,7 @@ class TaskWorker:
                  crash_hook: CrashHook | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
         self.app, self.destination, self.worker_id = app, destination, worker_id
+        self.load = Aggregates(app)
         self.crash_hook = crash_hook or (lambda point: None)
         self.claim_grace = claim_grace
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
@@ -63,7 +64,7 @@ class TaskWorker:
         self.save(label, *change.apply(source, mig))
 
     def _source(self, mig: Migration) -> Schedule:
-        return self.app.repository.get(UUID(mig.state.source_id))
+        return self.app.repository.get(UUID(mig.state.source_id))  # the migration's own
 
     # -- one attempt ------------------------------------------------------------------------
     def attempt(self, migration_id: UUID) -> AttemptResult:
@@ -88,8 +89,7 @@ class TaskWorker:
         return result
 
     def epoch(self) -> int:
-        found = self.app.find(STORE_EPOCH_ID)
-        return found.state.epoch if found is not None else 0
+        return self.load.epoch()
 
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
 from schedfence.domain.errors import DomainError
@@ -35,6 +35,9 @@ BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
 MAX_POLL_INTERVAL = 3600.0  # seconds; also the bound of ``--poll-interval``
 MAX_MESSAGE = 300  # characters of an exception's text kept in an error line
+
+if TYPE_CHECKING:  # the application drives the pool; the pool never imports it
+    from schedfence.infra.service import MigrationService
 
 
 class WorkerThreadDied(RuntimeError):
@@ -73,7 +76,7 @@ class PoolStats:
 
 
 class WorkerPool:
-    def __init__(self, service: Any, concurrency: int = 1, *, poll_interval: float = 1.0,
+    def __init__(self, service: MigrationService, concurrency: int = 1, *, poll_interval: float = 1.0,
                  on_pass: Callable[[int, int], None] | None = None,
                  on_error: Callable[[int, str], None] | None = None) -> None:
         if concurrency < 1:
