@@ -1,8 +1,7 @@
 """``schedfence audit | stats | oncall | migrations | projection``: the operator read models.
 
-The commands are built by ``register`` from the group's own helpers (``json_option``, the
-service getter, the emitter) instead of importing ``schedfence.infra.cli.commands``: under ``python -m schedfence.infra.cli``
-that module is ``__main__``, and importing it again would build a second, unrelated group.
+The commands are built from the CLI's shared helpers (infra/cli/base.py) and registered on the
+group by ``infra/cli/commands.py``.
 Every answer comes from the projection, caught up with the log first.
 """
 from __future__ import annotations
@@ -20,14 +19,14 @@ from schedfence.projections import service_views as pv
 from schedfence.projections.records import EPOCH, MICROSECOND
 
 from schedfence.infra.cli import output as out
+from schedfence.infra.cli.base import emit, existing, json_option
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 MAX_STUCK_AFTER = 100 * 366 * 86400  # seconds: beyond that, microsecond arithmetic overflows
 
 
-def register(group: click.Group, json_option: Decorator, service: Callable[[], Any],
-             emit: Callable[[bool, Any, list[str]], None]) -> None:
-    for build in (_audit, _stats, _oncall, _migrations, _projection):
-        group.add_command(build(json_option, service, emit))
+def _commands() -> tuple[click.Command, ...]:
+    return tuple(build(json_option, existing, emit)
+                 for build in (_audit, _stats, _oncall, _migrations, _projection))
 
 
 # -- audit ---------------------------------------------------------------------------------------
@@ -202,3 +201,6 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
         _report(as_json, service().views.rebuild())
 
     return projection
+
+
+COMMANDS = _commands()  # registered on the group by infra/cli/commands.py

@@ -11,19 +11,7 @@ from typing import Any, Callable
 import click
 
 from schedfence.infra.cli import output as out
-# schedfence.infra.cli.commands's key: its error handler prints a JSON error when a command set it. This module
-# does not import infra.cli (which registers it), so ``python -m schedfence.infra.cli`` works too.
-JSON_KEY = "schedfence.json"
-
-
-def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    if value:
-        ctx.meta[JSON_KEY] = True
-    return value
-
-
-json_option = click.option("--json", "as_json", is_flag=True, callback=_remember_json,
-                           help="Print one JSON document instead of text.")
+from schedfence.infra.cli.base import json_option, service
 
 
 @click.group()
@@ -47,8 +35,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _run(kind: str, namespace: str, schedule_id: str, as_json: bool, **options: Any) -> None:
-    service = click.get_current_context().find_root().obj.service()  # schedfence.infra.cli.commands's CliState
-    view = service.recover(kind, namespace, schedule_id, **options).to_dict()
+    view = service().recover(kind, namespace, schedule_id, **options).to_dict()
     if as_json:
         out.emit_json(view)
     else:

@@ -1,7 +1,7 @@
 """``schedfence replay``: a migration's forensic replay, one block per step.
 
 It opens the store alone (``open_offline``): no simulator tables, no destination, so it runs on
-a copy of a production store. Registered by one import line at the end of ``infra/cli/commands.py``.
+a copy of a production store. Registered on the group by ``infra/cli/commands.py``.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.commands import CliState, cli, json_option
+from schedfence.infra.cli.base import CliState, json_option
 from schedfence.infra.offline import open_offline
 
 # Shown once in the header; repeating them on every created state is noise.
@@ -19,7 +19,7 @@ _HEADER_FIELDS = {"migration_id", "namespace", "schedule_id", "source_id", "work
 _MAX = 60
 
 
-@cli.command()
+@click.command()
 @click.argument("namespace")
 @click.argument("schedule_id")
 @click.option("--at", "at", type=click.IntRange(min=1), default=None,

@@ -1,6 +1,6 @@
 """``schedfence replicate --from URL --to URL``: copy the event log to a standby store.
 
-Registered by one import line at the end of ``infra/cli/commands.py`` (this module imports it). It never
+Registered on the group by ``infra/cli/commands.py``. ``replicate`` never
 opens ``--store``: both stores are named by ``--from`` and ``--to``. Errors follow the CLI's
 contract (one ``error: <code>: <message>`` line, a JSON error object under ``--json``), and
 URLs are shown without their password.
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import time
+
 import click
 
-from schedfence.infra.cli.commands import _emit, _service, cli, json_option
+from schedfence.infra.cli.base import emit, json_option, service
 from schedfence.infra.replication.follower import (BATCH, ReplicationReport, follow,
                                                    replicate as copy_log)
 from schedfence.infra.store.eventstore import parse_store_url
@@ -53,7 +54,7 @@ class _Progress:
                    f"{report.position} ({report.copied} events copied so far)")
 
 
-@cli.command("replicate")
+@click.command("replicate")
 @click.option("--from", "source", required=True, metavar="URL",
               help="The active store (sqlite:///PATH or postgresql://...).")
 @click.option("--to", "standby", required=True, metavar="URL",
@@ -119,7 +120,7 @@ def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
 
 
 
-@cli.command()
+@click.command()
 @click.option("--actor", required=True, help="The operator promoting this store.")
 @click.option("--reason", required=True, help="Why (the incident).")
 @json_option
@@ -131,7 +132,7 @@ def promote(actor: str, reason: str, as_json: bool) -> None:
     destination before it may act again: the lost tail of the old active may have started
     it. Only the chain head's create request id is accepted as proof; anything else parks
     it (failover_unverified) for an operator. Run it before any worker or admin command."""
-    epoch = _service().promote(actor, reason)
-    _emit(as_json, {"epoch": epoch, "actor": actor, "reason": reason},
+    epoch = service().promote(actor, reason)
+    emit(as_json, {"epoch": epoch, "actor": actor, "reason": reason},
           [f"promoted: this store is now the active one (failover epoch {epoch}); migrations "
            "accepted before it reconcile before they act"])

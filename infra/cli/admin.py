@@ -1,0 +1,201 @@
+"""``schedfence schedule | rollback | abort | worker``: the commands that change the store and
+reach the destination (a worker, a rollback) or only the source (schedule, abort)."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import signal
+import threading
+import time
+from typing import Any
+
+import click
+
+from schedfence.domain.errors import InvalidArgument
+
+from schedfence.infra.cli import output as out
+from schedfence.infra.cli.base import (CliState, destination_label, emit, existing, json_option,
+                                       service)
+from schedfence.infra.service import MigrationService
+from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
+from schedfence.infra.worker.pool import MAX_POLL_INTERVAL, unique_worker_id
+
+
+# -- schedule (the source) ---------------------------------------------------------------------
+@click.group()
+def schedule() -> None:
+    """Create and change source schedules.
+
+    Every change is refused with migration_pending while a migration holds the fence."""
+
+
+def _schedule_out(view: Any, as_json: bool) -> None:
+    emit(as_json, view.to_dict(), out.schedule_lines(view.to_dict()))
+
+
+@schedule.command("create")
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.option("--paused", is_flag=True, help="Create it paused.")
+@click.option("--notes", default="", help="Free-text notes.")
+@json_option
+def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str,
+                    as_json: bool) -> None:
+    """Create a schedule (or a new incarnation)."""
+    _schedule_out(service().create_schedule(namespace, schedule_id, paused, notes), as_json)
+
+
+def _updater(name: str, doc: str, **change: Any) -> None:
+    @schedule.command(name, help=doc)
+    @click.argument("namespace")
+    @click.argument("schedule_id")
+    @json_option
+    def command(namespace: str, schedule_id: str, as_json: bool) -> None:
+        _schedule_out(existing().update_schedule(namespace, schedule_id, **change), as_json)
+
+
+_updater("pause", "Pause a schedule.", paused=True)
+_updater("unpause", "Unpause a schedule.", paused=False)
+_updater("delete", "Delete (close) a schedule.", delete=True)
+
+
+@schedule.command("notes")
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.argument("text")
+@json_option
+def schedule_notes(namespace: str, schedule_id: str, text: str, as_json: bool) -> None:
+    """Replace a schedule's notes."""
+    _schedule_out(existing().update_schedule(namespace, schedule_id, notes=text), as_json)
+
+
+# -- migration commands ------------------------------------------------------------------------
+@click.command()
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.option("--request-id", default=None, help="Idempotency id (derived if omitted).")
+@click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@json_option
+def rollback(namespace: str, schedule_id: str, request_id: str | None, actor: str,
+             as_json: bool) -> None:
+    """Hand a schedule over to the workflow side.
+
+    Idempotent per request id; an omitted id is derived from the source incarnation."""
+    state = click.get_current_context().find_object(CliState)
+    result = state.service().rollback(namespace, schedule_id, request_id, actor).to_dict()
+    result["destination"] = state.destination_label
+    emit(as_json, result, out.rollback_lines(result))
+
+
+@click.command()
+@click.argument("namespace")
+@click.argument("schedule_id")
+@click.option("--reason", required=True, help="Why the migration is cancelled.")
+@click.option("--actor", required=True, help="The operator cancelling it.")
+@json_option
+def abort(namespace: str, schedule_id: str, reason: str, actor: str, as_json: bool) -> None:
+    """Cancel an open migration, restoring the source.
+
+    Refused (failed_precondition) once a start may have committed."""
+    view = existing().abort(namespace, schedule_id, reason, actor).to_dict()
+    emit(as_json, view, out.migration_lines(view))
+
+
+@click.command()
+@click.option("--until-idle", is_flag=True, help="One run until nothing progresses, then exit.")
+@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="Worker threads in this process (any number of processes may run too).")
+@click.option("--max-attempts", type=click.IntRange(min=1), default=None,
+              help="With --until-idle: stop after this many attempts (default: drain).")
+@click.option("--retry-for", type=click.FloatRange(min=0, max=3600), default=RETRY_FOR,
+              show_default=True, help="With --until-idle: seconds a migration that backs off "
+              "(destination unavailable, a start in flight) is retried before it counts as "
+              "blocked.")
+@click.option("--poll-interval", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds between passes when nothing was due (at most 3600).")
+@click.option("--claim-grace", type=click.FloatRange(min=0), default=CLAIM_GRACE_SECONDS,
+              show_default=True, help="Seconds another worker's fresh claim counts as in "
+              "flight before this one reconciles it (at most 3600).")
+@json_option
+def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_for: float,
+           poll_interval: float, claim_grace: float, as_json: bool) -> None:
+    """Run migration tasks from the due-work index.
+
+    Without --until-idle, poll until Ctrl-C or SIGTERM, printing one line per pass that made
+    progress (with --json: one JSON object per such line). Several workers, in this process
+    (--concurrency) or others, may share a store: the store decides every race. Events name
+    each thread WORKER_ID#RANDOM[/THREAD], so processes sharing a --worker-id stay distinct.
+
+    With --until-idle, drain: retry what backs off for --retry-for seconds, then exit 0 only
+    if nothing is left that could progress; otherwise print what is open and exit 1
+    (not_drained)."""
+    if not until_idle and (max_attempts is not None or retry_for != RETRY_FOR):
+        raise InvalidArgument("--max-attempts and --retry-for apply only with --until-idle")
+    for name, value in (("--poll-interval", poll_interval), ("--claim-grace", claim_grace)):
+        if not (math.isfinite(value) and value <= MAX_POLL_INTERVAL):  # nan, inf, 1e308
+            raise InvalidArgument(f"{name} must be a number of seconds from 0 to "
+                                  f"{MAX_POLL_INTERVAL:g}")
+    svc = service()
+    svc.worker.claim_grace = claim_grace
+    before = svc.event_count()
+    report = None
+    if until_idle and concurrency == 1:
+        svc.worker.worker_id = unique_worker_id(svc.worker_id)  # a pool does its own
+        report = svc.run_until_idle(max_attempts, retry_for)
+        summary: dict[str, Any] = report.to_dict()
+    else:
+        stats = _run_pool(svc, concurrency, until_idle, poll_interval, as_json)
+        summary = stats.to_dict()
+        if until_idle:  # what the pool backed off from: drained here, its claims all returned
+            svc.worker.worker_id = unique_worker_id(svc.worker_id)
+            svc.worker.own_prefix = stats.identity
+            report = svc.run_until_idle(max_attempts, retry_for)
+            summary.update(report.to_dict(), attempts=stats.attempts + int(report))
+    doc = dict(summary, destination=destination_label(),
+               events_written=svc.app.events_since(before),
+               migrations=out.migration_states(svc))
+    if not until_idle and not as_json:
+        click.echo(f"worker stopped after {summary['passes']} passes, "
+                   f"{summary['attempts']} attempts")
+        return
+    failure = NotDrained.of(report) if report is not None and not report.drained else None
+    if failure is not None and as_json:  # one JSON document: the summary carries the error
+        doc["error"] = {"code": failure.code, "message": failure.message}
+    emit(as_json, doc, [f"destination: {doc['destination']}",
+                         f"attempts: {summary['attempts']}",
+                         f"events written: {doc['events_written']}",
+                         f"migrations: {out.states_summary(doc['migrations'])}"])
+    if failure is not None:
+        if as_json:
+            raise click.exceptions.Exit(1)
+        raise failure
+
+
+def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
+              interval: float, as_json: bool) -> Any:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop between attempts
+
+    passes = itertools.count(1)
+
+    def on_pass(thread: int, progressed: int) -> None:
+        n = next(passes)
+        if progressed and not until_idle:
+            line = {"pass": n, "thread": thread, "progressed": progressed,
+                    "log_position": service.event_count(),
+                    "migrations": out.migration_states(service)}
+            click.echo(json.dumps(line) if as_json else
+                       f"{time.strftime('%H:%M:%S')} pass {n}: thread {thread} progressed "
+                       f"{progressed} migration(s); log at {line['log_position']}; "
+                       f"migrations: {out.states_summary(line['migrations'])}")
+
+    def on_error(thread: int, message: str) -> None:
+        click.echo(f"worker thread {thread}: error: {message} (retrying)", err=True)
+
+    if not until_idle and not as_json:
+        click.echo(f"worker {service.worker_id}: {concurrency} thread(s), destination "
+                   f"{destination_label()}, polling every {interval:g}s (Ctrl-C stops)")
+    return service.run_workers(stop, concurrency, until_idle=until_idle,
+                               poll_interval=interval, on_pass=on_pass, on_error=on_error)
