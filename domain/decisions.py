@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
 from .ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
-from .migration import CLOSED_PHASES, Migration, MigrationState
+from .migration import CLOSED_PHASES, AnswerKind, Migration, MigrationState
 from .model import Fact, Facts
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
@@ -148,8 +148,9 @@ def claim_facts(state: MigrationState, attempt: int, worker: str) -> Facts:
 
 @dataclass(frozen=True)
 class StartOutcome:
-    kind: Literal["created", "deduplicated", "already_started", "unavailable", "rejected",
-                  "not_sent"]
+    """The start's answer as the decisions read it (recorded as DestinationAnswered)."""
+
+    kind: AnswerKind
     run_id: str = ""
     first_execution_run_id: str = ""
     start_request_id: str = ""

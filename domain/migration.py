@@ -7,7 +7,7 @@ replay and the invariant checker all fold with it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
@@ -40,6 +40,11 @@ PARK_MEANING = {
     "failover_unverified": "migration from before a failover: the tail the failover lost may "
                            "have started the destination",
 }
+
+
+# What the destination answered to the one start (DestinationAnswered.kind, StartOutcome.kind).
+AnswerKind = Literal["created", "deduplicated", "already_started", "unavailable", "rejected",
+                     "not_sent"]
 
 
 @dataclass(frozen=True)
@@ -87,16 +92,34 @@ class MigrationState:
         return self.phase == "parked" and self.park_reason in UNVERIFIED_PARKS
 
 
-READ_FIELDS = ("migration_id", "namespace", "schedule_id", "incarnation", "state", "request_id",
-               "request_id_origin", "park_reason", "park_detail", "destination_first_run_id",
-               "claim_armed", "starts_issued", "attempts", "last_worker")
+@dataclass(frozen=True)
+class ReadShape:
+    """A migration as every reader shows it: the projection's row, the service's view, the CLI
+    and the JSON documents all extend this (one set of names). The reducer's own names differ
+    where they read better in the rules: ``phase`` is ``state``, ``origin`` is
+    ``request_id_origin``, ``receipt`` is ``destination_first_run_id``."""
+
+    migration_id: str
+    namespace: str
+    schedule_id: str
+    incarnation: int
+    state: str
+    request_id: str | None
+    request_id_origin: str
+    park_reason: str | None
+    park_detail: str
+    destination_first_run_id: str | None
+    claim_armed: bool
+    starts_issued: int
+    attempts: int
+    last_worker: str
+
+
+READ_FIELDS = tuple(f.name for f in fields(ReadShape))
 
 
 def read_shape(state: MigrationState) -> dict[str, Any]:
-    """A migration as every reader shows it: the projection's row, the service's views, the
-    CLI and the JSON documents use these names. The reducer's own names differ where they
-    read better in the rules: ``phase`` is ``state``, ``origin`` is ``request_id_origin``,
-    ``receipt`` is ``destination_first_run_id``."""
+    """The read shape's fields of a migration state, by the read shape's names."""
     s = state
     return {"migration_id": s.migration_id, "namespace": s.namespace,
             "schedule_id": s.schedule_id, "incarnation": s.incarnation, "state": s.phase,
@@ -185,8 +208,7 @@ class Migration(EvolvingAggregate):
 
     class DestinationAnswered(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.DestinationAnswered"
-        kind: Literal["created", "deduplicated", "already_started", "unavailable", "rejected",
-                      "not_sent"]
+        kind: AnswerKind
         run_id: str = ""
         first_execution_run_id: str = ""
         start_request_id: str = ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schedfence.domain.migration import MigrationState, read_shape
+from schedfence.domain.migration import MigrationState, ReadShape, read_shape
 from schedfence.domain.schedule import ScheduleState
 
 
@@ -41,28 +41,14 @@ class ScheduleView:
 
 
 @dataclass(frozen=True)
-class MigrationView:
-    migration_id: str
-    namespace: str
-    schedule_id: str
-    incarnation: int
-    state: str
-    request_id: str | None
-    request_id_origin: str
-    park_reason: str | None
-    park_detail: str
-    destination_first_run_id: str | None
-    claim_armed: bool
-    starts_issued: int
-    attempts: int
+class MigrationView(ReadShape):
+    """The read shape, the last answer in full, and the aggregate's version."""
+
     last_answer: dict | None
     version: int
-    last_worker: str = ""
 
     @classmethod
     def of(cls, m: MigrationState, version: int) -> MigrationView:
-        """The read shape (domain.migration.read_shape), the last answer in full, and the
-        aggregate's version."""
         return cls(**read_shape(m), last_answer=m.last_answer, version=version)
 
     def to_dict(self) -> dict[str, Any]:

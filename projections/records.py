@@ -5,6 +5,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from schedfence.domain.migration import ReadShape
+
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MICROSECOND = timedelta(microseconds=1)
 
@@ -51,22 +53,10 @@ class AuditPage:
 
 
 @dataclass(frozen=True)
-class MigrationRow:
-    migration_id: str
-    namespace: str
-    schedule_id: str
-    incarnation: int
-    state: str
-    request_id: str | None
-    request_id_origin: str
-    attempts: int
-    starts_issued: int
-    claim_armed: bool
+class MigrationRow(ReadShape):
+    """The read shape, the last answer's kind, and when the migration began and last moved."""
+
     last_answer: str | None
-    park_reason: str | None
-    park_detail: str
-    destination_first_run_id: str | None
-    last_worker: str
     created_at: str
     updated_at: str
     age_seconds: float

@@ -37,7 +37,7 @@ def bad_input(message: str) -> ApplicationError:
 
 
 @dataclass
-class ScheduleState:
+class SchedulerRunState:
     """Everything a run hands to the next one; also the workflow's input (all but 5 optional)."""
 
     namespace: str
@@ -54,7 +54,7 @@ class ScheduleState:
     deleted: bool = False
 
     @classmethod
-    def from_input(cls, args: dict[str, Any]) -> ScheduleState:
+    def from_input(cls, args: dict[str, Any]) -> SchedulerRunState:
         """Build from the start's input; unknown keys are ignored so newer senders still work."""
         known = {f.name for f in fields(cls)}
         try:
@@ -77,7 +77,7 @@ class ScheduleWorkflow:
     def __init__(self, args: dict[str, Any]) -> None:
         # Built here, not in run: a signal can be delivered before run's body starts (a new
         # run of the chain gets the signals sent while the previous one continued-as-new).
-        self._state = ScheduleState.from_input(args)
+        self._state = SchedulerRunState.from_input(args)
         self._woken = False
         self._force_can = False
 
@@ -111,7 +111,7 @@ class ScheduleWorkflow:
         self._woken = False
 
     @staticmethod
-    def _act_if_due(state: ScheduleState, now: float) -> None:
+    def _act_if_due(state: SchedulerRunState, now: float) -> None:
         """Take every action due by ``now``: timers fire late (about 1 s on a dev server) and a
         worker may have been down, but neither is a pause. Actions due while paused are
         skipped, as a paused schedule skips them."""
