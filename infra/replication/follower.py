@@ -237,6 +237,8 @@ class Follower:
             report.copied += copied
             report.batches += 1
             report.position = self.position
+            # A batch may reach past the head read above (events written meanwhile).
+            report.source_head = max(report.source_head, self.position)
             report.seconds = time.monotonic() - report.started
             if on_batch is not None:
                 on_batch(report)

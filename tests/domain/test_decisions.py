@@ -32,43 +32,43 @@ def test_folded_phase(given, phase):
     assert given().state.phase == phase
 
 
-# -- decide_rollback -------------------------------------------------------------------------
+# -- rollback_gate -------------------------------------------------------------------------
 def test_rollback_accepts_when_nothing_pending():
-    assert d.decide_rollback(source(), RID, None, None) == "accept"
+    assert d.rollback_gate(source(), RID, None, None) == "accept"
 
 
 def test_rollback_same_id_pending_is_idempotent():
     g = pending()
-    assert d.decide_rollback(source(), RID, g.state, g.state) == "already_pending"
+    assert d.rollback_gate(source(), RID, g.state, g.state) == "already_pending"
 
 
 def test_rollback_other_id_pending_already_exists():
     with pytest.raises(AlreadyExists, match="R1"):
-        d.decide_rollback(source(), "R2", None, pending().state)
+        d.rollback_gate(source(), "R2", None, pending().state)
 
 
 def test_rollback_legacy_pending_already_exists():
     with pytest.raises(AlreadyExists, match="legacy"):
-        d.decide_rollback(source(), RID, None, legacy().state)
+        d.rollback_gate(source(), RID, None, legacy().state)
 
 
 @pytest.mark.parametrize("closed", [False, True])
 def test_rollback_same_id_completed_is_idempotent_even_on_closed_source(closed):
     st = source(closed=closed, close_reason="migrated" if closed else "")
-    assert d.decide_rollback(st, RID, completed().state, None) == "already_completed"
+    assert d.rollback_gate(st, RID, completed().state, None) == "already_completed"
 
 
 @pytest.mark.parametrize("reason", ["deleted", "migrated"])
 def test_rollback_closed_source_without_completed_same_id_is_closed(reason):
     with pytest.raises(Closed):
-        d.decide_rollback(source(closed=True, close_reason=reason), "R2", None, None)
+        d.rollback_gate(source(closed=True, close_reason=reason), "R2", None, None)
     with pytest.raises(Closed):  # an aborted migration with this id is no completion
-        d.decide_rollback(source(closed=True, close_reason=reason), RID, aborted().state, None)
+        d.rollback_gate(source(closed=True, close_reason=reason), RID, aborted().state, None)
 
 
 def test_rollback_reusing_an_aborted_id_already_exists():
     with pytest.raises(AlreadyExists, match="new request id"):
-        d.decide_rollback(source(), RID, aborted().state, None)
+        d.rollback_gate(source(), RID, aborted().state, None)
 
 
 # -- next_step -------------------------------------------------------------------------------

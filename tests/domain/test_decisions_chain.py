@@ -109,7 +109,7 @@ def test_abort_refused_when_a_start_may_have_committed_or_closed(given):
 
 # -- determinism -----------------------------------------------------------------------------
 DECISIONS = {
-    "rollback": lambda: d.decide_rollback(source(), RID, None, pending().state),
+    "rollback": lambda: d.rollback_gate(source(), RID, None, pending().state),
     "next_step": lambda: d.next_step(parked_foreign().state),
     "claim": lambda: d.claim_facts(pending().state, 1, W),
     "start_outcome": lambda: d.decide_start_outcome(

@@ -13,7 +13,6 @@ from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.projections import service_views as pv
 from tests.helpers import NS, start_foreign
 
 OTHER_NS = "payments"
@@ -63,9 +62,9 @@ def build(store: str, between: Callable[[Histories], Any] | None = None) -> Hist
 def _unproject(h: Histories) -> None:
     """Workers keep the projection current (it is their due-work index); unless a test
     projects step by step (``between``), it wants a log nobody has projected yet."""
-    pv.projector(h.service).view.drop_tables()
-    pv.close_views(h.service)
-    pv.close_views(h.second)
+    h.service.views.projector.view.drop_tables()
+    h.service.views.close()
+    h.second.views.close()
 
 
 def _create(h: Histories, key: str, sid: str, svc: MigrationService, ns: str = NS) -> None:

@@ -12,8 +12,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 from schedfence.domain.errors import DomainError
 from schedfence.domain.migration import Migration
 from schedfence.infra.store.codec import UndecodableEvent
-from schedfence.projections import service_views as pv
-from schedfence.projections.engine import engine_for_application
+from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application
 from schedfence.projections.projection import FenceProjection
 from schedfence.projections.runner import Projector, ProjectionGap, ProjectionStopped
 from schedfence.projections.view import FenceViews
@@ -52,7 +51,8 @@ class CrashAt:
 
 def projector(h: Histories, hook=None, batch_size: int = 500) -> Projector:
     """A projector of its own (own engine), as a separate process would have."""
-    view = FenceViews(engine_for_application(h.service.app), FenceProjection.name, hook)
+    view = FenceViews(engine_for_application(h.service.app), FenceProjection.name, hook,
+                      write_options=WRITE_OPTIONS)
     view.create_tables()
     return Projector(h.service.app, view, batch_size=batch_size)
 
@@ -107,23 +107,23 @@ def test_projecting_after_every_step_equals_a_rebuild(store: str) -> None:
 
     def project(h: Histories) -> None:
         h.service.catch_up()  # workers may have projected part of the step already
-        positions.append(pv.projector(h.service).position)
+        positions.append(h.service.views.projector.position)
 
     h = build(store, between=project)
     try:
         # Really incremental: every step's events were projected before the next step.
         assert len(positions) > 5 and positions == sorted(set(positions))
         assert positions[-1] == h.service.event_count()
-        assert pv.projector(h.service).view.dump() == clean_rebuild(h)
+        assert h.service.views.projector.view.dump() == clean_rebuild(h)
     finally:
         h.close()
 
 
 def test_rebuild_from_zero_gives_the_same_views(hist: Histories) -> None:
     hist.service.catch_up()
-    first = pv.projector(hist.service).view.dump()
-    assert pv.rebuild(hist.service) == hist.service.event_count()
-    assert pv.projector(hist.service).view.dump() == first
+    first = hist.service.views.projector.view.dump()
+    assert hist.service.views.rebuild() == hist.service.event_count()
+    assert hist.service.views.projector.view.dump() == first
 
 
 def test_catch_up_is_a_no_op_when_nothing_is_new(hist: Histories) -> None:
@@ -320,7 +320,7 @@ def test_a_memory_store_projects_into_its_own_shared_database(store_kind: str,
 
 def test_a_projection_of_another_schema_version_is_rebuilt(hist: Histories, monkeypatch) -> None:
     hist.service.catch_up()
-    before = pv.projector(hist.service).view.dump()
+    before = hist.service.views.projector.view.dump()
     from schedfence.projections import tables
     monkeypatch.setattr(tables, "SCHEMA_VERSION", tables.SCHEMA_VERSION + 1)
     p = projector(hist)
@@ -347,4 +347,4 @@ def test_threads_sharing_one_service_query_safely(hist: Histories) -> None:
     for th in threads:
         th.join()
     assert errors == []
-    assert pv.projector(hist.service).view.dump() == clean_rebuild(hist)
+    assert hist.service.views.projector.view.dump() == clean_rebuild(hist)

@@ -9,8 +9,6 @@ from click.testing import CliRunner
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import StartWorkflow
-from schedfence.infra.cli import commands as cli_module
-from schedfence.infra.cli import recovery as cli_recovery
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
@@ -160,5 +158,3 @@ def test_usage_errors_and_json_errors(store):
     doc = json.loads(invoke(store, "adopt", NS, SID, *WHO, "--json").stdout)
     assert doc["error"]["code"] == "failed_precondition"
     assert count(store) == before
-    # The JSON flag key is shared with infra.cli's error handler (not imported, to avoid a cycle).
-    assert cli_recovery.JSON_KEY == cli_module.JSON_KEY

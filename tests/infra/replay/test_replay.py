@@ -193,7 +193,7 @@ def test_recovery_events_replay_generically(world):
     assert types["FenceAdopted"]["role"] == "source"
     adopted = types["LegacyMigrationAdopted"]
     assert {d["field"]: d["after"] for d in adopted["diff"]}["request_id"] == "RA"
-    assert "request_id=RA" in adopted["decision"]["summary"]
+    assert "request id RA" in adopted["decision"]["summary"]
     assert doc["request_id"] == "RA" and doc["ok"]
 
 

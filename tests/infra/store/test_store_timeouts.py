@@ -80,7 +80,7 @@ def test_every_store_connection_has_the_timeouts(pg_store: str) -> None:
                                                               else "statement_timeout"]) == \
                 ("1500ms", "7s")
         service.oncall()  # opens the projection engine
-        from schedfence.projections.engine import engine_for_application
+        from schedfence.infra.store.sql import engine_for_application
         with engine_for_application(service.app).connect() as conn:
             assert _show(lambda q: conn.execute(text(q)).scalar()) == ("1500ms", "7s")
         with parse_pg_url(url).connect() as conn:
