@@ -13,9 +13,10 @@ it accepts; anything else parks the migration for an operator.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 from uuid import UUID, uuid5
 
+from .errors import StandbyNotPromoted
 from .ids import SCHEDFENCE_NAMESPACE
 from .model import EvolvingAggregate
 
@@ -72,3 +73,17 @@ def evolve_epoch(state: EpochState | None, event: Any) -> EpochState:
         return replace(state, epoch=event.epoch, last_actor=event.actor,
                        last_reason=event.reason, replicated=dict(event.replicated))
     raise TypeError(f"unknown store epoch event {type(event).__name__}")
+
+
+def check_active(copied: dict[str, int], promoted: EpochState | None,
+                 shown: Callable[[str], str] = str) -> None:
+    """A replication standby may not act until it is promoted since its last copy: its claims
+    may have been used on the active already. ``copied``: each follower's last copied source
+    position in this store (empty for a store that was never a standby); ``promoted``: the
+    store's epoch state (what was copied when it was last promoted); ``shown``: how a
+    follower's name reads in the refusal."""
+    if copied and (promoted.replicated if promoted is not None else None) != copied:
+        where = ", ".join(f"{shown(name)}@{position}" for name, position in copied.items())
+        raise StandbyNotPromoted(f"this store is a replication standby (copied up to {where}) "
+                                 "and has not been promoted since: run `schedfence promote` "
+                                 "on it first")

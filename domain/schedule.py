@@ -205,6 +205,13 @@ def release_fence_facts(state: ScheduleState, request_id: str | None, paused: bo
         "restored_paused": paused, "restored_notes": notes})]
 
 
+def check_creatable(namespace: str, schedule_id: str, current: ScheduleState | None) -> None:
+    """A key gets a new incarnation only when it has none, or its current one is closed."""
+    if current is not None and not current.closed:
+        raise AlreadyExists(f"schedule {namespace}/{schedule_id} exists "
+                            f"(incarnation {current.incarnation})")
+
+
 def latest_migration_id(sources: Iterable[ScheduleState | None]) -> str | None:
     """The migration a key's status shows: the open one, else the most recent, from its
     incarnations' states newest first (a missing state is skipped)."""

@@ -12,14 +12,15 @@ from uuid import UUID
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
-                                      RecoveryRefused, StandbyNotPromoted, Unavailable)
-from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch
+                                      RecoveryRefused, Unavailable)
+from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch, check_active
 from schedfence.domain.ids import (destination_workflow_id, validate_destination_key,
                                    validate_request_id)
 from schedfence.domain.invariants import Violation, check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
-from schedfence.domain.schedule import Schedule, ScheduleKey, latest_migration_id
+from schedfence.domain.schedule import (Schedule, ScheduleKey, check_creatable,
+                                       latest_migration_id)
 from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
                                     validate_worker_id)
 from schedfence.projections import service_views as pv
@@ -87,11 +88,9 @@ class MigrationService:
 
         def create() -> ScheduleView:
             key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
-            if key.state.current_schedule_id is not None:
-                current = self.app.repository.get(key.state.current_schedule_id)
-                if not current.state.closed:
-                    raise AlreadyExists(f"schedule {namespace}/{schedule_id} exists "
-                                        f"(incarnation {current.state.incarnation})")
+            current = key.state.current_schedule_id
+            check_creatable(namespace, schedule_id,
+                            self.app.repository.get(current).state if current else None)
             check = self._destination_check(namespace, schedule_id, "create check")
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
@@ -180,14 +179,9 @@ class MigrationService:
         may have been used on the active already (domain/failover.py)."""
         if self._active:
             return
-        positions = replica_positions(self.app)
         found = self.app.find(STORE_EPOCH_ID)
-        promoted = found.state.replicated if found is not None else None
-        if positions and promoted != positions:
-            raise StandbyNotPromoted(
-                "this store is a replication standby (copied up to "
-                f"{', '.join(f'{k.removeprefix(PREFIX)}@{v}' for k, v in positions.items())}"
-                ") and has not been promoted since: run `schedfence promote` on it first")
+        check_active(replica_positions(self.app), found.state if found is not None else None,
+                     shown=lambda name: name.removeprefix(PREFIX))
         self._active = True
 
     def promote(self, actor: str, reason: str) -> int:

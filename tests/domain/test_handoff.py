@@ -283,3 +283,26 @@ def test_closed_and_legacy_migrations_are_never_due_for_workers():
         incarnation=1, workflow_id="wf", request_id=None, origin="legacy", pre_paused=False,
         pre_notes="", claim_armed=False)
     assert legacy.state.phase == "legacy_pending" and d.due(legacy.state) == "operator"
+
+
+# -- the source's own gates --------------------------------------------------------------------
+def test_a_key_gets_a_new_incarnation_only_when_its_current_one_is_closed():
+    from schedfence.domain.schedule import check_creatable
+    check_creatable(NS, SID, None)
+    w = World()
+    with pytest.raises(AlreadyExists, match="incarnation 1"):
+        check_creatable(NS, SID, w.source.state)
+    w.source.delete()
+    check_creatable(NS, SID, w.source.state)
+
+
+def test_an_unpromoted_standby_may_not_act():
+    from schedfence.domain.errors import StandbyNotPromoted
+    from schedfence.domain.failover import EpochState, check_active
+    check_active({}, None)  # never a standby
+    with pytest.raises(StandbyNotPromoted, match="copied up to f@7"):
+        check_active({"f": 7}, None)
+    promoted = EpochState(epoch=1, replicated={"f": 7})
+    check_active({"f": 7}, promoted)  # promoted since its last copy
+    with pytest.raises(StandbyNotPromoted):
+        check_active({"f": 9}, promoted)  # copied again after the promotion
