@@ -1,0 +1,6 @@
+"""The domain: every protocol rule, with no I/O. Aggregates and their versioned pydantic events
+(``schedule``: the source, ``migration``: one handoff, ``failover``: the store's epoch), each
+folded by a pure reducer; the decisions (``handoff``: each command and task step over both
+aggregates, built on ``decisions``, ``recovery`` and the source's rules in ``schedule``); the
+invariant checker over whole histories (``invariants``); the ports a destination implements
+(``ports``); ids and input rules (``ids``, ``text``). Imports nothing of ours."""

@@ -1,3 +1,4 @@
-"""Replay: re-derive every step of a key's migrations from its history alone (``replayer``, also the
-offline, read-only service over an existing store) and narrate why each decision followed
-(``explain``). Imported by the application and the CLI; imports the domain and the store."""
+"""Replay: re-derive every step of a key's migrations from its history alone (``replayer``) and
+show what each decision compared (``explain``; the step's sentence is the one narration,
+``projections/narration.py``). Imported by the application and the CLI; imports the domain, the
+store and the projections' narration."""
