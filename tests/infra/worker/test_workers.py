@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -12,26 +11,11 @@ from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 from tests.helpers import Crash, start_foreign
 
-NS = "default"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/w.db"
-    return request.getfixturevalue("pg_store")
+from tests.infra.worker.pool_helpers import NS, _rollbacks, store  # noqa: F401 (fixture)
 
 
 def _service(store: str, dest: SimulatedDestination, wid: str, **kw) -> MigrationService:
     return open_service(store, dest, worker_id=wid, **kw)
-
-
-def _rollbacks(svc: MigrationService, n: int) -> list[str]:
-    sids = [f"s{i}" for i in range(n)]
-    for sid in sids:
-        svc.create_schedule(NS, sid)
-        svc.rollback(NS, sid)
-    return sids
 
 
 def test_due_lists_open_migrations_from_the_index_not_finished_ones(store: str) -> None:
