@@ -43,3 +43,10 @@ def test_destination_calls_benchmark_prints_counts_for_both_scenarios() -> None:
     assert len(outcomes) == 2
     assert all("one chain per completed migration: yes" in ln and "checker: ok" in ln
                for ln in outcomes)
+
+
+def test_cron_libraries_benchmark_compares_both_and_they_agree() -> None:
+    lines = _run("cron_libs.py", "--runs", "1")
+    rows = [ln for ln in lines if "ratio croniter/cronsim" in ln]
+    assert len(rows) == 8  # 4 expressions x 2 zones
+    assert all(ln.endswith("same instants: yes") for ln in rows)

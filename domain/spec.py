@@ -1,0 +1,189 @@
+"""When a schedule acts: its spec, and the nominal times it names (a pure function).
+
+The names follow Temporal's schedules (``ScheduleSpec``, ``ScheduleIntervalSpec``): a spec is a
+union of interval specs and cron strings, bounded by an optional start and end, read in one
+time zone, with an optional jitter. Where this differs from Temporal is said in
+docs/protocol.md ("Schedules").
+
+- An interval ``every`` with ``offset`` matches the instants ``epoch + n*every + offset``
+  (epoch-aligned, as Temporal's are), whatever the time zone.
+- A cron string has five fields (minute hour day-of-month month day-of-week) or is one of
+  ``@yearly @annually @monthly @weekly @daily @midnight @hourly``; it is read in
+  ``time_zone``, with the DST rules of the cron library we use (cronsim, Debian cron's): a
+  time that a spring-forward skips runs at the first instant after the gap.
+- ``start_at`` (inclusive) and ``end_at`` (inclusive) bound the nominal times.
+- ``jitter`` delays each action by a deterministic amount in ``[0, jitter)`` derived from the
+  schedule and the nominal time; the nominal time itself never moves.
+
+All times are timezone-aware UTC ``datetime``s at whole seconds.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import heapq
+from datetime import datetime, timedelta, timezone
+from importlib import resources
+from typing import Iterator
+from zoneinfo import ZoneInfo
+
+from cronsim import CronSim, CronSimError
+from pydantic import BaseModel, ConfigDict
+
+from .errors import InvalidArgument
+
+UTC = timezone.utc
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_SECONDS = 100 * 366 * 86400  # a century: longer intervals, offsets or jitter are refused
+MAX_ENTRIES = 100  # intervals or cron strings in one spec
+MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+          "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+          "@hourly": "0 * * * *"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class IntervalSpec(_Frozen):
+    """Every ``every`` seconds, ``offset`` seconds after each multiple since the epoch."""
+
+    every: int
+    offset: int = 0
+
+
+class ScheduleSpec(_Frozen):
+    intervals: tuple[IntervalSpec, ...] = ()
+    cron_expressions: tuple[str, ...] = ()
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    jitter: int = 0  # seconds
+    time_zone: str = "UTC"
+
+    @property
+    def empty(self) -> bool:
+        """No interval and no cron string: the spec names no time (a schedule of old)."""
+        return not (self.intervals or self.cron_expressions)
+
+
+def _refuse(field: str, why: str) -> InvalidArgument:
+    return InvalidArgument(f"{field}: {why}")
+
+
+def _seconds(field: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or \
+            not minimum <= value <= MAX_SECONDS:
+        raise _refuse(field, f"must be a whole number of seconds from {minimum} to "
+                             f"{MAX_SECONDS}")
+    return value
+
+
+def _aware(field: str, value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise _refuse(field, "must carry a time zone (e.g. 2026-12-03T07:00:00Z)")
+    return value.astimezone(UTC).replace(microsecond=0)
+
+
+@functools.lru_cache(maxsize=256)
+def zone(name: str) -> ZoneInfo:
+    """The zone from the pinned ``tzdata`` package, never the machine's own database, so a
+    spec names the same instants on every machine."""
+    parts = name.split("/")
+    if not name or any(p in ("", ".", "..") or not p.replace("_", "").replace("-", "")
+                       .replace("+", "").isalnum() for p in parts):
+        raise _refuse("time_zone", f"unknown time zone {name!r}")
+    try:
+        with resources.files("tzdata.zoneinfo").joinpath(*parts).open("rb") as f:
+            return ZoneInfo.from_file(f, key=name)
+    except (OSError, ValueError):
+        raise _refuse("time_zone", f"unknown time zone {name!r}") from None
+
+
+def cron_fields(expression: str) -> str:
+    """The five-field form of a cron string, or ``invalid_argument`` naming what is wrong."""
+    text = " ".join(expression.split())
+    text = MACROS.get(text.lower(), text)
+    try:
+        CronSim(text, datetime(2000, 1, 1))
+    except CronSimError as exc:
+        raise _refuse("cron", f"{expression!r} is not a cron string ({exc}); five fields "
+                              "(minute hour day month weekday) or one of "
+                              f"{' '.join(MACROS)}") from None
+    return text
+
+
+def make_spec(*, intervals: list[tuple[int, int]] | tuple = (), cron: list[str] | tuple = (),
+              start_at: datetime | None = None, end_at: datetime | None = None,
+              jitter: int = 0, time_zone: str = "UTC") -> ScheduleSpec:
+    """A checked spec: every refusal is ``invalid_argument`` naming the field."""
+    if len(intervals) + len(cron) > MAX_ENTRIES:
+        raise _refuse("spec", f"at most {MAX_ENTRIES} intervals and cron strings")
+    checked = tuple(IntervalSpec(every=_seconds("interval", every, 1),
+                                 offset=_seconds("offset", offset, 0))
+                    for every, offset in intervals)
+    for i in checked:
+        if i.offset >= i.every:
+            raise _refuse("offset", f"{i.offset}s must be less than the interval ({i.every}s)")
+    start, end = _aware("start", start_at), _aware("end", end_at)
+    if start is not None and end is not None and end < start:
+        raise _refuse("end", f"{end.isoformat()} is before the start {start.isoformat()}")
+    zone(time_zone)
+    return ScheduleSpec(intervals=checked, cron_expressions=tuple(cron_fields(c) for c in cron),
+                        start_at=start, end_at=end, jitter=_seconds("jitter", jitter, 0),
+                        time_zone=time_zone)
+
+
+# -- nominal times -----------------------------------------------------------------------------
+def _interval_times(i: IntervalSpec, after: datetime) -> Iterator[datetime]:
+    """Instants ``epoch + n*every + offset`` strictly after ``after``, in order."""
+    seconds = int((after - EPOCH).total_seconds() // 1)  # whole seconds at or before ``after``
+    n = (seconds - i.offset) // i.every + 1
+    while True:
+        t = EPOCH + timedelta(seconds=n * i.every + i.offset)
+        if t > after:
+            yield t
+        n += 1
+
+
+def _cron_times(expression: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    for t in CronSim(expression, after.astimezone(tz)):
+        yield t.astimezone(UTC)
+
+
+def times_after(spec: ScheduleSpec, after: datetime) -> Iterator[datetime]:
+    """Every nominal time of ``spec`` strictly after ``after``, increasing, each once (times
+    named by more than one entry are merged), within ``start_at`` and ``end_at``."""
+    after = after.astimezone(UTC)
+    if spec.start_at is not None and after < spec.start_at:
+        after = spec.start_at - timedelta(seconds=1)  # the start itself is a nominal time
+    tz = zone(spec.time_zone)
+    streams = [_interval_times(i, after) for i in spec.intervals] + \
+              [_cron_times(c, tz, after) for c in spec.cron_expressions]
+    last = None
+    for t in heapq.merge(*streams):
+        if spec.end_at is not None and t > spec.end_at:
+            return
+        if t != last:
+            last = t
+            yield t
+
+
+def times_between(spec: ScheduleSpec, after: datetime, until: datetime,
+                  limit: int | None = None) -> list[datetime]:
+    """The nominal times in ``(after, until]``, at most ``limit`` of them."""
+    out: list[datetime] = []
+    for t in times_after(spec, after):
+        if t > until or (limit is not None and len(out) >= limit):
+            break
+        out.append(t)
+    return out
+
+
+def jitter_of(spec: ScheduleSpec, schedule_key: str, nominal: datetime) -> timedelta:
+    """The deterministic delay of the action at ``nominal``: the same for every replay."""
+    if spec.jitter <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(f"{schedule_key}|{nominal.isoformat()}".encode()).digest()
+    return timedelta(seconds=int.from_bytes(digest[:8], "big") % spec.jitter)
