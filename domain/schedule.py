@@ -6,13 +6,17 @@ fence may close the source or release the fence (I10).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, ClassVar, Iterable
 from uuid import UUID
 
-from .errors import AlreadyExists, Closed, MigrationPending
+from .errors import AlreadyExists, Closed, InvalidArgument, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id, schedule_key_id
+from .action import SchedulePolicies, StartWorkflowAction, nominal_text
 from .model import EvolvingAggregate, Fact, Facts
+from .spec import ScheduleSpec, times_after
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
 
@@ -32,10 +36,50 @@ class ScheduleState:
     completed_migration_id: str | None = None
     last_migration_id: str | None = None
     epoch: int = 0  # the store epoch (failovers recorded) this incarnation was created in
+    # What it runs and when (None on a schedule of old: no spec, no action). JSON documents of
+    # domain.spec.ScheduleSpec, domain.action.StartWorkflowAction and SchedulePolicies.
+    spec: dict[str, Any] | None = None
+    action: dict[str, Any] | None = None
+    policies: dict[str, Any] | None = None
+    remaining_actions: int | None = None  # limited actions left; None: unlimited
+    cursor: str | None = None  # the last processed time (exclusive), RFC 3339 UTC
 
     @property
     def migration_pending(self) -> bool:
         return self.fence_migration_id is not None
+
+
+@dataclass(frozen=True)
+class Program:
+    """What a schedule runs and when: its spec, action, policies and limit (each optional)."""
+
+    spec: ScheduleSpec | None = None
+    action: StartWorkflowAction | None = None
+    policies: SchedulePolicies | None = None
+    remaining_actions: int | None = None
+
+    def check(self) -> Program:
+        """A spec needs an action and an action a spec; policies and a limit need both."""
+        if (self.spec is None) != (self.action is None):
+            missing = "action" if self.action is None else "spec"
+            raise InvalidArgument(f"{missing}: a schedule that runs needs both a spec (interval "
+                                  "or cron) and an action (workflow type and task queue)")
+        if self.spec is None and (self.policies is not None or
+                                  self.remaining_actions is not None):
+            raise InvalidArgument("spec: policies and a limit apply only to a schedule with a "
+                                  "spec and an action")
+        n = self.remaining_actions
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or
+                              not 0 <= n <= 10**9):
+            raise InvalidArgument("limit: must be a whole number of actions from 0 to 10^9")
+        return self
+
+    def fields(self) -> dict[str, Any]:
+        """As ``Schedule.Created`` records them: JSON documents, None where absent."""
+        def doc(model: Any) -> dict[str, Any] | None:
+            return None if model is None else model.model_dump(mode="json")
+        return {"spec": doc(self.spec), "action": doc(self.action),
+                "policies": doc(self.policies), "remaining_actions": self.remaining_actions}
 
 
 def check_mutable(state: ScheduleState) -> None:
@@ -64,14 +108,18 @@ class Schedule(EvolvingAggregate):
     TOPIC = "schedfence.Schedule"
 
     class Created(EvolvingAggregate.Created):
-        """v2 adds ``epoch`` (the store's failover epoch when created; v1 reads as 0) and
+        """v3 adds what the schedule runs and when: ``spec``, ``action`` and ``policies`` (JSON
+        documents of domain.spec / domain.action; None: none) and ``remaining_actions`` (None:
+        unlimited). v2 and v1 read as a schedule with no spec and no action.
+
+        v2 adds ``epoch`` (the store's failover epoch when created; v1 reads as 0) and
         ``destination_check``: what the destination showed at the schedule's
         workflow id before this incarnation was created (``{"workflow_id", "current": None |
         {run_id, workflow_type, status, ...}}``), so the log proves no chain was running
         there (single owner, I1). v1 did not look, and reads as None."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.Created"
-        class_version: ClassVar[int] = 2
+        class_version: ClassVar[int] = 3
         namespace: str
         schedule_id: str
         incarnation: int
@@ -79,10 +127,18 @@ class Schedule(EvolvingAggregate):
         notes: str
         destination_check: dict[str, Any] | None = None
         epoch: int = 0
+        spec: dict[str, Any] | None = None
+        action: dict[str, Any] | None = None
+        policies: dict[str, Any] | None = None
+        remaining_actions: int | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state.update(destination_check=None, epoch=0)
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state.update(spec=None, action=None, policies=None, remaining_actions=None)
 
     class Paused(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
@@ -129,6 +185,7 @@ class Schedule(EvolvingAggregate):
     def create(
         cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str,
         destination_check: dict[str, Any] | None = None, epoch: int = 0,
+        program: Program | None = None,
     ) -> Schedule:
         """A new incarnation; ``destination_check`` must show no running run at the
         destination workflow id (see ``check_destination_free``)."""
@@ -139,6 +196,7 @@ class Schedule(EvolvingAggregate):
             id=schedule_aggregate_id(namespace, schedule_id, incarnation),
             namespace=namespace, schedule_id=schedule_id, incarnation=incarnation,
             paused=paused, notes=notes, destination_check=destination_check, epoch=epoch,
+            **(program or Program()).fields(),
         )
 
     def set_paused(self, paused: bool) -> None:
@@ -212,6 +270,25 @@ def check_creatable(namespace: str, schedule_id: str, current: ScheduleState | N
                             f"(incarnation {current.incarnation})")
 
 
+def program_of(state: ScheduleState) -> Program:
+    """What the schedule runs and when, read back from its state."""
+    return Program(None if state.spec is None else ScheduleSpec.model_validate(state.spec),
+                   None if state.action is None else
+                   StartWorkflowAction.model_validate(state.action),
+                   None if state.policies is None else
+                   SchedulePolicies.model_validate(state.policies), state.remaining_actions)
+
+
+def upcoming(state: ScheduleState, now: datetime, count: int = 5) -> list[datetime]:
+    """The next ``count`` nominal times after ``now`` (and after the cursor), or none."""
+    spec = program_of(state).spec
+    if spec is None or state.closed:
+        return []
+    after = max(now, datetime.fromisoformat(state.cursor.replace("Z", "+00:00"))) \
+        if state.cursor else now
+    return list(itertools.islice(times_after(spec, after), count))
+
+
 def latest_migration_id(sources: Iterable[ScheduleState | None]) -> str | None:
     """The migration a key's status shows: the open one, else the most recent, from its
     incarnations' states newest first (a missing state is skipped)."""
@@ -247,7 +324,10 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
     """Pure reducer of the source's events."""
     if isinstance(event, Schedule.Created):
         return ScheduleState(event.namespace, event.schedule_id, event.incarnation,
-                             event.paused, event.notes, epoch=event.epoch)
+                             event.paused, event.notes, epoch=event.epoch, spec=event.spec,
+                             action=event.action, policies=event.policies,
+                             remaining_actions=event.remaining_actions,
+                             cursor=nominal_text(event.timestamp) if event.spec else None)
     assert state is not None, f"{type(event).__name__} before Created"
     if isinstance(event, Schedule.Paused):
         return replace(state, paused=event.paused)

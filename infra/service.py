@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from datetime import datetime, timezone
 from dataclasses import replace
 from typing import Any, Callable
 from uuid import UUID
@@ -19,12 +20,13 @@ from schedfence.domain.ids import (destination_workflow_id, validate_destination
 from schedfence.domain.invariants import Violation, check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
-from schedfence.domain.schedule import (Schedule, ScheduleKey, check_creatable,
-                                       latest_migration_id)
+from schedfence.domain.action import SchedulePolicies, StartWorkflowAction, nominal_text
+from schedfence.domain.schedule import (Program, Schedule, ScheduleKey, check_creatable,
+                                       latest_migration_id, upcoming)
+from schedfence.domain.spec import ScheduleSpec
 from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
                                     validate_worker_id)
 from schedfence.projections import service_views as pv
-from schedfence.projections.service_views import OperatorViews
 
 from schedfence.infra.recovery import recover as recover_migration
 from schedfence.infra.replay.replayer import check_at, replay_key
@@ -33,8 +35,8 @@ from schedfence.infra.store.history import key_events, kind_of, topic_of
 from schedfence.infra.replication.standby import PREFIX, replica_positions
 from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
-from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, timeout_error
-from schedfence.infra.views import HistoryEntry, MigrationView, RollbackResult, ScheduleView
+from schedfence.infra.views import (HistoryEntry, MigrationView, RollbackResult, ScheduleView,
+                                    operator_views)
 from schedfence.infra.worker.due import DueWork
 from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
@@ -80,10 +82,17 @@ class MigrationService:
 
     # -- admin ------------------------------------------------------------------------------
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
-                        notes: str = "") -> ScheduleView:
+                        notes: str = "", *, spec: ScheduleSpec | None = None,
+                        action: StartWorkflowAction | None = None,
+                        policies: SchedulePolicies | None = None,
+                        limit: int | None = None) -> ScheduleView:
+        """A new schedule (or incarnation). ``spec`` (domain.spec.make_spec), ``action`` and
+        ``policies`` (domain.action.make_action / make_policies) and ``limit`` (remaining
+        actions) make it run; without them it is a pause-and-notes schedule, as before."""
         validate_destination_key(namespace, schedule_id)
         validate_notes(notes)
         check_paused(paused)
+        program = Program(spec, action, policies, limit).check()
         self.require_active()
 
         def create() -> ScheduleView:
@@ -94,7 +103,7 @@ class MigrationService:
             check = self._destination_check(namespace, schedule_id, "create check")
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
-                                       self.epoch())
+                                       self.epoch(), program)
             self.app.save(key, schedule)
             return ScheduleView.of(schedule.state)
 
@@ -179,8 +188,9 @@ class MigrationService:
         may have been used on the active already (domain/failover.py)."""
         if self._active:
             return
-        found = self.app.find(STORE_EPOCH_ID)
-        check_active(replica_positions(self.app), found.state if found is not None else None,
+        found = self.app.read_retrying(lambda: self.app.find(STORE_EPOCH_ID))
+        copied = self.app.read_retrying(lambda: replica_positions(self.app))
+        check_active(copied, found.state if found is not None else None,
                      shown=lambda name: name.removeprefix(PREFIX))
         self._active = True
 
@@ -256,6 +266,15 @@ class MigrationService:
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
         return ScheduleView.of(self.load.source(namespace, schedule_id).state)
 
+    def upcoming(self, namespace: str, schedule_id: str, count: int = 5,
+                 now: datetime | None = None) -> list[str]:
+        """The schedule's next ``count`` nominal times (RFC 3339 UTC); none without a spec."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise_invalid("count must be from 1 to 1000")
+        state = self.load.source(namespace, schedule_id).state
+        return [nominal_text(t) for t in upcoming(state, now or datetime.now(timezone.utc),
+                                                   count)]
+
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:
         """The open migration of the key, else its most recent one."""
         source = self.load.source(namespace, schedule_id)
@@ -283,7 +302,7 @@ class MigrationService:
                                               source.state.incarnation)]
 
     def event_count(self) -> int:
-        return self.app.event_count()
+        return self.app.read_retrying(self.app.event_count)
 
     def verify(self, also: str | None = None) -> list[Violation]:
         """The checker over this store; with ``also`` (another copy of it, e.g. the old
@@ -323,14 +342,6 @@ class MigrationService:
         check_at(at)  # bad arguments before NotFound
         incarnation = self.schedule(namespace, schedule_id).incarnation
         return replay_key(self.app, namespace, schedule_id, incarnation, at, migration_id)
-
-
-def operator_views(app: FenceApplication) -> OperatorViews:
-    """The operator views on the store's own database (the engine is the store's)."""
-    return OperatorViews(
-        app, engine_for_application(app), write_options=WRITE_OPTIONS,
-        tolerate_gaps=app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres",
-        timeout_error=lambda exc: timeout_error(app, exc))
 
 
 def _decoded(app: FenceApplication) -> Any:

@@ -1,4 +1,5 @@
-"""What the service returns to callers: plain, JSON-ready values."""
+"""What the service returns to callers (plain, JSON-ready values), and the operator views it
+opens on its store."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -6,6 +7,10 @@ from typing import Any
 
 from schedfence.domain.migration import MigrationState, ReadShape, read_shape
 from schedfence.domain.schedule import ScheduleState
+from schedfence.projections.service_views import OperatorViews
+
+from schedfence.infra.store.eventstore import FenceApplication
+from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, timeout_error
 
 
 @dataclass(frozen=True)
@@ -30,11 +35,16 @@ class ScheduleView:
     close_reason: str
     migration_pending: bool
     migration_id: str | None
+    spec: dict[str, Any] | None = None
+    action: dict[str, Any] | None = None
+    policies: dict[str, Any] | None = None
+    remaining_actions: int | None = None
 
     @classmethod
     def of(cls, s: ScheduleState) -> ScheduleView:
         return cls(s.namespace, s.schedule_id, s.incarnation, s.paused, s.notes, s.closed,
-                   s.close_reason, s.migration_pending, s.fence_migration_id or s.last_migration_id)
+                   s.close_reason, s.migration_pending, s.fence_migration_id or s.last_migration_id,
+                   s.spec, s.action, s.policies, s.remaining_actions)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,3 +77,11 @@ class HistoryEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def operator_views(app: FenceApplication) -> OperatorViews:
+    """The operator views on the store's own database (the engine is the store's)."""
+    return OperatorViews(
+        app, engine_for_application(app), write_options=WRITE_OPTIONS,
+        tolerate_gaps=app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres",
+        timeout_error=lambda exc: timeout_error(app, exc))

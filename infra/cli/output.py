@@ -92,6 +92,26 @@ def schedule_lines(view: dict[str, Any]) -> list[str]:
     return kv_block(f"schedule {view['namespace']}/{view['schedule_id']}", pairs)
 
 
+def program_lines(view: dict[str, Any]) -> list[str]:
+    """What a schedule runs and when (``schedule describe``)."""
+    spec, action, policies = view.get("spec"), view.get("action"), view.get("policies")
+    if spec is None:
+        return ["runs: nothing (no spec and no action)"]
+    every = [f"every {i['every']}s" + (f" +{i['offset']}s" if i["offset"] else "")
+             for i in spec["intervals"]]
+    pairs = [("spec", ", ".join(every + [f"cron {c!r}" for c in spec["cron_expressions"]])),
+             ("time zone", spec["time_zone"]), ("start", spec["start_at"]),
+             ("end", spec["end_at"]), ("jitter", f"{spec['jitter']}s"),
+             ("action", f"start {action['workflow_type']} on {action['task_queue']} as "
+                        f"{action['workflow_id']}-<time>"),
+             ("overlap", policies["overlap"]),
+             ("catch-up window", f"{policies['catchup_window']}s"),
+             ("remaining actions", "unlimited" if view["remaining_actions"] is None
+              else view["remaining_actions"]),
+             ("next action times", ", ".join(view.get("next_action_times") or []) or "none")]
+    return kv_block("runs", pairs)
+
+
 def migration_lines(view: dict[str, Any] | None) -> list[str]:
     if view is None:
         return ["migration: none"]
@@ -122,14 +142,14 @@ def list_lines(rows: list[dict[str, Any]]) -> list[str]:
     return table(headers, body)
 
 
-def history_lines(entries: list[dict[str, Any]], narrate: bool = False) -> list[str]:
-    """One row per event: its key fields, or (``narrate``) its narration."""
+def history_lines(entries: list[dict[str, Any]], sentences: bool = False) -> list[str]:
+    """One row per event: its key fields, or (``sentences``) its narration."""
     if not entries:
         return ["no events"]
     body = [[e["position"], short_time(e["timestamp"]), e["aggregate"], e["short_type"],
-             one_line(e["summary"]) if narrate and e.get("summary")
+             one_line(e["summary"]) if sentences and e.get("summary")
              else key_fields(e["short_type"], e["data"])] for e in entries]
-    return table(["POS", "TIME", "AGGREGATE", "TYPE", "WHAT" if narrate else "FIELDS"], body)
+    return table(["POS", "TIME", "AGGREGATE", "TYPE", "WHAT" if sentences else "FIELDS"], body)
 
 
 def states_summary(counts: dict[str, int]) -> str:

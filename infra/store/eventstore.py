@@ -230,6 +230,20 @@ class FenceApplication(Application[UUID]):
             recorder.convert_originator_id = lenient_uuid
         return guard_recorder(recorder, self._timeout_of)
 
+    def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
+        """A read that a dropped connection (a server restart, a killed backend) fails once
+        is tried again on a fresh one, after a short pause; other failures are raised."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return read()
+            except Exception as exc:
+                named = self.store_error(exc)
+                if attempt == attempts or not isinstance(named, StoreUnavailable) or \
+                        isinstance(named, StoreTimeout):
+                    raise
+                time.sleep(0.2 * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def store_error(self, exc: BaseException) -> StoreUnavailable | None:
         """What a failure of any read or write on this store (events, projections, the
         simulator's tables) means to a user: a named timeout, or the server unavailable, in
