@@ -16,6 +16,7 @@ from .migration import CLOSED_PHASES, AnswerKind, Migration, MigrationState
 from .model import Fact, Facts
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
+from .runs import check_phase
 from .schedule import ScheduleState
 
 M = Migration
@@ -45,6 +46,7 @@ def rollback_gate(source: ScheduleState, request_id: str, same_id: MigrationStat
     if same_id is not None:
         raise AlreadyExists(f"request id {request_id} was already used by migration "
                             f"{same_id.migration_id} ({same_id.phase}); use a new request id")
+    check_phase(source)  # no action start in flight, no stop pending (the phase gate)
     return "accept"
 
 

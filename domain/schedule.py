@@ -6,17 +6,16 @@ fence may close the source or release the fence (I10).
 """
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Iterable
 from uuid import UUID
 
-from .errors import AlreadyExists, Closed, InvalidArgument, MigrationPending
+from .errors import AlreadyExists, Closed, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id, schedule_key_id
-from .action import SchedulePolicies, StartWorkflowAction, nominal_text
+from .action import nominal_text
 from .model import EvolvingAggregate, Fact, Facts
-from .spec import ScheduleSpec, times_after
+from .program import Program
+from .runs import evolve_runs
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
 
@@ -43,43 +42,17 @@ class ScheduleState:
     policies: dict[str, Any] | None = None
     remaining_actions: int | None = None  # limited actions left; None: unlimited
     cursor: str | None = None  # the last processed time (exclusive), RFC 3339 UTC
+    # The scheduler's actions (domain/runs.py): JSON documents, oldest first.
+    buffered: list[dict[str, Any]] = field(default_factory=list)  # waiting to start
+    issued: list[dict[str, Any]] = field(default_factory=list)  # started, not yet answered
+    running: list[str] = field(default_factory=list)  # action workflow ids
+    stopping: list[str] = field(default_factory=list)  # asked to cancel or terminate
+    recent_actions: list[dict[str, Any]] = field(default_factory=list)
+    action_count: int = 0
 
     @property
     def migration_pending(self) -> bool:
         return self.fence_migration_id is not None
-
-
-@dataclass(frozen=True)
-class Program:
-    """What a schedule runs and when: its spec, action, policies and limit (each optional)."""
-
-    spec: ScheduleSpec | None = None
-    action: StartWorkflowAction | None = None
-    policies: SchedulePolicies | None = None
-    remaining_actions: int | None = None
-
-    def check(self) -> Program:
-        """A spec needs an action and an action a spec; policies and a limit need both."""
-        if (self.spec is None) != (self.action is None):
-            missing = "action" if self.action is None else "spec"
-            raise InvalidArgument(f"{missing}: a schedule that runs needs both a spec (interval "
-                                  "or cron) and an action (workflow type and task queue)")
-        if self.spec is None and (self.policies is not None or
-                                  self.remaining_actions is not None):
-            raise InvalidArgument("spec: policies and a limit apply only to a schedule with a "
-                                  "spec and an action")
-        n = self.remaining_actions
-        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or
-                              not 0 <= n <= 10**9):
-            raise InvalidArgument("limit: must be a whole number of actions from 0 to 10^9")
-        return self
-
-    def fields(self) -> dict[str, Any]:
-        """As ``Schedule.Created`` records them: JSON documents, None where absent."""
-        def doc(model: Any) -> dict[str, Any] | None:
-            return None if model is None else model.model_dump(mode="json")
-        return {"spec": doc(self.spec), "action": doc(self.action),
-                "policies": doc(self.policies), "remaining_actions": self.remaining_actions}
 
 
 def check_mutable(state: ScheduleState) -> None:
@@ -270,25 +243,6 @@ def check_creatable(namespace: str, schedule_id: str, current: ScheduleState | N
                             f"(incarnation {current.incarnation})")
 
 
-def program_of(state: ScheduleState) -> Program:
-    """What the schedule runs and when, read back from its state."""
-    return Program(None if state.spec is None else ScheduleSpec.model_validate(state.spec),
-                   None if state.action is None else
-                   StartWorkflowAction.model_validate(state.action),
-                   None if state.policies is None else
-                   SchedulePolicies.model_validate(state.policies), state.remaining_actions)
-
-
-def upcoming(state: ScheduleState, now: datetime, count: int = 5) -> list[datetime]:
-    """The next ``count`` nominal times after ``now`` (and after the cursor), or none."""
-    spec = program_of(state).spec
-    if spec is None or state.closed:
-        return []
-    after = max(now, datetime.fromisoformat(state.cursor.replace("Z", "+00:00"))) \
-        if state.cursor else now
-    return list(itertools.islice(times_after(spec, after), count))
-
-
 def latest_migration_id(sources: Iterable[ScheduleState | None]) -> str | None:
     """The migration a key's status shows: the open one, else the most recent, from its
     incarnations' states newest first (a missing state is skipped)."""
@@ -348,7 +302,7 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
     if isinstance(event, Schedule.FenceReleased):
         return replace(state, paused=event.restored_paused, notes=event.restored_notes,
                        fence_request_id=None, fence_migration_id=None)
-    raise TypeError(f"unknown schedule event {type(event).__name__}")
+    return evolve_runs(state, event)  # the scheduler's actions
 
 
 @dataclass(frozen=True)

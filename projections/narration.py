@@ -117,6 +117,18 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "FenceReleased": lambda d: Line(
         "source", f"fence released; source restored to paused={_flag(d['restored_paused'])}"),
     "Paused": lambda d: Line("source", f"paused={_flag(d['paused'])}"),
+    # the source scheduler's actions
+    "TimesProcessed": lambda d: Line(
+        "source", f"scheduler ticked to {d['cursor']}: {len(d['skipped'])} time(s) skipped, "
+                  f"{len(d['buffer'])} buffered"),
+    "ActionStartIssued": lambda d: Line(
+        "source", f"action start issued for {d['nominal']} ({d['origin']}) as "
+                  f"{d['workflow_id']}, request id {short(d['request_id'])}"),
+    "ActionStarted": lambda d: Line(
+        "source", f"action {d['workflow_id']} started, run {short(d['run_id'])}"),
+    "StopRequested": lambda d: Line(
+        "source", f"overlap policy asked {len(d['workflow_ids'])} running action(s) to "
+                  f"{d['kind']}"),
     "NotesUpdated": lambda d: Line("source", "notes updated"),
     "Deleted": lambda d: Line("source", "schedule deleted"),
 }

@@ -4,7 +4,7 @@ schedule of old (no spec) still reads as one with no spec and no action."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -98,3 +98,24 @@ def test_bad_cli_input_is_one_line_naming_the_field_and_writes_nothing(store: st
     assert error["code"] == "invalid_argument" and error["message"].startswith(field)
     assert ok_json(store, "history", NS, "keep")["events"] == before
     assert run(store, "status", NS, "bad").exit_code == 1  # nothing was created
+
+
+def test_action_events_round_trip_through_the_store_and_are_narrated():
+    from schedfence.domain.runs import RUN_EVENTS, tick
+    from schedfence.projections.narration import narrate
+    with open_service("sqlite:///:memory:", "sim") as svc:
+        svc.create_schedule(NS, "s", spec=make_spec(intervals=[(2, 0)]),
+                            action=make_action(workflow_type="W", task_queue="q",
+                                               workflow_id="act"),
+                            policies=make_policies(overlap="allow_all"))
+        source = svc.load.source(NS, "s")
+        cursor = datetime.fromisoformat(source.state.cursor.replace("Z", "+00:00"))
+        source.record(tick(source.state, cursor + timedelta(seconds=7)))
+        svc.app.save(source)
+        assert svc.load.source(NS, "s").state == source.state  # decoded and folded again
+        entries = svc.history(NS, "s")
+        kinds = {e.type.rsplit(".", 1)[-1] for e in entries}
+        assert {"TimesProcessed", "ActionStartIssued"} <= kinds
+        assert all(narrate(e.type.rsplit(".", 1)[-1], e.data) is not None for e in entries
+                   if e.type.rsplit(".", 1)[-1] in {c.__name__ for c in RUN_EVENTS})
+        assert svc.verify() == []
