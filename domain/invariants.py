@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from .decisions import sentinel_running
 from .failover import StoreEpoch
+from .invariants_actions import ActionLedger
 from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
 from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
@@ -64,6 +65,7 @@ class Checker:
         self.epoch, self.failover_at = 0, 0  # the latest FailoverRecorded, and where
         self.handed_over: dict[tuple[str, str], int] = {}  # key -> its ClosedByMigration
         self.versions: dict[str, tuple[int, int]] = {}  # aggregate -> (last version, where)
+        self.actions = ActionLedger(self.flag)  # the scheduler's actions (I1, I17, I18)
 
     def _continuity(self, pos: int, e: Any) -> None:
         """I0: every aggregate's versions run 1, 2, 3, ... in log order: a deleted or lost
@@ -273,6 +275,7 @@ class Checker:
                 self._created(sid, pos, e)
             return
         fence = before.fence_migration_id
+        self.actions.check(pos, before, e, self.fenced_at.get(sid))
         if isinstance(e, (S.Paused, S.NotesUpdated, S.Deleted)) and fence:
             self.flag("I1", fence, [self.fenced_at.get(sid, pos), pos],
                       f"source mutated ({type(e).__name__}) while a migration held the fence")

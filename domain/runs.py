@@ -31,11 +31,13 @@ RECENT = 10  # recent actions kept in the state
 
 
 class TimesProcessed(EvolvingAggregate.Event):
-    """A tick: the cursor moved to ``cursor``; ``skipped`` times (reason ``limit``,
-    ``catchup_window`` or ``overlap``) will never start; ``buffer`` is the whole buffer now."""
+    """A tick: the cursor moved to ``cursor``; ``due`` are the times that became due and went
+    to the overlap policy; ``skipped`` times (reason ``limit``, ``catchup_window`` or
+    ``overlap``) will never start; ``buffer`` is the whole buffer now."""
 
     TOPIC: ClassVar[str] = "schedfence.schedule.TimesProcessed"
     cursor: str
+    due: list[str] = []
     skipped: list[dict[str, Any]] = []
     buffer: list[dict[str, Any]] = []
 
@@ -127,8 +129,9 @@ def tick(state: ScheduleState, now: datetime) -> Facts:
     facts: Facts = []
     new_cursor = nominal_text(due.cursor) if due.cursor is not None else state.cursor
     if new_cursor != state.cursor or skipped or decided.start:
-        facts.append(Fact(TimesProcessed, {"cursor": new_cursor, "skipped": skipped,
-                                           "buffer": [_doc(b) for b in decided.keep]}))
+        facts.append(Fact(TimesProcessed, {
+            "cursor": new_cursor, "due": [nominal_text(t) for t in due.starts],
+            "skipped": skipped, "buffer": [_doc(b) for b in decided.keep]}))
     for kind, ids in (("cancel", decided.cancel), ("terminate", decided.terminate)):
         new = [w for w in ids if w not in state.stopping]
         if new:

@@ -1,0 +1,72 @@
+"""The checker's rules over the source scheduler's actions (domain/runs.py), per schedule:
+
+- I1 (actions): no action event while a migration holds the fence or after the source closed;
+- I17: each nominal time, per origin ("auto", a trigger, a backfill), is started at most once
+  on a schedule key, across its incarnations;
+- I18: every time a tick passed over while the source was unpaused is accounted for: it
+  became due (went to the overlap policy) or was skipped with a reason, and nothing else.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+from .program import program_of
+from .runs import RUN_EVENTS, ActionStartIssued, TimesProcessed
+from .schedule import ScheduleState
+from .spec import times_between
+
+Flag = Callable[[str, str, Iterable[int], str], None]
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class ActionLedger:
+    """What the checker remembers of every key's actions."""
+
+    def __init__(self, flag: Flag) -> None:
+        self.flag = flag
+        self.started: dict[tuple[str, str, str, str], int] = {}  # (ns, id, time, origin) -> pos
+
+    def check(self, pos: int, before: ScheduleState, e: Any, fenced_at: int | None) -> None:
+        if not isinstance(e, RUN_EVENTS):
+            return
+        key = f"{before.namespace}/{before.schedule_id}"
+        if before.fence_migration_id:
+            self.flag("I1", before.fence_migration_id, [fenced_at or pos, pos],
+                      f"source action ({type(e).__name__}) on {key} while a migration held "
+                      "the fence")
+        elif before.closed:
+            self.flag("I1", before.completed_migration_id or "", [pos],
+                      f"source action ({type(e).__name__}) on {key} after it closed "
+                      f"({before.close_reason})")
+        if isinstance(e, ActionStartIssued):
+            self._once(pos, before, e)
+        if isinstance(e, TimesProcessed):
+            self._accounted(pos, before, e)
+
+    def _once(self, pos: int, before: ScheduleState, e: ActionStartIssued) -> None:
+        slot = (before.namespace, before.schedule_id, e.nominal, e.origin)
+        if slot in self.started:
+            self.flag("I17", "", [self.started[slot], pos],
+                      f"{before.namespace}/{before.schedule_id}: nominal time {e.nominal} "
+                      f"({e.origin}) started twice")
+        else:
+            self.started[slot] = pos
+
+    def _accounted(self, pos: int, before: ScheduleState, e: TimesProcessed) -> None:
+        spec = program_of(before).spec
+        if spec is None or before.cursor is None or before.paused:
+            return
+        expected = {t for t in times_between(spec, _at(before.cursor), _at(e.cursor))}
+        seen = [_at(t) for t in e.due] + [_at(s["nominal"]) for s in e.skipped
+                                          if s.get("reason") != "overlap"]
+        if sorted(seen) != sorted(expected):
+            missing = sorted(expected - set(seen))
+            extra = sorted(set(seen) - expected)
+            self.flag("I18", "", [pos], f"{before.namespace}/{before.schedule_id}: the tick to "
+                      f"{e.cursor} did not account for its due times (missing "
+                      f"{[t.isoformat() for t in missing[:3]]}, unexpected "
+                      f"{[t.isoformat() for t in extra[:3]]})")
