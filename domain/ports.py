@@ -6,7 +6,7 @@ fields are stable. Adapters live in ``infra`` (the simulator, a real Temporal se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 RunStatus = Literal[
     "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out"
@@ -28,9 +28,10 @@ class StartWorkflow:
     workflow_id: str
     request_id: str
     workflow_type: str
-    input: dict = field(default_factory=dict)
+    input: Any = field(default_factory=dict)  # JSON (a schedule action's input may be any)
     id_reuse_policy: ReusePolicy = "allow_duplicate"
     id_conflict_policy: ConflictPolicy = "fail"
+    task_queue: str = ""  # the destination's own queue when empty (a schedule action names one)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from .errors import PhaseBlocked
 from .generator import generate
 from .invoker import BufferedStart, Invocation, invoke
 from .model import EvolvingAggregate, Fact, Facts
+from .ports import AlreadyStarted, DestinationUnavailable, StartAccepted, StartWorkflow
 from .program import program_of
 
 if TYPE_CHECKING:
@@ -60,6 +61,23 @@ class ActionStarted(EvolvingAggregate.Event):
     run_id: str
 
 
+class ActionStartFailed(EvolvingAggregate.Event):
+    """The runner refused the start for good (a bad request, or the action workflow id is
+    taken by a run our request did not create): the time will not start."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.ActionStartFailed"
+    nominal: str
+    origin: str
+    workflow_id: str
+    detail: str
+
+
+class ActionClosed(EvolvingAggregate.Event):
+    TOPIC: ClassVar[str] = "schedfence.schedule.ActionClosed"
+    workflow_id: str
+    status: str
+
+
 class StopRequested(EvolvingAggregate.Event):
     """The overlap policy asked running actions to cancel or terminate."""
 
@@ -68,7 +86,8 @@ class StopRequested(EvolvingAggregate.Event):
     workflow_ids: list[str]
 
 
-RUN_EVENTS = (TimesProcessed, ActionStartIssued, ActionStarted, StopRequested)
+RUN_EVENTS = (TimesProcessed, ActionStartIssued, ActionStarted, ActionStartFailed, ActionClosed,
+              StopRequested)
 for _event in RUN_EVENTS:  # the Schedule aggregate's events, declared outside its class body
     register_topic(_event.TOPIC, _event)
 
@@ -89,6 +108,12 @@ def evolve_runs(state: ScheduleState, event: Any) -> ScheduleState:
                                           "run_id": event.run_id}][-RECENT:]
         return replace(state, issued=issued, running=[*state.running, event.workflow_id],
                        recent_actions=recent)
+    if isinstance(event, ActionStartFailed):
+        return replace(state, issued=[i for i in state.issued
+                                      if i["workflow_id"] != event.workflow_id])
+    if isinstance(event, ActionClosed):
+        return replace(state, running=[w for w in state.running if w != event.workflow_id],
+                       stopping=[w for w in state.stopping if w != event.workflow_id])
     if isinstance(event, StopRequested):
         return replace(state, stopping=sorted({*state.stopping, *event.workflow_ids}))
     raise TypeError(f"unknown schedule event {type(event).__name__}")
@@ -155,3 +180,38 @@ def check_phase(state: ScheduleState) -> None:
     if state.stopping:
         raise PhaseBlocked(f"schedule {state.namespace}/{state.schedule_id} is waiting for "
                            f"{len(state.stopping)} overlapping run(s) to stop; retry later")
+
+
+# -- answers from the action runner -------------------------------------------------------------
+def start_answered(state: ScheduleState, issued: dict[str, Any], answer: Any) -> Facts:
+    """The runner's answer to one issued start: started (a dedupe of our own request id is
+    the same start), or failed for good; an unknown outcome (unavailable) records nothing,
+    the start stays issued and is asked again with the same request id."""
+    ctx = {k: issued[k] for k in ("nominal", "origin", "workflow_id")}
+    if not any(i["workflow_id"] == issued["workflow_id"] for i in state.issued):
+        return []  # answered already
+    if isinstance(answer, StartAccepted):
+        return [Fact(ActionStarted, dict(ctx, run_id=answer.run_id))]
+    if isinstance(answer, AlreadyStarted) and answer.start_request_id == issued["request_id"]:
+        return [Fact(ActionStarted, dict(ctx, run_id=answer.run_id))]
+    if isinstance(answer, DestinationUnavailable):
+        return []
+    return [Fact(ActionStartFailed, dict(ctx, detail=f"{type(answer).__name__}: {answer}"[:500]))]
+
+
+def run_closed(state: ScheduleState, workflow_id: str, status: str) -> Facts:
+    """A running action's workflow closed (seen by describing it)."""
+    if workflow_id not in state.running or status == "running":
+        return []
+    return [Fact(ActionClosed, {"workflow_id": workflow_id, "status": status})]
+
+
+def start_request(state: ScheduleState, issued: dict[str, Any]) -> StartWorkflow:
+    """The runner's start for one issued action: its workflow id and deterministic request id,
+    the action's type, queue and input."""
+    action = program_of(state).action
+    assert action is not None
+    return StartWorkflow(namespace=state.namespace, workflow_id=issued["workflow_id"],
+                         request_id=issued["request_id"], workflow_type=action.workflow_type,
+                         input=action.input, task_queue=action.task_queue,
+                         id_reuse_policy="allow_duplicate", id_conflict_policy="fail")

@@ -21,8 +21,9 @@ from schedfence.domain.invariants import Violation, check_histories, check_histo
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from schedfence.domain.action import SchedulePolicies, StartWorkflowAction, nominal_text
-from schedfence.domain.schedule import (Program, Schedule, ScheduleKey, check_creatable,
-                                       latest_migration_id, upcoming)
+from schedfence.domain.program import Program, upcoming
+from schedfence.domain.schedule import (Schedule, ScheduleKey, check_creatable,
+                                       latest_migration_id)
 from schedfence.domain.spec import ScheduleSpec
 from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
                                     validate_worker_id)
@@ -42,6 +43,7 @@ from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_des
 from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
 from schedfence.infra.worker.pool import PoolStats, WorkerPool
+from schedfence.infra.worker.scheduler import Scheduler, SchedulerReport
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
@@ -261,6 +263,13 @@ class MigrationService:
         wait = self.retry_for if retry_for is None else _valid_retry_for(retry_for)
         self.require_active()
         return drain(self.worker.attempt, self.open_migration_ids, max_attempts, wait)
+
+    def run_scheduler(self, now: datetime | None = None) -> SchedulerReport:
+        """One pass of the source scheduler (infra/worker/scheduler.py): tick every schedule
+        with a program at ``now`` (default: the clock), start what was issued through the
+        destination, and record closed actions. Nothing happens on a fenced schedule (I1)."""
+        self.require_active()
+        return Scheduler(self.app, self.destination).run_once(now)
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:

@@ -126,6 +126,9 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                   f"{d['workflow_id']}, request id {short(d['request_id'])}"),
     "ActionStarted": lambda d: Line(
         "source", f"action {d['workflow_id']} started, run {short(d['run_id'])}"),
+    "ActionStartFailed": lambda d: Line(
+        "source", f"action {d['workflow_id']} could not start: {d['detail']}"),
+    "ActionClosed": lambda d: Line("source", f"action {d['workflow_id']} closed ({d['status']})"),
     "StopRequested": lambda d: Line(
         "source", f"overlap policy asked {len(d['workflow_ids'])} running action(s) to "
                   f"{d['kind']}"),

@@ -17,6 +17,7 @@ from schedfence.infra.cli.projections import COMMANDS as PROJECTION_COMMANDS
 from schedfence.infra.cli.recovery import recover
 from schedfence.infra.cli.replay import replay
 from schedfence.infra.cli.replicate import promote, replicate
+from schedfence.infra.cli.scheduler import scheduler
 from schedfence.infra.cli.temporal import destination_worker, leaving_cleanly
 from schedfence.infra.store.eventstore import DEFAULT_STORE
 
@@ -59,7 +60,7 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
 
 COMMANDS = (admin.schedule, admin.rollback, admin.abort, admin.worker, reads.status,
             reads.list_, reads.history, reads.verify, demo, recover, replay, replicate, promote,
-            destination_worker, *PROJECTION_COMMANDS)
+            destination_worker, scheduler, *PROJECTION_COMMANDS)
 for _command in COMMANDS:
     cli.add_command(_command)
 

@@ -7,6 +7,7 @@ scripted or seeded so runs replay exactly.
 """
 from __future__ import annotations
 
+import copy
 import random
 import threading
 import uuid
@@ -164,7 +165,7 @@ class SimulatedDestination:
             "status": "running",
             "create_request_id": request_id,
             "request_ids": [request_id],
-            "input": dict(req.input),
+            "input": copy.deepcopy(req.input),  # JSON: a schedule action's may be any
             "deleted": False,
             "by_start": first is None,
         }

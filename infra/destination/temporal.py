@@ -251,7 +251,7 @@ class TemporalDestination:
         rpc = StartWorkflowExecutionRequest(
             namespace=request.namespace, workflow_id=request.workflow_id,
             workflow_type=WorkflowType(name=request.workflow_type),
-            task_queue=TaskQueue(name=self.task_queue),
+            task_queue=TaskQueue(name=request.task_queue or self.task_queue),
             input=Payloads(payloads=self._converter.to_payloads([request.input])),
             identity=self.identity, request_id=request.request_id,
             workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict)

@@ -1,0 +1,53 @@
+"""``schedfence scheduler``: the source scheduler, taking the actions of every schedule with a
+program (infra/worker/scheduler.py), until Ctrl-C or SIGTERM, or ``--once``."""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import threading
+import time
+
+import click
+
+from schedfence.domain.errors import InvalidArgument
+
+from schedfence.infra.cli.base import destination_label, emit, json_option, service
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="One pass, then print what it did and exit.")
+@click.option("--poll-interval", type=click.FloatRange(min=0.05, max=3600), default=1.0,
+              show_default=True, help="Seconds between passes.")
+@json_option
+def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
+    """Run the source scheduler: tick schedules, start due actions, watch them close.
+
+    Needs --destination (the action runner: the simulator or Temporal). A schedule held by a
+    migration's fence takes no action (I1); a rollback waits while a start is in flight."""
+    if not math.isfinite(poll_interval):
+        raise InvalidArgument("--poll-interval must be a number of seconds")
+    svc = service()
+    if once:
+        report = svc.run_scheduler().to_dict()
+        doc = dict(report, destination=destination_label())
+        emit(as_json, doc, [f"destination: {doc['destination']}"] +
+             [f"{k}: {v}" for k, v in report.items() if k != "errors"] +
+             [f"error: {e}" for e in report["errors"]])
+        return
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if not as_json:
+        click.echo(f"scheduler: destination {destination_label()}, a pass every "
+                   f"{poll_interval:g}s (Ctrl-C stops)")
+    try:
+        while not stop.is_set():
+            report = svc.run_scheduler().to_dict()
+            if report["ticks"] or report["started"] or report["closed"] or report["errors"]:
+                click.echo(json.dumps(report) if as_json else
+                           f"{time.strftime('%H:%M:%S')} started {report['started']}, "
+                           f"closed {report['closed']}, ticks {report['ticks']}, "
+                           f"unavailable {report['unavailable']}")
+            stop.wait(poll_interval)
+    except KeyboardInterrupt:
+        pass
