@@ -163,6 +163,13 @@ def claim(source: ScheduleState, mig: MigrationState, attempt: int, worker: str)
     return change((), d.claim_facts(mig, attempt, worker), migration_id=mig.migration_id)
 
 
+def claimed_by(now: MigrationState, before: MigrationState, worker: str, attempt: int) -> bool:
+    """Whether ``now`` (reloaded after a save whose answer was lost) holds the claim this
+    worker's attempt made on ``before``: one more start issued, by this worker and attempt."""
+    return now.phase == "claimed" and now.last_worker == worker and now.attempts == attempt \
+        and now.starts_issued == before.starts_issued + 1 and not now.claim_armed
+
+
 def _receipted(source: ScheduleState, mig: MigrationState, facts: Facts, **kw: Any) -> Change:
     """A receipt is only written while the source's fence still holds our id (I10)."""
     if any(f.event is M.OwnershipAccepted for f in facts):

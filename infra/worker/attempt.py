@@ -118,7 +118,13 @@ class TaskWorker:
 
     def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
         claimed = h.claim(self._source(mig).state, mig.state, attempt, self.worker_id)
-        self._commit("claim", mig, claimed)
+        before = mig.state
+        try:
+            self._commit("claim", mig, claimed)
+        except IntegrityError:
+            raise
+        except Exception as exc:  # the store failed the save: did the claim commit anyway?
+            mig = self._claim_if_ours(mig.id, before, attempt, exc)
         request = d.start_request(mig.state)
         try:
             answer: Any = self._call("start", lambda: self.destination.start_workflow(request))
@@ -135,6 +141,22 @@ class TaskWorker:
             self._commit("chain", mig, h.chain(self._source(mig).state, mig.state, obs, attempt,
                                                self.worker_id))
         return "backoff" if outcome.kind in ("unavailable", "not_sent") else "progress"
+
+    def _claim_if_ours(self, migration_id: UUID, before: Any, attempt: int,
+                       exc: Exception) -> Migration:
+        """A claim whose commit answer was lost (the connection dropped at COMMIT) may have
+        committed. Reloaded, a claim that names this worker and attempt is ours, and its one
+        start has not been sent: go on with it, rather than leave it to a reconcile that would
+        find no run and park. Anything else: the save failed, raise."""
+        if self.app.store_error(exc) is None:
+            raise exc
+        try:
+            mig = self.app.read_retrying(lambda: self.app.repository.get(migration_id))
+        except Exception:
+            raise exc from None
+        if not h.claimed_by(mig.state, before, self.worker_id, attempt):
+            raise exc
+        return mig
 
     def _record_answer(self, mig: Migration, outcome: d.StartOutcome,
                        attempt: int) -> tuple[Migration, str | None] | None:
