@@ -96,13 +96,16 @@ class DemoRun:
         return bool(ok)
 
     # -- actions ----------------------------------------------------------------------------
-    def create(self, sid: str, notes: str = "") -> None:
+    def create(self, sid: str, notes: str = "", what: str = "", **program: Any) -> None:
+        """Create a schedule (with ``program``: spec=, action=, policies=, as the service
+        takes them; ``what`` says in words what it runs)."""
         assert self.current is not None
-        self.service.create_schedule(NS, sid, notes=notes)
+        self.service.create_schedule(NS, sid, notes=notes, **program)
         if sid not in self.current.schedule_ids:
             self.current.schedule_ids.append(sid)
         self.current.seen = self.service.event_count()
-        self.step("admin", f"schedule {NS}/{sid} created" + (f", notes {notes!r}" if notes else ""))
+        self.step("admin", f"schedule {NS}/{sid} created" + (f", notes {notes!r}" if notes else "")
+                  + (f": {what}" if what else ""))
 
     def rollback(self, sid: str, request_id: str | None = None) -> Any:
         result = self.service.rollback(NS, sid, request_id)

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import datetime, timedelta
 from typing import Any, Callable
 
+from schedfence.domain.action import make_action, make_policies
 from schedfence.domain.errors import (AlreadyExists, Closed, InvalidArgument, MigrationPending,
                                       SentinelBlocked)
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
                                    destination_workflow_id)
+
+from schedfence.domain.spec import make_spec
 
 from schedfence.infra import narration as out
 from schedfence.infra.demo.legacy import plant_legacy_v1
@@ -164,6 +168,32 @@ def f11(run: DemoRun) -> str:
     return f"{done}; the retry is {again.outcome}"
 
 
+def s1(run: DemoRun) -> str:
+    """A schedule that runs: actions at their nominal times, none while fenced, handed over."""
+    sid = "s1-every-minute"
+    run.create(sid, what="every 60 s, start DigestWorkflow", spec=make_spec(intervals=[(60, 0)]),
+               action=make_action(workflow_type="DigestWorkflow", task_queue="digests",
+                                  workflow_id="digest"),
+               policies=make_policies(overlap="allow_all"))
+    cursor = run.service.load.source(NS, sid).state.cursor
+    t0 = datetime.fromisoformat(cursor.replace("Z", "+00:00"))
+    report = run.service.run_scheduler(now=t0 + timedelta(minutes=3))
+    actions = sorted(w for ns, w in run.dest.workflow_ids() if w.startswith("digest-"))
+    run.step("source", f"scheduler at +3 min: {report.started} action(s) started: "
+                       f"{', '.join(actions)}")
+    run.check("three actions, one per minute, named <id>-<time>", len(actions) == 3)
+    run.rollback(sid)
+    fenced = run.service.run_scheduler(now=t0 + timedelta(minutes=10))
+    run.step("source", f"scheduler at +10 min while fenced: {fenced.started} started, "
+                       f"{fenced.ticks} ticks")
+    run.check("no action while fenced (I1)", fenced.started == fenced.ticks == 0)
+    run.worker()
+    after = run.service.run_scheduler(now=t0 + timedelta(minutes=20))
+    run.check("no action after the handover", after.started == 0 and len(sorted(
+        w for ns, w in run.dest.workflow_ids() if w.startswith("digest-"))) == 3)
+    return f"3 actions before the fence, none after; {run.expect_completed(sid)}"
+
+
 SCENARIOS: list[tuple[str, str, str, Callable[[DemoRun], str]]] = [
     ("F1", "foreign destination: an unrelated workflow runs at the workflow id",
      "parked foreign_destination, source kept paused, not closed", f1),
@@ -183,6 +213,8 @@ SCENARIOS: list[tuple[str, str, str, Callable[[DemoRun], str]]] = [
      "fail closed as legacy_pending; a new rollback is already_exists", f8),
     ("F11", "retry after completion",
      "the same id is already_completed, nothing written", f11),
+    ("S1", "a schedule that takes actions is fenced and handed over",
+     "actions at their nominal times; none while fenced or after the close", s1),
 ]
 
 

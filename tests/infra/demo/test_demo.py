@@ -23,7 +23,7 @@ def test_demo_json_every_scenario_passes(store: str) -> None:
     doc = json.loads(result.stdout)
     assert doc["passed"] is True and doc["store"] == url
     assert [s["code"] for s in doc["scenarios"]] == \
-        ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11"]
+        ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11", "S1"]
     for scenario in doc["scenarios"]:
         assert scenario["passed"] and not scenario["failed_checks"], scenario
         assert scenario["steps"] and scenario["observed"]
@@ -38,11 +38,14 @@ def test_demo_text_names_each_mode_and_its_verdict(store: str) -> None:
     result = CliRunner().invoke(cli, ["demo", "--store", store])
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    headings = [line.split()[0] for line in lines if line[:1] == "F"]
-    assert headings == ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11"]
-    assert sum(line.startswith("  => OK, as the protocol requires: ") for line in lines) == 9
+    headings = [line.split()[0] for line in lines if line[:1] in ("F", "S")]
+    assert headings == ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11", "S1"]
+    assert sum(line.startswith("  => OK, as the protocol requires: ") for line in lines) == 10
     assert any(line.startswith("invariants: OK (") for line in lines)
-    assert lines[-1] == "demo: 9/9 scenarios match the protocol; PASS"
+    assert lines[-1] == "demo: 10/10 scenarios match the protocol; PASS"
+    s1 = lines[lines.index(next(ln for ln in lines if ln.startswith("S1 "))):]
+    assert any("scheduler at +3 min: 3 action(s) started" in ln for ln in s1)
+    assert any("while fenced: 0 started" in ln for ln in s1)
 
 
 def test_demo_never_touches_the_users_store(store: str, store_kind: str, tmp_path: Path,
