@@ -66,9 +66,9 @@ class Scheduler:
             if source.state.spec is None:
                 continue
             report.schedules += 1
+            self._watch(sid, report)  # first: a closed run frees its overlap slot this pass
             self._step(sid, lambda st: runs.tick(st, now or self.clock()), report, "ticks")
             self._start_issued(sid, report)
-            self._watch(sid, report)
         return report
 
     def _step(self, sid: UUID, decide: Callable[[Any], Any], report: SchedulerReport,

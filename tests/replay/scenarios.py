@@ -8,12 +8,15 @@ mode that is only a refusal (F4's running sentinel, F7, F10, F11) leaves the his
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Callable
 
+from schedfence.domain.action import make_action, make_policies
 from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id)
 from schedfence.domain.migration import Migration
+from schedfence.domain.spec import make_spec
 from tests.helpers import NS, Crash, World, plant_legacy, start_foreign
 
 
@@ -174,6 +177,28 @@ def corrupt(w: World) -> None:
     w.service.app.save(m)  # I4 (no claim), I11 (migration pause), I2 (no receipt), I10
 
 
+def s1(w: World) -> None:
+    """A schedule takes actions (buffer_one overlap: one waits, the rest skip); a rollback is
+    refused by the phase gate while a start's answer is unknown; once answered, the fence
+    stops every action and the handover completes."""
+    w.service.create_schedule(NS, "s1", spec=make_spec(intervals=[(2, 0)]),
+                              action=make_action(workflow_type="Report", task_queue="q",
+                                                 workflow_id="act"),
+                              policies=make_policies(overlap="buffer_one"))
+    cursor = w.service.load.source(NS, "s1").state.cursor
+    t0 = datetime.fromisoformat(cursor.replace("Z", "+00:00"))
+    w.service.run_scheduler(now=t0 + timedelta(seconds=7))
+    first = w.service.load.source(NS, "s1").state.running[0]
+    w.dest.complete(NS, first)
+    w.dest.inject("start", "lose_response")
+    w.service.run_scheduler(now=t0 + timedelta(seconds=7))  # closed; the buffered one starts
+    refused(lambda: w.service.rollback(NS, "s1", "R1"))  # phase gate: its answer was lost
+    w.service.run_scheduler(now=t0 + timedelta(seconds=7))  # asked again: a dedupe
+    w.service.rollback(NS, "s1", "R1")
+    w.service.run_scheduler(now=t0 + timedelta(seconds=30))  # fenced: nothing
+    w.service.run_until_idle()
+
+
 SCENARIOS: dict[str, tuple[str, str, Callable[[World], None]]] = {
     "f1_foreign_destination": ("F1", "foreign destination parks, re-arms once it closes", f1),
     "f2_close_failure": ("F2", "close crash / answer crash then terminated; head deleted", f2),
@@ -186,6 +211,8 @@ SCENARIOS: dict[str, tuple[str, str, Callable[[World], None]]] = {
     "f9_abort": ("F9", "abort before a claim, after a foreign answer; refused when unknown", f9),
     "f10_fenced_source": ("F10", "source mutations refused while the migration is open", f10),
     "f11_retry_after_completion": ("F11", "retry after completion is already_completed", f11),
+    "s1_actions_fenced": ("S1", "actions, overlap, the phase gate, then fenced and handed over",
+                          s1),
     "corrupt_history": ("-", "events no decision writes: every step's violation pinned",
                         corrupt),
 }
