@@ -46,6 +46,20 @@ def test_the_worker_command_records_a_unique_identity(tmp_path: Path) -> None:
     assert len(workers) == 1 and workers[0].startswith("me#") and workers[0] != "me#"
 
 
+def _wait_until_connected(store: str, timeout: float = 60.0) -> None:
+    """Until the worker process holds a connection to the store (it has started)."""
+    from tests import pgtools
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with pgtools.admin() as conn:
+            if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
+                            "application_name = %s",
+                            (pgtools.schema_of(store)[0], APP)).fetchone()[0]:
+                return
+        time.sleep(0.1)
+    raise AssertionError("the worker process never connected to the store")
+
+
 def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> None:
     """The worker's PostgreSQL connections are killed again and again while rollbacks arrive;
     thread i serves only ids hashing to i, so every migration completing means every thread
@@ -60,6 +74,7 @@ def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> No
         proc = _worker_process(store, sim_url, log, "--concurrency", "2",
                                "--claim-grace", "1")
         killed, sids = 0, [f"s{i}" for i in range(40)]
+        _wait_until_connected(store)  # the kills are for a running worker, not its start
         try:
             # Rollbacks arrive in 8 waves, each followed by a kill of every connection of the
             # worker; on a loaded machine the worker may hold none at some kill (it is still
@@ -79,7 +94,7 @@ def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> No
             outcome = pool_outcome(svc, proc, sids, timeout=90)
         finally:
             code = stop_all(proc, svc, dest)
-        assert killed >= 8, killed
+        assert killed >= 8, (killed, outcome, log.read_text()[-2000:])
         assert_rode_it_out(outcome, code, log.read_text(), len(sids))
 
 
