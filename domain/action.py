@@ -14,11 +14,11 @@ from datetime import datetime, timezone
 from typing import Any
 from uuid import uuid5
 
-from pydantic import BaseModel, ConfigDict
 
 from .errors import InvalidArgument
 from .ids import SCHEDFENCE_NAMESPACE
 from .invoker import OVERLAPS, Overlap
+from .model import Immutable
 from .text import validate_text
 
 DEFAULT_CATCHUP_WINDOW = 365 * 86400  # seconds, Temporal's default (one year)
@@ -26,11 +26,7 @@ MIN_CATCHUP_WINDOW = 10  # seconds, Temporal's minimum
 MAX_INPUT_BYTES = 256 * 1024
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class StartWorkflowAction(_Frozen):
+class StartWorkflowAction(Immutable):
     """Start ``workflow_type`` on ``task_queue`` with ``input``; ``workflow_id`` is the prefix of
     every action workflow's id. ``memo`` and ``search_attributes`` are kept opaque."""
 
@@ -42,7 +38,7 @@ class StartWorkflowAction(_Frozen):
     search_attributes: dict[str, Any] = {}
 
 
-class SchedulePolicies(_Frozen):
+class SchedulePolicies(Immutable):
     overlap: Overlap = "skip"
     catchup_window: int = DEFAULT_CATCHUP_WINDOW  # seconds
     pause_on_failure: bool = False
@@ -79,6 +75,11 @@ def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHU
 def nominal_text(nominal: datetime) -> str:
     """RFC 3339 in UTC, whole seconds, ``Z``: ``2026-12-03T07:33:52Z``."""
     return nominal.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_nominal(text: str) -> datetime:
+    """The instant ``nominal_text`` wrote (events and state keep times as that text)."""
+    return datetime.fromisoformat(text)
 
 
 def action_workflow_id(action: StartWorkflowAction, nominal: datetime) -> str:

@@ -8,19 +8,15 @@
 """
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Callable, Iterable
 
+from .action import parse_nominal
 from .program import program_of
 from .runs import RUN_EVENTS, ActionStartIssued, TimesProcessed
 from .schedule import ScheduleState
 from .spec import times_between
 
 Flag = Callable[[str, str, Iterable[int], str], None]
-
-
-def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 class ActionLedger:
@@ -60,8 +56,8 @@ class ActionLedger:
         spec = program_of(before).spec
         if spec is None or before.cursor is None or before.paused:
             return
-        expected = {t for t in times_between(spec, _at(before.cursor), _at(e.cursor))}
-        seen = [_at(t) for t in e.due] + [_at(s["nominal"]) for s in e.skipped
+        expected = {t for t in times_between(spec, parse_nominal(before.cursor), parse_nominal(e.cursor))}
+        seen = [parse_nominal(t) for t in e.due] + [parse_nominal(s["nominal"]) for s in e.skipped
                                           if s.get("reason") != "overlap"]
         if sorted(seen) != sorted(expected):
             missing = sorted(expected - set(seen))

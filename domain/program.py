@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .action import SchedulePolicies, StartWorkflowAction
+from .action import SchedulePolicies, StartWorkflowAction, parse_nominal
 from .errors import InvalidArgument
 from .spec import ScheduleSpec, times_after
 
@@ -62,6 +62,6 @@ def upcoming(state: ScheduleState, now: datetime, count: int = 5) -> list[dateti
     spec = program_of(state).spec
     if spec is None or state.closed:
         return []
-    after = max(now, datetime.fromisoformat(state.cursor.replace("Z", "+00:00"))) \
+    after = max(now, parse_nominal(state.cursor)) \
         if state.cursor else now
     return list(itertools.islice(times_after(spec, after), count))

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from eventsourcing.utils import register_topic
 
-from .action import action_request_id, action_workflow_id, nominal_text
+from .action import (SchedulePolicies, action_request_id, action_workflow_id, nominal_text,
+                     parse_nominal)
 from .errors import PhaseBlocked
 from .generator import generate
 from .invoker import BufferedStart, Invocation, invoke
@@ -120,7 +121,7 @@ def evolve_runs(state: ScheduleState, event: Any) -> ScheduleState:
 
 
 def _buffered(doc: dict[str, Any]) -> BufferedStart:
-    return BufferedStart(datetime.fromisoformat(doc["nominal"].replace("Z", "+00:00")),
+    return BufferedStart(parse_nominal(doc["nominal"]),
                          doc["overlap"], doc["origin"])
 
 
@@ -135,16 +136,14 @@ def tick(state: ScheduleState, now: datetime) -> Facts:
     if state.closed or state.migration_pending or program.spec is None or \
             program.action is None or state.cursor is None:
         return []
-    policies = program.policies
-    cursor = datetime.fromisoformat(state.cursor.replace("Z", "+00:00"))
+    policies = program.policies or SchedulePolicies()  # Temporal's defaults
+    cursor = parse_nominal(state.cursor)
     remaining = None if state.remaining_actions is None else \
         max(state.remaining_actions - len(state.buffered), 0)
     due = generate(program.spec, cursor, now, paused=state.paused, remaining=remaining,
-                   catchup_window=timedelta(seconds=policies.catchup_window if policies else
-                                            365 * 86400))
-    overlap = policies.overlap if policies else "skip"
+                   catchup_window=timedelta(seconds=policies.catchup_window))
     buffer = [_buffered(b) for b in state.buffered] + \
-        [BufferedStart(t, overlap, "auto") for t in due.starts]
+        [BufferedStart(t, policies.overlap, "auto") for t in due.starts]
     # Paused: the buffer waits (nothing starts); otherwise the overlap policy decides.
     decided = Invocation(keep=tuple(buffer)) if state.paused else \
         invoke(buffer, [*state.running, *(i["workflow_id"] for i in state.issued)])

@@ -28,9 +28,9 @@ from typing import Iterator
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
-from pydantic import BaseModel, ConfigDict
 
 from .errors import InvalidArgument
+from .model import Immutable
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -41,18 +41,14 @@ MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 *
           "@hourly": "0 * * * *"}
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class IntervalSpec(_Frozen):
+class IntervalSpec(Immutable):
     """Every ``every`` seconds, ``offset`` seconds after each multiple since the epoch."""
 
     every: int
     offset: int = 0
 
 
-class ScheduleSpec(_Frozen):
+class ScheduleSpec(Immutable):
     intervals: tuple[IntervalSpec, ...] = ()
     cron_expressions: tuple[str, ...] = ()
     start_at: datetime | None = None

@@ -46,7 +46,6 @@ from schedfence.infra.worker.pool import PoolStats, WorkerPool
 from schedfence.infra.worker.scheduler import Scheduler, SchedulerReport
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
-KEY_TOPICS = (ScheduleKey.Created.TOPIC,)
 
 
 def default_worker_id() -> str:
@@ -269,7 +268,7 @@ class MigrationService:
         with a program at ``now`` (default: the clock), start what was issued through the
         destination, and record closed actions. Nothing happens on a fenced schedule (I1)."""
         self.require_active()
-        return Scheduler(self.app, self.destination).run_once(now)
+        return Scheduler(self.load, self.destination).run_once(now)
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
@@ -294,13 +293,8 @@ class MigrationService:
         return MigrationView.of(found.state, found.version)
 
     def list_schedules(self) -> list[ScheduleView]:
-        views = []
-        for note in self.app.notifications(KEY_TOPICS):
-            key = self.app.repository.get(note.originator_id)
-            sid = key.state.current_schedule_id
-            if sid is not None:
-                views.append(ScheduleView.of(self.app.repository.get(sid).state))
-        return views
+        return [ScheduleView.of(self.app.repository.get(sid).state)
+                for sid in self.load.current_schedule_ids()]
 
     def history(self, namespace: str, schedule_id: str) -> list[HistoryEntry]:
         """Every event of the key, its incarnations and their migrations, in log order."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Callable
 
-from schedfence.domain.action import make_action, make_policies
+from schedfence.domain.action import make_action, make_policies, parse_nominal
 from schedfence.domain.errors import (AlreadyExists, Closed, InvalidArgument, MigrationPending,
                                       SentinelBlocked)
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
@@ -175,13 +175,16 @@ def s1(run: DemoRun) -> str:
                action=make_action(workflow_type="DigestWorkflow", task_queue="digests",
                                   workflow_id="digest"),
                policies=make_policies(overlap="allow_all"))
-    cursor = run.service.load.source(NS, sid).state.cursor
-    t0 = datetime.fromisoformat(cursor.replace("Z", "+00:00"))
+    t0 = parse_nominal(run.service.load.source(NS, sid).state.cursor)
+
+    def actions() -> list[str]:
+        return sorted(w for _, w in run.dest.workflow_ids() if w.startswith("digest-"))
+
     report = run.service.run_scheduler(now=t0 + timedelta(minutes=3))
-    actions = sorted(w for ns, w in run.dest.workflow_ids() if w.startswith("digest-"))
+    started = actions()
     run.step("source", f"scheduler at +3 min: {report.started} action(s) started: "
-                       f"{', '.join(actions)}")
-    run.check("three actions, one per minute, named <id>-<time>", len(actions) == 3)
+                       f"{', '.join(started)}")
+    run.check("three actions, one per minute, named <id>-<time>", len(started) == 3)
     run.rollback(sid)
     fenced = run.service.run_scheduler(now=t0 + timedelta(minutes=10))
     run.step("source", f"scheduler at +10 min while fenced: {fenced.started} started, "
@@ -189,8 +192,7 @@ def s1(run: DemoRun) -> str:
     run.check("no action while fenced (I1)", fenced.started == fenced.ticks == 0)
     run.worker()
     after = run.service.run_scheduler(now=t0 + timedelta(minutes=20))
-    run.check("no action after the handover", after.started == 0 and len(sorted(
-        w for ns, w in run.dest.workflow_ids() if w.startswith("digest-"))) == 3)
+    run.check("no action after the handover", after.started == 0 and actions() == started)
     return f"3 actions before the fence, none after; {run.expect_completed(sid)}"
 
 

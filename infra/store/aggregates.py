@@ -33,6 +33,13 @@ class Aggregates:
             raise NotFound(f"schedule {namespace}/{schedule_id} not found")
         return self.app.repository.get(key.state.current_schedule_id)
 
+    def current_schedule_ids(self) -> Iterator[UUID]:
+        """Every key's current incarnation, keys in the order they were created."""
+        for note in self.app.notifications((ScheduleKey.Created.TOPIC,)):
+            current = self.app.repository.get(note.originator_id).state.current_schedule_id
+            if current is not None:
+                yield current
+
     def incarnations(self, namespace: str, schedule_id: str,
                      newest: int) -> Iterator[ScheduleState]:
         """The key's incarnations' states, newest first (loaded as they are read)."""

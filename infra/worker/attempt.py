@@ -93,7 +93,7 @@ class TaskWorker:
 
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state
-        age = (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
+        age = _age(mig)
         in_flight = h.claim_in_flight(age, self.claim_grace, self._own(st.last_worker))
         step = h.task_step(st, epoch, in_flight)
         if step in ("drop", "fail_closed", "idle"):
@@ -188,8 +188,7 @@ class TaskWorker:
         claimed it (this worker too, or one on the store before a failover), the one start
         may still be on its way."""
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
-        age = (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
-        return replace(obs, claim_age=round(age, 3), claim_grace=self.claim_grace)
+        return replace(obs, claim_age=round(_age(mig), 3), claim_grace=self.claim_grace)
 
     def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
@@ -255,3 +254,8 @@ class TaskWorker:
                                       detail=f"first run {first} is gone (retention or delete)",
                                       **seen)
         return d.ChainObservation(head=head, **seen)
+
+
+def _age(mig: Migration) -> float:
+    """Seconds since the migration's last step, now (the step's own clock is the writer's)."""
+    return (datetime.now(timezone.utc) - mig.modified_on).total_seconds()

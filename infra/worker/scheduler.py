@@ -12,16 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
-from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
 from schedfence.domain import runs
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                                      DestinationUnavailable)
-from schedfence.domain.schedule import Schedule, ScheduleKey
+from schedfence.domain.model import Facts
+from schedfence.domain.schedule import Schedule
 
-from schedfence.infra.store.eventstore import FenceApplication
+from schedfence.infra.store.aggregates import Aggregates
 
 Clock = Callable[[], datetime]
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
@@ -46,51 +46,42 @@ def utc_now() -> datetime:
 
 
 class Scheduler:
-    def __init__(self, app: FenceApplication, runner: Destination,
+    def __init__(self, load: Aggregates, runner: Destination,
                  clock: Clock = utc_now) -> None:
-        self.app, self.runner, self.clock = app, runner, clock
-
-    def schedule_ids(self) -> list[UUID]:
-        """Every key's current incarnation (the ones without a program decide nothing)."""
-        ids = []
-        for note in self.app.notifications((ScheduleKey.Created.TOPIC,)):
-            current = self.app.repository.get(note.originator_id).state.current_schedule_id
-            if current is not None:
-                ids.append(current)
-        return ids
+        self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
 
     def run_once(self, now: datetime | None = None) -> SchedulerReport:
         report = SchedulerReport()
-        for sid in self.schedule_ids():
+        for sid in self.load.current_schedule_ids():
             source = self.app.repository.get(sid)
             if source.state.spec is None:
-                continue
+                continue  # no program: nothing to decide
             report.schedules += 1
-            self._watch(sid, report)  # first: a closed run frees its overlap slot this pass
-            self._step(sid, lambda st: runs.tick(st, now or self.clock()), report, "ticks")
-            self._start_issued(sid, report)
+            source = self._watch(source, report)  # first: a closed run frees its slot now
+            source, ticked = self._step(source, lambda st: runs.tick(st, now or self.clock()),
+                                        report)
+            report.ticks += bool(ticked)
+            self._start_issued(source, report)
         return report
 
-    def _step(self, sid: UUID, decide: Callable[[Any], Any], report: SchedulerReport,
-              counter: str) -> Schedule | None:
-        """Load, decide, save; after a lost race, reload and decide again."""
+    def _step(self, source: Schedule, decide: Callable[[Any], Facts],
+              report: SchedulerReport) -> tuple[Schedule, Facts]:
+        """Decide on the schedule in hand and save; after a lost race, reload and decide
+        again. Returns the schedule as it now stands and the facts saved (none: nothing)."""
         for _ in range(RACES):
-            source = self.app.repository.get(sid)
             facts = decide(source.state)
             if not facts:
-                return source
+                return source, []
             source.record(facts)
             try:
                 self.app.save(source)
+                return source, facts
             except IntegrityError:
-                continue
-            setattr(report, counter, getattr(report, counter) + 1)
-            return source
-        report.errors.append(f"schedule {sid}: kept losing races; next pass")
-        return None
+                source = self.app.repository.get(source.id)
+        report.errors.append(f"schedule {source.id}: kept losing races; next pass")
+        return self.app.repository.get(source.id), []
 
-    def _start_issued(self, sid: UUID, report: SchedulerReport) -> None:
-        source = self.app.repository.get(sid)
+    def _start_issued(self, source: Schedule, report: SchedulerReport) -> None:
         for issued in list(source.state.issued):
             request = runs.start_request(source.state, issued)
             try:
@@ -100,12 +91,12 @@ class Scheduler:
             if isinstance(answer, DestinationUnavailable):
                 report.unavailable += 1  # stays issued: asked again, same request id
                 continue
-            counter = "started" if not isinstance(answer, DestinationError) or \
-                getattr(answer, "start_request_id", None) == issued["request_id"] else "failed"
-            self._step(sid, lambda st: runs.start_answered(st, issued, answer), report, counter)
+            source, saved = self._step(
+                source, lambda st: runs.start_answered(st, issued, answer), report)
+            report.started += sum(f.event is runs.ActionStarted for f in saved)
+            report.failed += sum(f.event is runs.ActionStartFailed for f in saved)
 
-    def _watch(self, sid: UUID, report: SchedulerReport) -> None:
-        source = self.app.repository.get(sid)
+    def _watch(self, source: Schedule, report: SchedulerReport) -> Schedule:
         for workflow_id in list(source.state.running):
             try:
                 status = self.runner.describe(source.state.namespace, workflow_id).status
@@ -114,5 +105,7 @@ class Scheduler:
             except DestinationUnavailable:
                 report.unavailable += 1
                 continue
-            self._step(sid, lambda st: runs.run_closed(st, workflow_id, status), report,
-                       "closed")
+            source, saved = self._step(
+                source, lambda st: runs.run_closed(st, workflow_id, status), report)
+            report.closed += bool(saved)
+        return source
