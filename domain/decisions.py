@@ -16,7 +16,7 @@ from .migration import CLOSED_PHASES, AnswerKind, Migration, MigrationState
 from .model import Fact, Facts
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
-from .runs import check_phase
+from .scheduling import check_phase
 from .schedule import ScheduleState
 
 M = Migration

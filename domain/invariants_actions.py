@@ -1,10 +1,12 @@
 """The checker's rules over the source scheduler's actions (domain/runs.py), per schedule:
 
-- I1 (actions): no action event while a migration holds the fence or after the source closed;
+- I1 (actions): no action event while a migration holds the fence or after the source closed
+  (seeing a running action close is an observation, not an action, and is allowed);
 - I17: each nominal time, per origin ("auto", a trigger, a backfill), is started at most once
   on a schedule key, across its incarnations;
 - I18: every time a tick passed over while the source was unpaused is accounted for: it
-  became due (went to the overlap policy) or was skipped with a reason, and nothing else.
+  became due (went to the overlap policy) or was skipped with a reason, and nothing else;
+  and every time a backfill's cursor passed over is due, in the backfill's range.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typing import Any, Callable, Iterable
 
 from .action import parse_nominal
 from .program import program_of
-from .runs import RUN_EVENTS, ActionStartIssued, TimesProcessed
+from .runs import (OBSERVATIONS, RUN_EVENTS, ActionStartIssued, BackfillProcessed,
+                   TimesProcessed)
 from .schedule import ScheduleState
 from .spec import times_between
 
@@ -30,7 +33,9 @@ class ActionLedger:
         if not isinstance(e, RUN_EVENTS):
             return
         key = f"{before.namespace}/{before.schedule_id}"
-        if before.fence_migration_id:
+        if isinstance(e, OBSERVATIONS):
+            pass
+        elif before.fence_migration_id:
             self.flag("I1", before.fence_migration_id, [fenced_at or pos, pos],
                       f"source action ({type(e).__name__}) on {key} while a migration held "
                       "the fence")
@@ -42,6 +47,8 @@ class ActionLedger:
             self._once(pos, before, e)
         if isinstance(e, TimesProcessed):
             self._accounted(pos, before, e)
+        if isinstance(e, BackfillProcessed):
+            self._backfilled(pos, before, e)
 
     def _once(self, pos: int, before: ScheduleState, e: ActionStartIssued) -> None:
         slot = (before.namespace, before.schedule_id, e.nominal, e.origin)
@@ -66,3 +73,17 @@ class ActionLedger:
                       f"{e.cursor} did not account for its due times (missing "
                       f"{[t.isoformat() for t in missing[:3]]}, unexpected "
                       f"{[t.isoformat() for t in extra[:3]]})")
+
+    def _backfilled(self, pos: int, before: ScheduleState, e: BackfillProcessed) -> None:
+        spec = program_of(before).spec
+        found = [b for b in before.backfills if b["backfill_id"] == e.backfill_id]
+        if spec is None or not found:
+            self.flag("I18", "", [pos], f"{before.namespace}/{before.schedule_id}: "
+                      f"{e.backfill_id} processed without a backfill in progress")
+            return
+        bf = found[0]
+        end = min(parse_nominal(e.cursor), parse_nominal(bf["end"]))
+        expected = times_between(spec, parse_nominal(bf["cursor"]), end)
+        if [parse_nominal(t) for t in e.due] != expected:
+            self.flag("I18", "", [pos], f"{before.namespace}/{before.schedule_id}: "
+                      f"{e.backfill_id} to {e.cursor} did not start exactly its times")

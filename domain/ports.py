@@ -18,6 +18,7 @@ ReusePolicy = Literal[
     "allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate", "terminate_if_running"
 ]
 ConflictPolicy = Literal["fail", "use_existing", "terminate_existing"]
+StopKind = Literal["cancel", "terminate"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +120,18 @@ class Destination(Protocol):
     def describe(
         self, namespace: str, workflow_id: str, run_id: str | None = None
     ) -> RunDescription: ...
+
+
+@runtime_checkable
+class ActionRunner(Destination, Protocol):
+    """A destination that also runs a schedule's actions: it starts them (``start_workflow``),
+    watches them (``describe``) and stops overlapping ones for the ``cancel_other`` and
+    ``terminate_other`` policies.
+
+    ``stop_workflow`` asks the current run of ``workflow_id`` to cancel, or terminates it. A
+    run already closed, or no run at all, is not an error (the stop is idempotent: the
+    scheduler asks again each pass until it sees the run closed). An unknown outcome raises
+    ``DestinationUnavailable``."""
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None: ...

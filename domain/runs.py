@@ -1,4 +1,4 @@
-"""The source scheduler's actions: events on the ``Schedule`` aggregate, and the tick decision.
+"""The source scheduler's actions: events on the ``Schedule`` aggregate and how they fold.
 
 Actions are recorded on the schedule itself, so the fence and every action are ordered by one
 aggregate's versions: a tick decided before a rollback's fence conflicts with the fence's
@@ -7,24 +7,17 @@ append and is decided again, fenced. While a migration holds the fence, or after
 a request id that is a function of (schedule, nominal time, origin), so a start retried after
 a crash or a lost answer is deduplicated by the runner (at most once per nominal time).
 
-Not yet wired to a runner or a loop (docs/protocol.md, "Schedules"); the decisions are here.
+The decisions that record these events are domain/scheduling.py's (tick, answers, stops) and
+domain/manual.py's (update, trigger, backfill).
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from eventsourcing.utils import register_topic
 
-from .action import (SchedulePolicies, action_request_id, action_workflow_id, nominal_text,
-                     parse_nominal)
-from .errors import PhaseBlocked
-from .generator import generate
-from .invoker import BufferedStart, Invocation, invoke
-from .model import EvolvingAggregate, Fact, Facts
-from .ports import AlreadyStarted, DestinationUnavailable, StartAccepted, StartWorkflow
-from .program import program_of
+from .model import EvolvingAggregate
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -62,6 +55,19 @@ class ActionStarted(EvolvingAggregate.Event):
     run_id: str
 
 
+class ActionStartRetrying(EvolvingAggregate.Event):
+    """The start's outcome is unknown (the runner was unavailable or the answer was lost):
+    it stays issued and is asked again, with the same request id, at ``retry_at``."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.ActionStartRetrying"
+    nominal: str
+    origin: str
+    workflow_id: str
+    attempt: int  # attempts made so far
+    retry_at: str
+    detail: str
+
+
 class ActionStartFailed(EvolvingAggregate.Event):
     """The runner refused the start for good (a bad request, or the action workflow id is
     taken by a run our request did not create): the time will not start."""
@@ -80,28 +86,134 @@ class ActionClosed(EvolvingAggregate.Event):
 
 
 class StopRequested(EvolvingAggregate.Event):
-    """The overlap policy asked running actions to cancel or terminate."""
+    """The overlap policy asked running actions to cancel or terminate (the scheduler asks the
+    runner each pass until it sees them closed)."""
 
     TOPIC: ClassVar[str] = "schedfence.schedule.StopRequested"
     kind: str  # cancel | terminate
     workflow_ids: list[str]
 
 
-RUN_EVENTS = (TimesProcessed, ActionStartIssued, ActionStarted, ActionStartFailed, ActionClosed,
-              StopRequested)
+class PausedOnFailure(EvolvingAggregate.Event):
+    """The policy ``pause_on_failure``: an action failed or timed out (or its start was
+    refused for good), so the schedule paused itself, as Temporal's does."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.PausedOnFailure"
+    workflow_id: str
+    detail: str
+    notes: str
+
+
+class Triggered(EvolvingAggregate.Event):
+    """A manual trigger: one start at ``nominal`` (the trigger's time), buffered under its
+    own overlap policy; it ignores pause and the limit, as Temporal's trigger does."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.Triggered"
+    nominal: str
+    overlap: str
+
+
+class BackfillRequested(EvolvingAggregate.Event):
+    """A backfill: every nominal time of the spec in ``[start, end]`` starts under
+    ``overlap``, processed from an exclusive ``cursor`` that starts just before ``start``."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.BackfillRequested"
+    backfill_id: str
+    start: str
+    end: str
+    overlap: str
+    cursor: str
+
+
+class BackfillProcessed(EvolvingAggregate.Event):
+    """A backfill's cursor moved to ``cursor``; ``due`` went to the buffer under its overlap
+    policy; ``done`` when the cursor reached the end (the backfill is over)."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.BackfillProcessed"
+    backfill_id: str
+    cursor: str
+    due: list[str] = []
+    done: bool = False
+
+
+class ProgramUpdated(EvolvingAggregate.Event):
+    """``schedule update``: the new spec, action, policies and limit (JSON documents, as on
+    ``Schedule.Created``); ``cursor`` is where generation resumes (unchanged unless the
+    schedule had no spec before: then the update's time)."""
+
+    TOPIC: ClassVar[str] = "schedfence.schedule.ProgramUpdated"
+    spec: dict[str, Any] | None = None
+    action: dict[str, Any] | None = None
+    policies: dict[str, Any] | None = None
+    remaining_actions: int | None = None
+    cursor: str | None = None
+
+
+RUN_EVENTS = (TimesProcessed, ActionStartIssued, ActionStartRetrying, ActionStarted,
+              ActionStartFailed, ActionClosed, StopRequested, PausedOnFailure, Triggered,
+              BackfillRequested, BackfillProcessed, ProgramUpdated)
+OBSERVATIONS = (ActionClosed,)  # what the source saw happen, not an action it took
 for _event in RUN_EVENTS:  # the Schedule aggregate's events, declared outside its class body
     register_topic(_event.TOPIC, _event)
 
 
 def evolve_runs(state: ScheduleState, event: Any) -> ScheduleState:
-    if isinstance(event, TimesProcessed):
-        return replace(state, cursor=event.cursor, buffered=list(event.buffer))
-    if isinstance(event, ActionStartIssued):
-        issued = {"nominal": event.nominal, "origin": event.origin,
-                  "workflow_id": event.workflow_id, "request_id": event.request_id}
-        left = None if state.remaining_actions is None else state.remaining_actions - 1
-        return replace(state, issued=[*state.issued, issued], remaining_actions=left,
-                       action_count=state.action_count + 1)
+    fold = _FOLDS.get(type(event))
+    if fold is not None:
+        return fold(state, event)
+    return _evolve_answers(state, event)
+
+
+def _issued(state: ScheduleState, e: ActionStartIssued) -> ScheduleState:
+    issued = {"nominal": e.nominal, "origin": e.origin, "workflow_id": e.workflow_id,
+              "request_id": e.request_id}
+    left = state.remaining_actions  # manual starts (trigger, backfill) use no limit
+    if left is not None and e.origin == "auto":
+        left -= 1
+    return replace(state, issued=[*state.issued, issued], remaining_actions=left,
+                   action_count=state.action_count + 1)
+
+
+def _retrying(state: ScheduleState, e: ActionStartRetrying) -> ScheduleState:
+    issued = [dict(i, attempt=e.attempt, retry_at=e.retry_at)
+              if i["workflow_id"] == e.workflow_id else i for i in state.issued]
+    return replace(state, issued=issued)
+
+
+def _backfill_processed(state: ScheduleState, e: BackfillProcessed) -> ScheduleState:
+    backfills, buffered = [], list(state.buffered)
+    for b in state.backfills:
+        if b["backfill_id"] == e.backfill_id:
+            buffered += [{"nominal": t, "origin": b["backfill_id"], "overlap": b["overlap"]}
+                         for t in e.due]
+            if not e.done:
+                backfills.append(dict(b, cursor=e.cursor))
+        else:
+            backfills.append(b)
+    return replace(state, backfills=backfills, buffered=buffered)
+
+
+def _program_updated(state: ScheduleState, e: ProgramUpdated) -> ScheduleState:
+    return replace(state, spec=e.spec, action=e.action, policies=e.policies,
+                   remaining_actions=e.remaining_actions, cursor=e.cursor or state.cursor)
+
+
+_FOLDS: dict[type, Any] = {
+    TimesProcessed: lambda s, e: replace(s, cursor=e.cursor, buffered=list(e.buffer)),
+    ActionStartIssued: _issued,
+    ActionStartRetrying: _retrying,
+    PausedOnFailure: lambda s, e: replace(s, paused=True, notes=e.notes),
+    Triggered: lambda s, e: replace(s, buffered=[*s.buffered, {
+        "nominal": e.nominal, "origin": "trigger", "overlap": e.overlap}]),
+    BackfillRequested: lambda s, e: replace(s, backfill_count=s.backfill_count + 1, backfills=[
+        *s.backfills, {"backfill_id": e.backfill_id, "start": e.start, "end": e.end,
+                       "overlap": e.overlap, "cursor": e.cursor}]),
+    BackfillProcessed: _backfill_processed,
+    ProgramUpdated: _program_updated,
+}
+
+
+def _evolve_answers(state: ScheduleState, event: Any) -> ScheduleState:
     if isinstance(event, ActionStarted):
         issued = [i for i in state.issued if i["workflow_id"] != event.workflow_id]
         recent = [*state.recent_actions, {"nominal": event.nominal, "origin": event.origin,
@@ -113,104 +225,14 @@ def evolve_runs(state: ScheduleState, event: Any) -> ScheduleState:
         return replace(state, issued=[i for i in state.issued
                                       if i["workflow_id"] != event.workflow_id])
     if isinstance(event, ActionClosed):
+        kinds = {w: k for w, k in state.stop_kinds.items() if w != event.workflow_id}
         return replace(state, running=[w for w in state.running if w != event.workflow_id],
-                       stopping=[w for w in state.stopping if w != event.workflow_id])
+                       stopping=[w for w in state.stopping if w != event.workflow_id],
+                       stop_kinds=kinds)
     if isinstance(event, StopRequested):
-        return replace(state, stopping=sorted({*state.stopping, *event.workflow_ids}))
+        kinds = {**state.stop_kinds, **{w: event.kind for w in event.workflow_ids}}
+        return replace(state, stopping=sorted({*state.stopping, *event.workflow_ids}),
+                       stop_kinds=kinds)
     raise TypeError(f"unknown schedule event {type(event).__name__}")
 
 
-def _buffered(doc: dict[str, Any]) -> BufferedStart:
-    return BufferedStart(parse_nominal(doc["nominal"]),
-                         doc["overlap"], doc["origin"])
-
-
-def _doc(b: BufferedStart) -> dict[str, Any]:
-    return {"nominal": nominal_text(b.nominal), "origin": b.origin, "overlap": b.overlap}
-
-
-def tick(state: ScheduleState, now: datetime) -> Facts:
-    """What the scheduler records at ``now``: the times that became due (buffered or skipped
-    with a reason), and the starts the overlap policy allows. Nothing while fenced or closed."""
-    program = program_of(state)
-    if state.closed or state.migration_pending or program.spec is None or \
-            program.action is None or state.cursor is None:
-        return []
-    policies = program.policies or SchedulePolicies()  # Temporal's defaults
-    cursor = parse_nominal(state.cursor)
-    remaining = None if state.remaining_actions is None else \
-        max(state.remaining_actions - len(state.buffered), 0)
-    due = generate(program.spec, cursor, now, paused=state.paused, remaining=remaining,
-                   catchup_window=timedelta(seconds=policies.catchup_window))
-    buffer = [_buffered(b) for b in state.buffered] + \
-        [BufferedStart(t, policies.overlap, "auto") for t in due.starts]
-    # Paused: the buffer waits (nothing starts); otherwise the overlap policy decides.
-    decided = Invocation(keep=tuple(buffer)) if state.paused else \
-        invoke(buffer, [*state.running, *(i["workflow_id"] for i in state.issued)])
-    skipped = [{"nominal": nominal_text(t), "origin": "auto", "reason": r}
-               for t, r in due.skipped] + \
-        [dict(_doc(b), reason="overlap") for b in decided.dropped]
-    facts: Facts = []
-    new_cursor = nominal_text(due.cursor) if due.cursor is not None else state.cursor
-    if new_cursor != state.cursor or skipped or decided.start:
-        facts.append(Fact(TimesProcessed, {
-            "cursor": new_cursor, "due": [nominal_text(t) for t in due.starts],
-            "skipped": skipped, "buffer": [_doc(b) for b in decided.keep]}))
-    for kind, ids in (("cancel", decided.cancel), ("terminate", decided.terminate)):
-        new = [w for w in ids if w not in state.stopping]
-        if new:
-            facts.append(Fact(StopRequested, {"kind": kind, "workflow_ids": new}))
-    for b in decided.start:
-        facts.append(Fact(ActionStartIssued, {
-            "nominal": nominal_text(b.nominal), "origin": b.origin,
-            "workflow_id": action_workflow_id(program.action, b.nominal),
-            "request_id": action_request_id(state.namespace, state.schedule_id, b.nominal,
-                                            b.origin)}))
-    return facts
-
-
-def check_phase(state: ScheduleState) -> None:
-    """The phase gate: a rollback waits while a start is in flight or a stop is pending, so no
-    action of the source can land after its fence (I1)."""
-    if state.issued:
-        raise PhaseBlocked(f"schedule {state.namespace}/{state.schedule_id} has "
-                           f"{len(state.issued)} action start(s) in flight; retry after they "
-                           "are answered")
-    if state.stopping:
-        raise PhaseBlocked(f"schedule {state.namespace}/{state.schedule_id} is waiting for "
-                           f"{len(state.stopping)} overlapping run(s) to stop; retry later")
-
-
-# -- answers from the action runner -------------------------------------------------------------
-def start_answered(state: ScheduleState, issued: dict[str, Any], answer: Any) -> Facts:
-    """The runner's answer to one issued start: started (a dedupe of our own request id is
-    the same start), or failed for good; an unknown outcome (unavailable) records nothing,
-    the start stays issued and is asked again with the same request id."""
-    ctx = {k: issued[k] for k in ("nominal", "origin", "workflow_id")}
-    if not any(i["workflow_id"] == issued["workflow_id"] for i in state.issued):
-        return []  # answered already
-    if isinstance(answer, StartAccepted):
-        return [Fact(ActionStarted, dict(ctx, run_id=answer.run_id))]
-    if isinstance(answer, AlreadyStarted) and answer.start_request_id == issued["request_id"]:
-        return [Fact(ActionStarted, dict(ctx, run_id=answer.run_id))]
-    if isinstance(answer, DestinationUnavailable):
-        return []
-    return [Fact(ActionStartFailed, dict(ctx, detail=f"{type(answer).__name__}: {answer}"[:500]))]
-
-
-def run_closed(state: ScheduleState, workflow_id: str, status: str) -> Facts:
-    """A running action's workflow closed (seen by describing it)."""
-    if workflow_id not in state.running or status == "running":
-        return []
-    return [Fact(ActionClosed, {"workflow_id": workflow_id, "status": status})]
-
-
-def start_request(state: ScheduleState, issued: dict[str, Any]) -> StartWorkflow:
-    """The runner's start for one issued action: its workflow id and deterministic request id,
-    the action's type, queue and input."""
-    action = program_of(state).action
-    assert action is not None
-    return StartWorkflow(namespace=state.namespace, workflow_id=issued["workflow_id"],
-                         request_id=issued["request_id"], workflow_type=action.workflow_type,
-                         input=action.input, task_queue=action.task_queue,
-                         id_reuse_policy="allow_duplicate", id_conflict_policy="fail")

@@ -47,6 +47,10 @@ class ScheduleState:
     issued: list[dict[str, Any]] = field(default_factory=list)  # started, not yet answered
     running: list[str] = field(default_factory=list)  # action workflow ids
     stopping: list[str] = field(default_factory=list)  # asked to cancel or terminate
+    stop_kinds: dict[str, str] = field(default_factory=dict)  # workflow id -> cancel|terminate
+    # Backfills in progress: {backfill_id, start, end, overlap, cursor (exclusive)}.
+    backfills: list[dict[str, Any]] = field(default_factory=list)
+    backfill_count: int = 0  # backfills ever requested (names the next: backfill-<n+1>)
     recent_actions: list[dict[str, Any]] = field(default_factory=list)
     action_count: int = 0
 

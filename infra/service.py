@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from datetime import datetime, timezone
 from dataclasses import replace
 from typing import Any, Callable
 from uuid import UUID
@@ -12,21 +11,16 @@ from uuid import UUID
 
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
-from schedfence.domain.errors import (AlreadyExists, InvalidArgument, MigrationPending, NotFound,
-                                      RecoveryRefused, Unavailable)
+from schedfence.domain.errors import (AlreadyExists, InvalidArgument, NotFound, RecoveryRefused,
+                                      Unavailable)
 from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch, check_active
 from schedfence.domain.ids import (destination_workflow_id, validate_destination_key,
                                    validate_request_id)
 from schedfence.domain.invariants import Violation, check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
-from schedfence.domain.action import SchedulePolicies, StartWorkflowAction, nominal_text
-from schedfence.domain.program import Program, upcoming
-from schedfence.domain.schedule import (Schedule, ScheduleKey, check_creatable,
-                                       latest_migration_id)
-from schedfence.domain.spec import ScheduleSpec
-from schedfence.domain.text import (validate_actor, validate_notes, validate_reason,
-                                    validate_worker_id)
+from schedfence.domain.schedule import latest_migration_id
+from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 from schedfence.projections import service_views as pv
 
 from schedfence.infra.recovery import recover as recover_migration
@@ -36,14 +30,14 @@ from schedfence.infra.store.history import key_events, kind_of, topic_of
 from schedfence.infra.replication.standby import PREFIX, replica_positions
 from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
-from schedfence.infra.views import (HistoryEntry, MigrationView, RollbackResult, ScheduleView,
+from schedfence.infra.views import (HistoryEntry, MigrationView, RollbackResult,
                                     operator_views)
 from schedfence.infra.worker.due import DueWork
 from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
 from schedfence.infra.worker.pool import PoolStats, WorkerPool
-from schedfence.infra.worker.scheduler import Scheduler, SchedulerReport
+from schedfence.infra.schedule_commands import ScheduleCommands
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 
@@ -52,7 +46,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class MigrationService:
+class MigrationService(ScheduleCommands):
     def __init__(self, app: FenceApplication, destination: Destination, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  on_close: Callable[[], None] | None = None,
@@ -81,60 +75,7 @@ class MigrationService:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # -- admin ------------------------------------------------------------------------------
-    def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
-                        notes: str = "", *, spec: ScheduleSpec | None = None,
-                        action: StartWorkflowAction | None = None,
-                        policies: SchedulePolicies | None = None,
-                        limit: int | None = None) -> ScheduleView:
-        """A new schedule (or incarnation). ``spec`` (domain.spec.make_spec), ``action`` and
-        ``policies`` (domain.action.make_action / make_policies) and ``limit`` (remaining
-        actions) make it run; without them it is a pause-and-notes schedule, as before."""
-        validate_destination_key(namespace, schedule_id)
-        validate_notes(notes)
-        check_paused(paused)
-        program = Program(spec, action, policies, limit).check()
-        self.require_active()
-
-        def create() -> ScheduleView:
-            key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
-            current = key.state.current_schedule_id
-            check_creatable(namespace, schedule_id,
-                            self.app.repository.get(current).state if current else None)
-            check = self._destination_check(namespace, schedule_id, "create check")
-            n = key.start_incarnation()
-            schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
-                                       self.epoch(), program)
-            self.app.save(key, schedule)
-            return ScheduleView.of(schedule.state)
-
-        return retry_on_conflict(create, AlreadyExists(
-            f"schedule {namespace}/{schedule_id} is being created concurrently"))
-
-    def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
-                        notes: str | None = None, delete: bool = False) -> ScheduleView:
-        """Ordinary source mutations; all refused with ``migration_pending`` while fenced."""
-        if notes is not None:
-            validate_notes(notes)
-        if paused is not None:
-            check_paused(paused)
-        self.require_active()
-
-        def update() -> ScheduleView:
-            # After a conflict (e.g. a rollback fenced it meanwhile) the next read refuses.
-            schedule = self.load.source(namespace, schedule_id)
-            if paused is not None:
-                schedule.set_paused(paused)
-            if notes is not None:
-                schedule.set_notes(notes)
-            if delete:
-                schedule.delete()
-            self.app.save(schedule)
-            return ScheduleView.of(schedule.state)
-
-        return retry_on_conflict(update, MigrationPending(
-            "the schedule kept changing concurrently; retry later"))
-
+    # -- admin (schedule commands: infra/schedule_commands.py) --------------------------------
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
                  actor: str = "") -> RollbackResult:
         validate_destination_key(namespace, schedule_id)
@@ -263,26 +204,7 @@ class MigrationService:
         self.require_active()
         return drain(self.worker.attempt, self.open_migration_ids, max_attempts, wait)
 
-    def run_scheduler(self, now: datetime | None = None) -> SchedulerReport:
-        """One pass of the source scheduler (infra/worker/scheduler.py): tick every schedule
-        with a program at ``now`` (default: the clock), start what was issued through the
-        destination, and record closed actions. Nothing happens on a fenced schedule (I1)."""
-        self.require_active()
-        return Scheduler(self.load, self.destination).run_once(now)
-
     # -- views ------------------------------------------------------------------------------
-    def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
-        return ScheduleView.of(self.load.source(namespace, schedule_id).state)
-
-    def upcoming(self, namespace: str, schedule_id: str, count: int = 5,
-                 now: datetime | None = None) -> list[str]:
-        """The schedule's next ``count`` nominal times (RFC 3339 UTC); none without a spec."""
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-            raise_invalid("count must be from 1 to 1000")
-        state = self.load.source(namespace, schedule_id).state
-        return [nominal_text(t) for t in upcoming(state, now or datetime.now(timezone.utc),
-                                                   count)]
-
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:
         """The open migration of the key, else its most recent one."""
         source = self.load.source(namespace, schedule_id)
@@ -291,10 +213,6 @@ class MigrationService:
         if found is None:
             raise NotFound(f"schedule {namespace}/{schedule_id} has no migration")
         return MigrationView.of(found.state, found.version)
-
-    def list_schedules(self) -> list[ScheduleView]:
-        return [ScheduleView.of(self.app.repository.get(sid).state)
-                for sid in self.load.current_schedule_ids()]
 
     def history(self, namespace: str, schedule_id: str) -> list[HistoryEntry]:
         """Every event of the key, its incarnations and their migrations, in log order."""
@@ -353,11 +271,6 @@ def _decoded(app: FenceApplication) -> Any:
 
 def raise_invalid(message: str) -> None:
     raise InvalidArgument(message)
-
-
-def check_paused(paused: object) -> None:
-    if not isinstance(paused, bool):
-        raise_invalid("paused must be true or false")
 
 
 def open_service(store: str, destination: Destination | str | None = None, *,

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 from schedfence.domain.action import make_action, make_policies
 from schedfence.domain.invariants import check_history
 from schedfence.domain.program import Program
-from schedfence.domain.runs import ActionStartIssued, TimesProcessed, tick
+from schedfence.domain.runs import ActionStartIssued, TimesProcessed
+from schedfence.domain.scheduling import tick
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.spec import make_spec
 

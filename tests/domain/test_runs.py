@@ -13,7 +13,8 @@ from schedfence.domain.action import action_request_id, make_action, make_polici
 from schedfence.domain.decisions import rollback_gate
 from schedfence.domain.errors import PhaseBlocked
 from schedfence.domain.program import Program
-from schedfence.domain.runs import ActionStarted, tick
+from schedfence.domain.runs import ActionStarted
+from schedfence.domain.scheduling import tick
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.spec import make_spec
 

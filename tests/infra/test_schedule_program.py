@@ -101,7 +101,8 @@ def test_bad_cli_input_is_one_line_naming_the_field_and_writes_nothing(store: st
 
 
 def test_action_events_round_trip_through_the_store_and_are_narrated():
-    from schedfence.domain.runs import RUN_EVENTS, tick
+    from schedfence.domain.runs import RUN_EVENTS
+    from schedfence.domain.scheduling import tick
     from schedfence.projections.narration import narrate
     with open_service("sqlite:///:memory:", "sim") as svc:
         svc.create_schedule(NS, "s", spec=make_spec(intervals=[(2, 0)]),

@@ -54,14 +54,15 @@ def test_a_start_whose_answer_is_lost_is_asked_again_and_deduplicated(world, fau
     t0 = create(svc)
     dest.inject("start", fault)
     first = svc.run_scheduler(now=t0 + timedelta(seconds=2))
-    assert first.unavailable == 1 and svc.load.source(NS, SID).state.issued  # still in flight
+    assert first.retrying == 1 and svc.load.source(NS, SID).state.issued  # still in flight
     with pytest.raises(PhaseBlocked):  # the phase gate: no fence while a start is in flight
         svc.rollback(NS, SID, "R1")
-    svc.run_scheduler(now=t0 + timedelta(seconds=2))
-    [wid] = action_ids(dest)
+    assert svc.run_scheduler(now=t0 + timedelta(seconds=2)).started == 0  # backing off
+    svc.run_scheduler(now=t0 + timedelta(seconds=3))  # after the backoff: asked again
+    wid = action_ids(dest)[0]
     assert dest.created_count(NS, wid) == 1  # the retry was a dedupe, not a second run
     state = svc.load.source(NS, SID).state
-    assert not state.issued and state.running == [wid]
+    assert wid in state.running and wid not in [i["workflow_id"] for i in state.issued]
     assert svc.verify() == []
 
 
