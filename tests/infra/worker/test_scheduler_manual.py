@@ -1,0 +1,90 @@
+"""Triggers, backfills, updates and stops through the service and the scheduler loop, with
+the simulator as the runner: manual starts are named and deduplicated like the spec's, the
+overlap policy's stops are carried out, and while fenced every change is refused with
+``migration_pending`` and writes nothing."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
+from schedfence.domain.errors import MigrationPending
+from schedfence.domain.spec import make_spec
+from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.service import open_service
+
+NS, SID = "ns", "s"
+
+
+@pytest.fixture
+def world(store_url: str):
+    dest = SimulatedDestination()
+    with open_service(store_url, dest) as svc:
+        yield svc, dest
+
+
+def create(svc, overlap: str = "allow_all", every: int = 600):
+    svc.create_schedule(NS, SID, spec=make_spec(intervals=[(every, 0)]),
+                        action=make_action(workflow_type="W", task_queue="q",
+                                           workflow_id="act"),
+                        policies=make_policies(overlap=overlap))
+    return parse_nominal(svc.load.source(NS, SID).state.cursor)
+
+
+def ids(dest) -> list[str]:
+    return sorted(w for ns, w in dest.workflow_ids() if ns == NS)
+
+
+def test_a_trigger_and_a_backfill_start_their_times_once(world):
+    svc, dest = world
+    t0 = create(svc)
+    svc.trigger_schedule(NS, SID, now=t0 + timedelta(seconds=1))
+    start = t0.replace(minute=0, second=0) - timedelta(hours=1)
+    svc.backfill_schedule(NS, SID, start, start + timedelta(hours=1), now=t0)
+    svc.run_scheduler(now=t0 + timedelta(seconds=1))
+    svc.run_scheduler(now=t0 + timedelta(seconds=5))  # nothing new: each started once
+    backfilled = [f"act-{nominal_text(start + timedelta(minutes=10 * k))}" for k in range(7)]
+    assert ids(dest) == sorted([*backfilled, f"act-{nominal_text(t0 + timedelta(seconds=1))}"])
+    assert all(dest.created_count(NS, w) == 1 for w in ids(dest))
+    origins = {a["origin"] for a in svc.load.source(NS, SID).state.recent_actions}
+    assert origins == {"trigger", "backfill-1"}
+    assert svc.verify() == []
+
+
+def test_terminate_other_terminates_the_running_action_then_starts_the_next(world):
+    svc, dest = world
+    t0 = create(svc, overlap="terminate_other", every=2)
+    svc.run_scheduler(now=t0 + timedelta(seconds=2))
+    [first] = ids(dest)
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=4))  # asks for the terminate
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=4))  # carries it out
+    assert report.stops == 1 and dest.describe(NS, first).status == "terminated"
+    svc.run_scheduler(now=t0 + timedelta(seconds=4))  # sees it closed: the next one starts
+    svc.run_scheduler(now=t0 + timedelta(seconds=4))
+    assert len(ids(dest)) == 2 and svc.load.source(NS, SID).state.stopping == []
+    assert svc.verify() == []
+
+
+def test_an_update_changes_what_runs_from_the_next_pass(world):
+    svc, dest = world
+    t0 = create(svc, every=600)
+    svc.update_schedule(NS, SID, spec=make_spec(intervals=[(2, 0)]), now=t0)
+    svc.run_scheduler(now=t0 + timedelta(seconds=4))
+    assert len(ids(dest)) >= 1  # an every-600-s schedule would not have run yet
+    assert svc.verify() == []
+
+
+def test_while_fenced_every_change_is_refused_and_nothing_is_written(world):
+    svc, dest = world
+    t0 = create(svc)
+    assert svc.rollback(NS, SID, "R1").outcome == "accepted"
+    before = svc.event_count()
+    for change in (lambda: svc.trigger_schedule(NS, SID, now=t0),
+                   lambda: svc.backfill_schedule(NS, SID, t0 - timedelta(hours=1), t0, now=t0),
+                   lambda: svc.update_schedule(NS, SID, spec=make_spec(intervals=[(5, 0)])),
+                   lambda: svc.update_schedule(NS, SID, paused=True),
+                   lambda: svc.update_schedule(NS, SID, delete=True)):
+        with pytest.raises(MigrationPending):
+            change()
+    assert svc.event_count() == before
