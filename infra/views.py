@@ -39,12 +39,22 @@ class ScheduleView:
     action: dict[str, Any] | None = None
     policies: dict[str, Any] | None = None
     remaining_actions: int | None = None
+    # What it did and does: the scheduler's state (domain/runs.py), oldest first.
+    cursor: str | None = None
+    action_count: int = 0
+    recent_actions: list[dict[str, Any]] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    issued: list[dict[str, Any]] = field(default_factory=list)
+    buffered: list[dict[str, Any]] = field(default_factory=list)
+    stopping: list[str] = field(default_factory=list)
+    backfills: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def of(cls, s: ScheduleState) -> ScheduleView:
         return cls(s.namespace, s.schedule_id, s.incarnation, s.paused, s.notes, s.closed,
                    s.close_reason, s.migration_pending, s.fence_migration_id or s.last_migration_id,
-                   s.spec, s.action, s.policies, s.remaining_actions)
+                   s.spec, s.action, s.policies, s.remaining_actions, s.cursor, s.action_count,
+                   s.recent_actions, s.running, s.issued, s.buffered, s.stopping, s.backfills)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -132,6 +132,21 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "StopRequested": lambda d: Line(
         "source", f"overlap policy asked {len(d['workflow_ids'])} running action(s) to "
                   f"{d['kind']}"),
+    "ActionStartRetrying": lambda d: Line(
+        "source", f"action {d['workflow_id']}: outcome unknown after attempt {d['attempt']} "
+                  f"({d['detail']}); asked again at {d['retry_at']} with the same request id"),
+    "PausedOnFailure": lambda d: Line(
+        "source", f"schedule paused on failure of {d['workflow_id']}: {d['detail']}"),
+    "Triggered": lambda d: Line(
+        "source", f"triggered by hand at {d['nominal']} (overlap {d['overlap']})"),
+    "BackfillRequested": lambda d: Line(
+        "source", f"{d['backfill_id']} requested: {d['start']} to {d['end']} "
+                  f"(overlap {d['overlap']})"),
+    "BackfillProcessed": lambda d: Line(
+        "source", f"{d['backfill_id']} moved to {d['cursor']}: {len(d['due'])} time(s) "
+                  f"buffered" + ("; done" if d.get("done") else "")),
+    "ProgramUpdated": lambda d: Line("source", "schedule's spec, action, policies or limit "
+                                               "updated"),
     "NotesUpdated": lambda d: Line("source", "notes updated"),
     "Deleted": lambda d: Line("source", "schedule deleted"),
 }

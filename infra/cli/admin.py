@@ -1,5 +1,5 @@
-"""``schedfence schedule | rollback | abort | worker``: the commands that change the store and
-reach the destination (a worker, a rollback) or only the source (schedule, abort)."""
+"""``schedfence rollback | abort | worker``: the commands that move migrations (the schedule
+group is infra/cli/schedules.py)."""
 from __future__ import annotations
 
 import itertools
@@ -13,102 +13,14 @@ from typing import Any
 import click
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.invoker import OVERLAPS
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.program import parse_program
 from schedfence.infra.cli.base import (CliState, destination_label, emit, existing, json_option,
                                        service)
 from schedfence.infra.service import MigrationService
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
 from schedfence.infra.worker.pool import MAX_POLL_INTERVAL, unique_worker_id
-
-
-# -- schedule (the source) ---------------------------------------------------------------------
-@click.group()
-def schedule() -> None:
-    """Create and change source schedules.
-
-    Every change is refused with migration_pending while a migration holds the fence."""
-
-
-def _schedule_out(view: Any, as_json: bool) -> None:
-    emit(as_json, view.to_dict(), out.schedule_lines(view.to_dict()))
-
-
-@schedule.command("create")
-@click.argument("namespace")
-@click.argument("schedule_id")
-@click.option("--paused", is_flag=True, help="Create it paused.")
-@click.option("--notes", default="", help="Free-text notes.")
-@click.option("--interval", "intervals", multiple=True, metavar="EVERY[/OFFSET]",
-              help="Run every EVERY (30s, 5m, 2h, 1d or seconds), OFFSET after each multiple "
-                   "since the Unix epoch. Repeatable.")
-@click.option("--cron", "crons", multiple=True, metavar="EXPR",
-              help="A five-field cron string or @daily/@hourly/...; read in --tz. Repeatable.")
-@click.option("--tz", "time_zone", default="UTC", show_default=True,
-              help="Time zone of the cron strings (IANA name).")
-@click.option("--start", "start_at", default=None, metavar="TIME",
-              help="No action before this time (RFC 3339 with a zone, e.g. 2026-12-03T07:00Z).")
-@click.option("--end", "end_at", default=None, metavar="TIME", help="No action after this time.")
-@click.option("--jitter", default="0", metavar="DURATION",
-              help="Delay each action by a deterministic amount below this.")
-@click.option("--overlap", default="skip", show_default=True,
-              type=click.Choice(list(OVERLAPS)), help="What a start does while one runs.")
-@click.option("--catchup-window", default="365d", show_default=True, metavar="DURATION",
-              help="How late an action may still start after the scheduler was down.")
-@click.option("--workflow-type", default=None, help="The action: the workflow type to start.")
-@click.option("--task-queue", default=None, help="The action's task queue.")
-@click.option("--workflow-id", "action_workflow_id", default=None,
-              help="Prefix of each action workflow's id (default: the schedule id).")
-@click.option("--input", "input_json", default=None, metavar="JSON",
-              help="The action workflow's input, as JSON.")
-@click.option("--limit", type=int, default=None, help="Take at most this many actions.")
-@json_option
-def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str,
-                    as_json: bool, **program: Any) -> None:
-    """Create a schedule (or a new incarnation); with a spec and an action it runs."""
-    _schedule_out(service().create_schedule(namespace, schedule_id, paused, notes,
-                                            **parse_program(schedule_id, **program)), as_json)
-
-
-@schedule.command("describe")
-@click.argument("namespace")
-@click.argument("schedule_id")
-@click.option("--next", "count", type=click.IntRange(1, 1000), default=5, show_default=True,
-              help="How many upcoming action times to show.")
-@json_option
-def schedule_describe(namespace: str, schedule_id: str, count: int, as_json: bool) -> None:
-    """A schedule's spec, action, policies and its next action times."""
-    svc = existing()
-    doc = dict(svc.schedule(namespace, schedule_id).to_dict(),
-               next_action_times=svc.upcoming(namespace, schedule_id, count))
-    emit(as_json, doc, out.schedule_lines(doc) + out.program_lines(doc))
-
-
-def _updater(name: str, doc: str, **change: Any) -> None:
-    @schedule.command(name, help=doc)
-    @click.argument("namespace")
-    @click.argument("schedule_id")
-    @json_option
-    def command(namespace: str, schedule_id: str, as_json: bool) -> None:
-        _schedule_out(existing().update_schedule(namespace, schedule_id, **change), as_json)
-
-
-_updater("pause", "Pause a schedule.", paused=True)
-_updater("unpause", "Unpause a schedule.", paused=False)
-_updater("delete", "Delete (close) a schedule.", delete=True)
-
-
-@schedule.command("notes")
-@click.argument("namespace")
-@click.argument("schedule_id")
-@click.argument("text")
-@json_option
-def schedule_notes(namespace: str, schedule_id: str, text: str, as_json: bool) -> None:
-    """Replace a schedule's notes."""
-    _schedule_out(existing().update_schedule(namespace, schedule_id, notes=text), as_json)
 
 
 # -- migration commands ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from schedfence.infra.cli import admin, reads
+from schedfence.infra.cli import admin, reads, schedules
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import CliState, FenceGroup, json_option
 from schedfence.infra.cli.projections import COMMANDS as PROJECTION_COMMANDS
@@ -58,7 +58,7 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
         ctx.exit(1)
 
 
-COMMANDS = (admin.schedule, admin.rollback, admin.abort, admin.worker, reads.status,
+COMMANDS = (schedules.schedule, admin.rollback, admin.abort, admin.worker, reads.status,
             reads.list_, reads.history, reads.verify, demo, recover, replay, replicate, promote,
             destination_worker, scheduler, *PROJECTION_COMMANDS)
 for _command in COMMANDS:

@@ -106,10 +106,29 @@ def program_lines(view: dict[str, Any]) -> list[str]:
                         f"{action['workflow_id']}-<time>"),
              ("overlap", policies["overlap"]),
              ("catch-up window", f"{policies['catchup_window']}s"),
+             ("pause on failure", policies["pause_on_failure"]),
              ("remaining actions", "unlimited" if view["remaining_actions"] is None
               else view["remaining_actions"]),
              ("next action times", ", ".join(view.get("next_action_times") or []) or "none")]
     return kv_block("runs", pairs)
+
+
+def activity_lines(view: dict[str, Any]) -> list[str]:
+    """What a schedule did and does (``schedule describe``): full ids, oldest first."""
+    def listed(items: list[str]) -> str:
+        return ", ".join(items) or "none"
+    pairs = [("last processed time", view["cursor"]), ("actions taken", view["action_count"]),
+             ("recent actions", listed([f"{a['workflow_id']} ({a['origin']}, run "
+                                        f"{a['run_id']})" for a in view["recent_actions"]])),
+             ("running", listed(view["running"])),
+             ("starts in flight", listed([f"{i['workflow_id']} (attempt "
+                                          f"{i.get('attempt', 0) + 1})" for i in view["issued"]])),
+             ("buffered starts", listed([f"{b['nominal']} ({b['origin']}, {b['overlap']})"
+                                         for b in view["buffered"]])),
+             ("stopping", listed(view["stopping"])),
+             ("backfills", listed([f"{b['backfill_id']} {b['start']}..{b['end']} at "
+                                   f"{b['cursor']}" for b in view["backfills"]]))]
+    return kv_block("actions", pairs)
 
 
 def migration_lines(view: dict[str, Any] | None) -> list[str]:
