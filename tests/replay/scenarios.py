@@ -199,6 +199,38 @@ def s1(w: World) -> None:
     w.service.run_until_idle()
 
 
+def s2(w: World) -> None:
+    """A backfill (allow_all) whose first start's outcome is unknown (retried after a backoff,
+    a dedupe); an action fails and pause_on_failure pauses; a trigger under terminate_other
+    asks the running backfill actions to stop, and the rollback waits behind the phase gate
+    until they have closed; then fenced (nothing more) and handed over."""
+    w.service.create_schedule(NS, "s2", spec=make_spec(intervals=[(3600, 0)]),
+                              action=make_action(workflow_type="Report", task_queue="q",
+                                                 workflow_id="act2"),
+                              policies=make_policies(overlap="terminate_other",
+                                                     pause_on_failure=True))
+    t0 = datetime.fromisoformat(w.service.load.source(NS, "s2").state.cursor)
+    start = t0.replace(minute=0, second=0) - timedelta(hours=3)
+    w.service.backfill_schedule(NS, "s2", start, start + timedelta(hours=2),
+                                overlap="allow_all", now=t0)
+    w.dest.inject("start", "lose_response")
+    w.service.run_scheduler(now=t0)  # three starts; the first one's answer is lost
+    w.service.run_scheduler(now=t0 + timedelta(seconds=2))  # asked again after the backoff
+    state = w.service.load.source(NS, "s2").state
+    w.dest.close(NS, state.running[0], "failed")
+    w.service.run_scheduler(now=t0 + timedelta(seconds=2))  # seen failed: paused
+    w.service.update_schedule(NS, "s2", paused=False)
+    w.service.trigger_schedule(NS, "s2", overlap="terminate_other",
+                               now=t0 + timedelta(seconds=3))
+    w.service.run_scheduler(now=t0 + timedelta(seconds=3))  # the trigger waits; stops asked
+    refused(lambda: w.service.rollback(NS, "s2", "R2"))  # phase gate: stops pending
+    for _ in range(3):  # stops carried out, closes seen, the trigger starts
+        w.service.run_scheduler(now=t0 + timedelta(seconds=3))
+    w.service.rollback(NS, "s2", "R2")
+    w.service.run_scheduler(now=t0 + timedelta(hours=2))  # fenced: nothing
+    w.service.run_until_idle()
+
+
 SCENARIOS: dict[str, tuple[str, str, Callable[[World], None]]] = {
     "f1_foreign_destination": ("F1", "foreign destination parks, re-arms once it closes", f1),
     "f2_close_failure": ("F2", "close crash / answer crash then terminated; head deleted", f2),
@@ -213,6 +245,9 @@ SCENARIOS: dict[str, tuple[str, str, Callable[[World], None]]] = {
     "f11_retry_after_completion": ("F11", "retry after completion is already_completed", f11),
     "s1_actions_fenced": ("S1", "actions, overlap, the phase gate, then fenced and handed over",
                           s1),
+    "s2_backfill_trigger_stop": ("S2", "a backfill with a retried start, pause on failure, a "
+                                       "trigger stopping running actions behind the phase "
+                                       "gate, then fenced and handed over", s2),
     "corrupt_history": ("-", "events no decision writes: every step's violation pinned",
                         corrupt),
 }
