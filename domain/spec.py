@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import heapq
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from importlib import resources
 from typing import Iterator
 from zoneinfo import ZoneInfo
@@ -98,16 +98,40 @@ def zone(name: str) -> ZoneInfo:
 
 
 def cron_fields(expression: str) -> str:
-    """The five-field form of a cron string, or ``invalid_argument`` naming what is wrong."""
+    """The five-field form of a cron string, or ``invalid_argument`` naming what is wrong.
+    Exactly five fields: the cron library would read a sixth as leading *seconds*, Temporal
+    as a trailing *year*, so a six-field string is refused rather than read either way."""
     text = " ".join(expression.split())
     text = MACROS.get(text.lower(), text)
-    try:
-        CronSim(text, datetime(2000, 1, 1))
-    except CronSimError as exc:
-        raise _refuse("cron", f"{expression!r} is not a cron string ({exc}); five fields "
+    why = None if len(text.split()) == 5 else f"{len(text.split())} fields"
+    if why is None:
+        try:
+            CronSim(text, datetime(2000, 1, 1))
+        except CronSimError as exc:
+            why = str(exc)
+    if why is not None:
+        raise _refuse("cron", f"{expression!r} is not a cron string ({why}); five fields "
                               "(minute hour day month weekday) or one of "
-                              f"{' '.join(MACROS)}") from None
+                              f"{' '.join(MACROS)}")
     return text
+
+
+@functools.lru_cache(maxsize=64)
+def sub_hour_shift(name: str) -> date | None:
+    """The first day since 2000 (until 2100) on which ``name`` moves its clock by other than
+    whole hours (Lord Howe's 30-minute DST, Pyongyang 2015, ...), or None. The cron library
+    steps through such a shift in whole hours and would drop or repeat times there."""
+    tz, day = zone(name), datetime(2000, 1, 1, tzinfo=UTC)
+    before = day.astimezone(tz).utcoffset()
+    while day.year < 2100:
+        day += timedelta(days=1)
+        offset = day.astimezone(tz).utcoffset()
+        if offset != before:
+            assert offset is not None and before is not None
+            if (offset - before).total_seconds() % 3600:
+                return day.date()
+            before = offset
+    return None
 
 
 def make_spec(*, intervals: list[tuple[int, int]] | tuple = (), cron: list[str] | tuple = (),
@@ -126,6 +150,11 @@ def make_spec(*, intervals: list[tuple[int, int]] | tuple = (), cron: list[str] 
     if start is not None and end is not None and end < start:
         raise _refuse("end", f"{end.isoformat()} is before the start {start.isoformat()}")
     zone(time_zone)
+    shift = sub_hour_shift(time_zone) if cron else None
+    if shift is not None:
+        raise _refuse("time_zone", f"{time_zone} moves its clock by less than an hour (around "
+                                   f"{shift}); cron strings there are not supported: use a "
+                                   "zone without such shifts (UTC) or an interval")
     return ScheduleSpec(intervals=checked, cron_expressions=tuple(cron_fields(c) for c in cron),
                         start_at=start, end_at=end, jitter=_seconds("jitter", jitter, 0),
                         time_zone=time_zone)
@@ -144,8 +173,12 @@ def _interval_times(i: IntervalSpec, after: datetime) -> Iterator[datetime]:
 
 
 def _cron_times(expression: str, tz: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    """Times strictly after ``after``. The cron library reads a start inside fall-back's
+    repeated hour as its first pass and can return a time before the start: dropped here, or
+    a tick resuming there would start that time a second time."""
     for t in CronSim(expression, after.astimezone(tz)):
-        yield t.astimezone(UTC)
+        if t.astimezone(UTC) > after:
+            yield t.astimezone(UTC)
 
 
 def times_after(spec: ScheduleSpec, after: datetime) -> Iterator[datetime]:
