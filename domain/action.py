@@ -45,19 +45,30 @@ class SchedulePolicies(Immutable):
 
 
 def make_action(*, workflow_type: str, task_queue: str, workflow_id: str,
-                input: Any = None) -> StartWorkflowAction:
-    """A checked action; every refusal is ``invalid_argument`` naming the field."""
+                input: Any = None, memo: dict[str, Any] | None = None,
+                search_attributes: dict[str, Any] | None = None) -> StartWorkflowAction:
+    """A checked action; every refusal is ``invalid_argument`` naming the field. ``memo`` and
+    ``search_attributes`` are JSON objects kept as given (opaque to the scheduler)."""
     for field, value in (("workflow_type", workflow_type), ("task_queue", task_queue),
                          ("workflow_id", workflow_id)):
         validate_text(field, value, max_length=500, identifier=True)
-    try:
-        size = len(json.dumps(input).encode())
-    except (TypeError, ValueError):
-        raise InvalidArgument("input: must be JSON") from None
-    if size > MAX_INPUT_BYTES:
-        raise InvalidArgument(f"input: {size} bytes of JSON, more than {MAX_INPUT_BYTES}")
+    _json("input", input)
+    for field, doc in (("memo", memo), ("search_attributes", search_attributes)):
+        if doc is not None and not isinstance(doc, dict):
+            raise InvalidArgument(f"{field}: must be a JSON object")
+        _json(field, doc)
     return StartWorkflowAction(workflow_type=workflow_type, task_queue=task_queue,
-                               workflow_id=workflow_id, input=input)
+                               workflow_id=workflow_id, input=input, memo=memo or {},
+                               search_attributes=search_attributes or {})
+
+
+def _json(field: str, value: Any) -> None:
+    try:
+        size = len(json.dumps(value).encode())
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"{field}: must be JSON") from None
+    if size > MAX_INPUT_BYTES:
+        raise InvalidArgument(f"{field}: {size} bytes of JSON, more than {MAX_INPUT_BYTES}")
 
 
 def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHUP_WINDOW,

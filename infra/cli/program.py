@@ -116,7 +116,6 @@ def parse_update(current: dict[str, Any], **options: Any) -> dict[str, Any]:
             raise InvalidArgument("action: --workflow-type and --task-queue are required for "
                                   "a schedule without an action")
         base = dict(current.get("action") or {"workflow_id": current["schedule_id"]})
-        base.pop("memo", None), base.pop("search_attributes", None)
         changes["action"] = make_action(**dict(base, **given))
     policy = (options["overlap"], options["catchup_window"], options["pause_on_failure"])
     if any(v is not None for v in policy):

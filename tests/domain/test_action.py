@@ -58,3 +58,18 @@ def test_bad_policies_are_refused_naming_the_field(kwargs, field):
 def test_policy_defaults_are_temporals():
     p = make_policies()
     assert (p.overlap, p.catchup_window, p.pause_on_failure) == ("skip", 365 * 86400, False)
+
+
+def test_memo_and_search_attributes_are_kept_opaque_and_checked():
+    from schedfence.domain.action import make_action
+    from schedfence.domain.errors import InvalidArgument
+    action = make_action(workflow_type="W", task_queue="q", workflow_id="a",
+                         memo={"team": {"x": [1]}}, search_attributes={"Env": "prod"})
+    assert action.memo == {"team": {"x": [1]}} and action.search_attributes == {"Env": "prod"}
+    for field, bad in (("memo", [1]), ("search_attributes", {"x": object()})):
+        try:
+            make_action(workflow_type="W", task_queue="q", workflow_id="a", **{field: bad})
+        except InvalidArgument as exc:
+            assert exc.message.startswith(field)
+        else:
+            raise AssertionError(f"{field} accepted {bad!r}")
