@@ -1,4 +1,5 @@
-"""A deterministic in-process stand-in for Temporal History's StartWorkflowExecution and Describe.
+"""A deterministic in-process stand-in for Temporal History's StartWorkflowExecution, Describe,
+RequestCancelWorkflowExecution and TerminateWorkflowExecution.
 
 It models docs/protocol.md, 'What the destination tells us': dedupe only against the current
 run's request ids (running or closed), conflict policy while running, reuse policy once closed,
@@ -25,6 +26,7 @@ from schedfence.domain.ports import (
     RunDescription,
     StartAccepted,
     StartWorkflow,
+    StopKind,
 )
 from schedfence.infra.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
 
@@ -34,7 +36,9 @@ REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
 CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
 CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
 FAULTS = ("unavailable", "fail_before_commit", "lose_response")
-FAULT_OPS = ("start", "describe")
+FAULT_OPS = ("start", "describe", "stop_workflow")
+# The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
+STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
 
 
@@ -66,6 +70,16 @@ def _find(tx: SimTx, namespace: str, workflow_id: str, run_id: str | None) -> di
         which = "current run" if run_id is None else f"run {run_id}"
         raise DestinationNotFound(f"{namespace}/{workflow_id}: no {which}")
     return run
+
+
+def _stop_current(tx: SimTx, namespace: str, workflow_id: str, status: str) -> None:
+    """Close the current run with ``status`` if it is running; otherwise change nothing."""
+    try:
+        run = _find(tx, namespace, workflow_id, None)
+    except DestinationNotFound:
+        return  # never started, or its current run deleted: nothing to stop
+    if run["status"] == "running":
+        run["status"] = status
 
 
 def _description(run: dict) -> RunDescription:
@@ -108,7 +122,7 @@ def _validate(req: StartWorkflow) -> str | None:
 
 
 class SimulatedDestination:
-    """Implements ``domain.ports.Destination`` over a ``SimState``, plus environment operations."""
+    """Implements ``domain.ports.ActionRunner`` over a ``SimState``, plus environment operations."""
 
     def __init__(
         self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None
@@ -242,6 +256,31 @@ class SimulatedDestination:
         if fault == "lose_response":  # a lost answer is lost whatever it was, NotFound too
             raise DestinationUnavailable("describe response was lost")
         return description
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None:
+        """Cancel (``kind`` "cancel") or terminate the current run of ``workflow_id``.
+
+        A running current run closes at once as "canceled" or "terminated": the simulated
+        workflow honours a cancel immediately, where a real one may take its time or ignore
+        it. A closed current run, or none (never started, deleted), is left as it is and the
+        call returns None, so a repeated stop is a no-op. ``reason`` is accepted and dropped.
+        Faults (op "stop_workflow"): "unavailable" and "fail_before_commit" change nothing,
+        "lose_response" stops the run; all three raise ``DestinationUnavailable``. A bad
+        ``kind`` raises ``ValueError`` and an empty id ``InvalidStartRequest``, before any
+        fault is drawn. Stops are not written to the start log.
+        """
+        if kind not in STOP_STATUS:
+            raise ValueError(f"kind must be one of {tuple(STOP_STATUS)}, got {kind!r}")
+        if not workflow_id:
+            raise InvalidStartRequest("workflow_id is empty")  # as a real server refuses it
+        fault = self._next_fault("stop_workflow")
+        if fault in _PRE_COMMIT_OUTCOME:
+            raise DestinationUnavailable(f"stop_workflow: {_PRE_COMMIT_OUTCOME[fault]}")
+        with self._state.session() as tx:
+            _stop_current(tx, namespace, workflow_id, STOP_STATUS[kind])
+        if fault == "lose_response":
+            raise DestinationUnavailable("stop_workflow committed but its response was lost")
 
     # --- environment operations ---------------------------------------------------------------
 

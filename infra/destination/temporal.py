@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import threading
+import uuid
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar, get_args
 
 from temporalio.api.common.v1 import Payloads, WorkflowExecution, WorkflowType
 from temporalio.api.enums.v1 import (EventType, WorkflowExecutionStatus,
@@ -21,14 +23,16 @@ from temporalio.api.enums.v1 import (EventType, WorkflowExecutionStatus,
 from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionRequest,
-                                               StartWorkflowExecutionRequest)
+                                               RequestCancelWorkflowExecutionRequest,
+                                               StartWorkflowExecutionRequest,
+                                               TerminateWorkflowExecutionRequest)
 from temporalio.client import Client
 from temporalio.converter import default as default_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                                      DestinationUnavailable, InvalidStartRequest, RunDescription,
-                                     StartAccepted, StartWorkflow)
+                                     StartAccepted, StartWorkflow, StopKind)
 
 # The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
 # per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
@@ -36,6 +40,7 @@ DEFAULT_TASK_QUEUE = "schedfence-destination"
 DEFAULT_RPC_TIMEOUT = 5.0
 
 T = TypeVar("T")
+STOP_KINDS: tuple[str, ...] = get_args(StopKind)
 
 _REUSE = {
     "allow_duplicate": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
@@ -173,6 +178,34 @@ def describe_error(exc: RPCError) -> Exception:
     return DestinationUnavailable(f"describe: {exc.status.name}: {exc.message}")
 
 
+def stop_error(exc: RPCError) -> Exception:
+    """The port's error for a failed cancel or terminate; ``DestinationNotFound`` means
+    "nothing to stop", which ``stop_workflow`` turns into a quiet return.
+
+    A *workflow* NOT_FOUND is either no such workflow ("workflow not found for ID") or a closed
+    current run ("workflow execution already completed", what a terminate of a closed run
+    gets). A missing namespace is unavailable, as for describe. Other codes that prove a
+    refusal are ``InvalidStartRequest``; everything else is an unknown outcome.
+    """
+    if exc.status == RPCStatusCode.NOT_FOUND and not _has_detail(exc, "NamespaceNotFoundFailure"):
+        return DestinationNotFound(exc.message)
+    if never_sent(exc):
+        return DestinationNotReached(f"stop not sent: {exc.status.name}: {exc.message}")
+    if exc.status in _REFUSALS and exc.status != RPCStatusCode.NOT_FOUND:
+        return InvalidStartRequest(f"stop refused: {exc.status.name}: {exc.message}")
+    return DestinationUnavailable(f"stop: {exc.status.name}: {exc.message}")
+
+
+def cancel_request_id(namespace: str, workflow_id: str) -> str:
+    """The same request id for every cancel of ``workflow_id``, so the server dedupes a retry.
+
+    Measured on a dev server: a run takes any number of cancels (same id or not), and an id
+    used on an earlier run is still accepted by the next run of the id.
+    """
+    return str(uuid.uuid5(uuid.NAMESPACE_URL,
+                          "schedfence/cancel/" + json.dumps([namespace, workflow_id])))
+
+
 def create_request_id(request_id_infos: Any) -> str:
     """The request id recorded with the run's STARTED event, "" unless exactly one says so.
 
@@ -185,7 +218,7 @@ def create_request_id(request_id_infos: Any) -> str:
 
 
 class TemporalDestination:
-    """``domain.ports.Destination`` on one namespace of a Temporal server."""
+    """``domain.ports.ActionRunner`` on one namespace of a Temporal server."""
 
     def __init__(self, target: str, namespace: str = "default", *,
                  task_queue: str = DEFAULT_TASK_QUEUE, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
@@ -278,6 +311,38 @@ class TemporalDestination:
             run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
             workflow_type=info.type.name, status=status_name(info.status),
             request_ids=frozenset(infos), create_request_id=create_request_id(infos))
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None:
+        """RequestCancelWorkflowExecution (``kind`` "cancel") or TerminateWorkflowExecution on
+        the current run of ``workflow_id``.
+
+        Returning means the server accepted the stop, or had nothing to stop (no such workflow,
+        or its current run closed): a repeated stop is a no-op. An accepted cancel only
+        *asks*: the run stays running until its workflow code honours the request. Raises
+        ``ValueError`` for a bad kind and ``InvalidStartRequest`` for another namespace, both
+        before any call; ``InvalidStartRequest`` when the server refuses (e.g. an empty id);
+        ``DestinationNotReached`` / ``DestinationUnavailable`` as for start (see ``stop_error``).
+        """
+        if kind not in STOP_KINDS:
+            raise ValueError(f"kind must be one of {STOP_KINDS}, got {kind!r}")
+        self._check_namespace(namespace)
+        execution = WorkflowExecution(workflow_id=workflow_id)  # no run id: the current run
+        rpc: Any
+        if kind == "cancel":
+            method = "request_cancel_workflow_execution"
+            rpc = RequestCancelWorkflowExecutionRequest(
+                namespace=namespace, workflow_execution=execution, identity=self.identity,
+                request_id=cancel_request_id(namespace, workflow_id), reason=reason)
+        else:
+            method = "terminate_workflow_execution"
+            rpc = TerminateWorkflowExecutionRequest(
+                namespace=namespace, workflow_execution=execution, identity=self.identity,
+                reason=reason)
+        try:
+            self._rpc(f"stop ({kind})", method, rpc, stop_error)
+        except DestinationNotFound:
+            return  # nothing running under this id: the stop is done
 
     def close(self) -> None:
         """Drop the client on its own loop, then stop the loop (idempotent)."""

@@ -136,3 +136,5 @@ class Scheduler:
             report.stops += 1
         except DestinationUnavailable:
             report.unavailable += 1  # asked again next pass
+        except DestinationError as exc:  # refused: said, and asked again next pass
+            report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")

@@ -193,7 +193,7 @@ def s1(w: World) -> None:
     w.dest.inject("start", "lose_response")
     w.service.run_scheduler(now=t0 + timedelta(seconds=7))  # closed; the buffered one starts
     refused(lambda: w.service.rollback(NS, "s1", "R1"))  # phase gate: its answer was lost
-    w.service.run_scheduler(now=t0 + timedelta(seconds=7))  # asked again: a dedupe
+    w.service.run_scheduler(now=t0 + timedelta(seconds=8))  # after the backoff: a dedupe
     w.service.rollback(NS, "s1", "R1")
     w.service.run_scheduler(now=t0 + timedelta(seconds=30))  # fenced: nothing
     w.service.run_until_idle()
