@@ -55,6 +55,12 @@ class RecoveryRefused(DomainError):
     code = "failed_precondition"
 
 
+class ConflictTokenMismatch(DomainError):
+    """An update named a conflict token the schedule has moved past (someone changed it)."""
+
+    code = "failed_precondition"
+
+
 class StandbyNotPromoted(DomainError):
     """A replication standby may not act until it is promoted (domain/failover.py)."""
 

@@ -13,7 +13,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from .action import nominal_text
-from .errors import AlreadyExists, InvalidArgument
+from .errors import AlreadyExists, ConflictTokenMismatch, InvalidArgument
 from .invoker import OVERLAPS
 from .model import Fact, Facts
 from .program import Program, program_of
@@ -39,6 +39,15 @@ def merged(current: Program, **changes: Any) -> Program:
     """``current`` with the parts named in ``changes`` (spec, action, policies,
     remaining_actions) replaced; a part given as ``KEEP`` stays."""
     return replace(current, **{k: v for k, v in changes.items() if v is not KEEP})
+
+
+def check_conflict_token(state: ScheduleState, version: int, token: int | None) -> None:
+    """An update that names the conflict token it read (the schedule's version) applies only
+    if nothing changed the schedule since, as Temporal's ``conflict_token``."""
+    if token is not None and token != version:
+        raise ConflictTokenMismatch(
+            f"schedule {state.namespace}/{state.schedule_id} changed since conflict token "
+            f"{token} (now {version}); read it again and decide again")
 
 
 def update_program(state: ScheduleState, program: Program, now: datetime) -> Facts:

@@ -63,7 +63,7 @@ class ScheduleCommands:
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
                                        self.epoch(), program)
             self.app.save(key, schedule)
-            return ScheduleView.of(schedule.state)
+            return ScheduleView.of(schedule.state, schedule.version)
 
         return retry_on_conflict(create, AlreadyExists(
             f"schedule {namespace}/{schedule_id} is being created concurrently"))
@@ -71,10 +71,12 @@ class ScheduleCommands:
     def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
                         notes: str | None = None, delete: bool = False,
                         spec: Any = KEEP, action: Any = KEEP, policies: Any = KEEP,
-                        limit: Any = KEEP, now: datetime | None = None) -> ScheduleView:
+                        limit: Any = KEEP, now: datetime | None = None,
+                        conflict_token: int | None = None) -> ScheduleView:
         """Ordinary source mutations, in one save; all refused with ``migration_pending`` while
         fenced. ``spec``, ``action``, ``policies`` and ``limit`` replace that part of the
-        program (``KEEP``, the default: unchanged; None: removed)."""
+        program (``KEEP``, the default: unchanged; None: removed). With ``conflict_token``
+        (a view's), refused with ``failed_precondition`` if the schedule changed since."""
         if notes is not None:
             validate_notes(notes)
         if paused is not None:
@@ -84,6 +86,7 @@ class ScheduleCommands:
         at = now or utc_now()
 
         def update(schedule: Schedule) -> None:
+            manual.check_conflict_token(schedule.state, schedule.version, conflict_token)
             if any(v is not KEEP for v in changes.values()):
                 new = manual.merged(program_of(schedule.state), **changes)
                 schedule.record(manual.update_program(schedule.state, new, at))
@@ -126,7 +129,7 @@ class ScheduleCommands:
             schedule = self.load.source(namespace, schedule_id)
             change(schedule)
             self.app.save(schedule)
-            return ScheduleView.of(schedule.state)
+            return ScheduleView.of(schedule.state, schedule.version)
 
         return retry_on_conflict(once, MigrationPending(
             "the schedule kept changing concurrently; retry later"))
@@ -141,7 +144,8 @@ class ScheduleCommands:
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
-        return ScheduleView.of(self.load.source(namespace, schedule_id).state)
+        source = self.load.source(namespace, schedule_id)
+        return ScheduleView.of(source.state, source.version)
 
     def upcoming(self, namespace: str, schedule_id: str, count: int = 5,
                  now: datetime | None = None) -> list[str]:
@@ -152,8 +156,8 @@ class ScheduleCommands:
         return [nominal_text(t) for t in upcoming(state, now or utc_now(), count)]
 
     def list_schedules(self) -> list[ScheduleView]:
-        return [ScheduleView.of(self.app.repository.get(sid).state)
-                for sid in self.load.current_schedule_ids()]
+        sources = [self.app.repository.get(sid) for sid in self.load.current_schedule_ids()]
+        return [ScheduleView.of(s.state, s.version) for s in sources]
 
 
 def check_paused(paused: object) -> None:

@@ -48,13 +48,15 @@ class ScheduleView:
     buffered: list[dict[str, Any]] = field(default_factory=list)
     stopping: list[str] = field(default_factory=list)
     backfills: list[dict[str, Any]] = field(default_factory=list)
+    conflict_token: int | None = None  # the schedule's version: pass it to an update
 
     @classmethod
-    def of(cls, s: ScheduleState) -> ScheduleView:
+    def of(cls, s: ScheduleState, version: int | None = None) -> ScheduleView:
         return cls(s.namespace, s.schedule_id, s.incarnation, s.paused, s.notes, s.closed,
                    s.close_reason, s.migration_pending, s.fence_migration_id or s.last_migration_id,
                    s.spec, s.action, s.policies, s.remaining_actions, s.cursor, s.action_count,
-                   s.recent_actions, s.running, s.issued, s.buffered, s.stopping, s.backfills)
+                   s.recent_actions, s.running, s.issued, s.buffered, s.stopping, s.backfills,
+                   version)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

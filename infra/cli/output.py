@@ -88,7 +88,8 @@ def schedule_lines(view: dict[str, Any]) -> list[str]:
              ("notes", view["notes"]), ("closed", view["closed"]),
              ("close reason", view["close_reason"]),
              ("migration pending", view["migration_pending"]),
-             ("migration id", view["migration_id"])]
+             ("migration id", view["migration_id"]),
+             ("conflict token", view.get("conflict_token"))]
     return kv_block(f"schedule {view['namespace']}/{view['schedule_id']}", pairs)
 
 

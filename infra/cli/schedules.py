@@ -93,13 +93,21 @@ def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str,
 @schedule.command("update")
 @_key
 @program_options(create=False)
+@click.option("--conflict-token", type=int, default=None,
+              help="Apply only if the schedule is still at this token (from describe).")
 @json_option
-def schedule_update(namespace: str, schedule_id: str, as_json: bool, **options: Any) -> None:
+def schedule_update(namespace: str, schedule_id: str, conflict_token: int | None,
+                    as_json: bool, **options: Any) -> None:
     """Change what a schedule runs and when: a new spec (--interval/--cron replace it), the
-    action's and the policies' options given, the limit. Absent options keep their part."""
+    action's and the policies' options given, the limit. Absent options keep their part; the
+    update merges over what describe shows now, so pass --conflict-token to be sure nothing
+    changed in between."""
     svc = existing()
-    changes = parse_update(svc.schedule(namespace, schedule_id).to_dict(), **options)
-    _schedule_out(svc.update_schedule(namespace, schedule_id, **changes), as_json)
+    view = svc.schedule(namespace, schedule_id)
+    changes = parse_update(view.to_dict(), **options)
+    token = view.conflict_token if conflict_token is None else conflict_token
+    _schedule_out(svc.update_schedule(namespace, schedule_id, conflict_token=token, **changes),
+                  as_json)
 
 
 @schedule.command("trigger")

@@ -82,3 +82,19 @@ def test_while_fenced_every_change_is_refused_and_writes_nothing(store: str) -> 
         assert done.exit_code == 1
         assert json.loads(done.stdout)["error"]["code"] == "migration_pending"
     assert events(store) == before
+
+
+def test_an_update_with_a_stale_conflict_token_is_refused_and_writes_nothing(store: str):
+    create(store)
+    token = ok_json(store, "schedule", "describe", NS, "s")["conflict_token"]
+    ok(store, "schedule", "notes", NS, "s", "changed meanwhile")
+    before = events(store)
+    done = run(store, "schedule", "update", NS, "s", "--overlap", "allow_all",
+               "--conflict-token", str(token), "--json")
+    assert done.exit_code == 1
+    assert json.loads(done.stdout)["error"]["code"] == "failed_precondition"
+    assert events(store) == before
+    fresh = ok_json(store, "schedule", "describe", NS, "s")["conflict_token"]
+    doc = ok_json(store, "schedule", "update", NS, "s", "--overlap", "allow_all",
+                  "--conflict-token", str(fresh))
+    assert doc["policies"]["overlap"] == "allow_all" and doc["conflict_token"] > fresh
