@@ -1,0 +1,161 @@
+"""A handover (domain/handover.py) as Temporal's own Schedule, and back: pure functions over
+the protobuf types the server's CreateSchedule takes.
+
+- the spec, action, policies and state are the Schedule's own fields (what the server runs);
+- the plan (domain.handover.patch_plan) is the create's initial patch: backfill requests and
+  at most one trigger;
+- what a Temporal Schedule has no field for (the source's incarnation, counts, cursor, recent
+  and running actions, which patch entry came from which buffered start or backfill) rides in
+  the schedule's memo under ``MEMO_KEY``, so ``from_temporal`` gives back the same handover.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.api.common.v1 import Memo, Payload, Payloads, SearchAttributes, WorkflowType
+from temporalio.api.enums.v1 import ScheduleOverlapPolicy
+from temporalio.api.schedule.v1 import (BackfillRequest, IntervalSpec, Schedule, ScheduleAction,
+                                        SchedulePatch, SchedulePolicies, ScheduleSpec,
+                                        ScheduleState, TriggerImmediatelyRequest)
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflow.v1 import NewWorkflowExecutionInfo
+from temporalio.converter import default as default_converter
+
+from schedfence.domain import action as da
+from schedfence.domain import spec as ds
+from schedfence.domain.action import nominal_text
+from schedfence.domain.handover import SECOND, Handover, PatchPlan
+
+MEMO_KEY = "schedfence.handover"
+_OVERLAP = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
+            for name in ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other",
+                         "allow_all")}
+_OVERLAP_NAME = {v: k for k, v in _OVERLAP.items()}
+
+
+def _payload(value: Any) -> Payload:
+    return default_converter().payload_converter.to_payloads([value])[0]
+
+
+def _value(payload: Payload) -> Any:
+    return default_converter().payload_converter.from_payloads([payload])[0]
+
+
+def _ts(t: datetime) -> Timestamp:
+    out = Timestamp()
+    out.FromDatetime(t.astimezone(timezone.utc))
+    return out
+
+
+def _time(ts: Timestamp) -> datetime:
+    return ts.ToDatetime(tzinfo=timezone.utc)
+
+
+def _spec(spec: ds.ScheduleSpec) -> ScheduleSpec:
+    out = ScheduleSpec(
+        interval=[IntervalSpec(interval=Duration(seconds=i.every),
+                               phase=Duration(seconds=i.offset)) for i in spec.intervals],
+        cron_string=list(spec.cron_expressions), jitter=Duration(seconds=spec.jitter),
+        timezone_name=spec.time_zone)
+    if spec.start_at is not None:
+        out.start_time.CopyFrom(_ts(spec.start_at))
+    if spec.end_at is not None:
+        out.end_time.CopyFrom(_ts(spec.end_at))
+    return out
+
+
+def _action(action: da.StartWorkflowAction) -> ScheduleAction:
+    return ScheduleAction(start_workflow=NewWorkflowExecutionInfo(
+        workflow_id=action.workflow_id, workflow_type=WorkflowType(name=action.workflow_type),
+        task_queue=TaskQueue(name=action.task_queue),
+        input=Payloads(payloads=[_payload(action.input)]),
+        memo=Memo(fields={k: _payload(v) for k, v in action.memo.items()}),
+        search_attributes=SearchAttributes(indexed_fields={
+            k: _payload(v) for k, v in action.search_attributes.items()})))
+
+
+def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, Memo]:
+    """The Schedule to create, its initial patch, and the schedule memo (see module doc)."""
+    assert h.spec is not None and h.action is not None
+    policies = h.policies or da.SchedulePolicies()
+    schedule = Schedule(
+        spec=_spec(h.spec), action=_action(h.action),
+        policies=SchedulePolicies(overlap_policy=_OVERLAP[policies.overlap],
+                                  catchup_window=Duration(seconds=policies.catchup_window),
+                                  pause_on_failure=policies.pause_on_failure),
+        state=ScheduleState(notes=h.notes, paused=h.paused,
+                            limited_actions=h.remaining_actions is not None,
+                            remaining_actions=h.remaining_actions or 0))
+    patch = SchedulePatch(backfill_request=[
+        BackfillRequest(start_time=_ts(r.start), end_time=_ts(r.end),
+                        overlap_policy=_OVERLAP[r.overlap]) for r in plan.backfills])
+    if plan.trigger is not None:
+        patch.trigger_immediately.CopyFrom(TriggerImmediatelyRequest(
+            overlap_policy=_OVERLAP[plan.trigger[1]], scheduled_time=_ts(plan.trigger[0])))
+    gap = len(plan.backfills) > len(h.backfills) + \
+        sum(b["origin"] != "trigger" for b in h.buffered)
+    provenance = {
+        "namespace": h.namespace, "schedule_id": h.schedule_id, "incarnation": h.incarnation,
+        "has_policies": h.policies is not None, "action_count": h.action_count,
+        "cursor": h.cursor, "recent_actions": list(h.recent_actions),
+        "running": list(h.running), "buffered_origins": [b["origin"] for b in h.buffered],
+        "backfills": [{"backfill_id": b["backfill_id"], "start": b["start"]}
+                      for b in h.backfills], "gap": gap}
+    return schedule, patch, Memo(fields={MEMO_KEY: _payload(provenance)})
+
+
+def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Handover:
+    """The handover ``to_temporal`` was given (the inverse, field for field)."""
+    meta = _value(memo.fields[MEMO_KEY])
+    ranges = list(patch.backfill_request)
+    backfills = []
+    for doc, r in zip(meta["backfills"], ranges):
+        backfills.append({"backfill_id": doc["backfill_id"], "start": doc["start"],
+                          "end": nominal_text(_time(r.end_time)),
+                          "overlap": _OVERLAP_NAME[r.overlap_policy],
+                          "cursor": nominal_text(_time(r.start_time) - SECOND)})
+    rest = iter(ranges[len(backfills):])
+    buffered = []
+    for origin in meta["buffered_origins"]:
+        if origin == "trigger":
+            t, overlap = patch.trigger_immediately.scheduled_time, \
+                patch.trigger_immediately.overlap_policy
+        else:
+            r = next(rest)
+            t, overlap = r.start_time, r.overlap_policy
+        buffered.append({"nominal": nominal_text(_time(t)), "origin": origin,
+                         "overlap": _OVERLAP_NAME[overlap]})
+    state, p = schedule.state, schedule.policies
+    return Handover(
+        namespace=meta["namespace"], schedule_id=meta["schedule_id"],
+        incarnation=meta["incarnation"], paused=state.paused, notes=state.notes,
+        spec=_spec_back(schedule.spec), action=_action_back(schedule.action),
+        policies=da.SchedulePolicies(
+            overlap=_OVERLAP_NAME[p.overlap_policy], catchup_window=p.catchup_window.seconds,
+            pause_on_failure=p.pause_on_failure) if meta["has_policies"] else None,
+        remaining_actions=state.remaining_actions if state.limited_actions else None,
+        action_count=meta["action_count"], cursor=meta["cursor"], buffered=tuple(buffered),
+        backfills=tuple(backfills), recent_actions=tuple(meta["recent_actions"]),
+        running=tuple(meta["running"]))
+
+
+def _spec_back(spec: ScheduleSpec) -> ds.ScheduleSpec:
+    return ds.ScheduleSpec(
+        intervals=tuple(ds.IntervalSpec(every=i.interval.seconds, offset=i.phase.seconds)
+                        for i in spec.interval),
+        cron_expressions=tuple(spec.cron_string),
+        start_at=_time(spec.start_time) if spec.HasField("start_time") else None,
+        end_at=_time(spec.end_time) if spec.HasField("end_time") else None,
+        jitter=spec.jitter.seconds, time_zone=spec.timezone_name)
+
+
+def _action_back(action: ScheduleAction) -> da.StartWorkflowAction:
+    start = action.start_workflow
+    return da.StartWorkflowAction(
+        workflow_type=start.workflow_type.name, task_queue=start.task_queue.name,
+        workflow_id=start.workflow_id, input=_value(start.input.payloads[0]),
+        memo={k: _value(v) for k, v in start.memo.fields.items()},
+        search_attributes={k: _value(v) for k, v in start.search_attributes.indexed_fields.items()})

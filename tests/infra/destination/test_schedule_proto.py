@@ -1,0 +1,133 @@
+"""A schedule handed to a Temporal Schedule and read back is the same schedule: generated
+schedules (every spec shape and policy, paused or not, limited actions, 0-7 buffered starts,
+0-3 backfills in progress, recent and running actions, memo and search attributes) go
+source -> handover -> Temporal Schedule (+ initial patch + memo) -> handover three times;
+every field is preserved and the input is never mutated. Seeds 0, 1, 7, 42 and 63 are pinned
+besides hypothesis' own draws."""
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedfence.domain.action import make_action, make_policies, nominal_text
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.handover import Handover, handover_of, patch_plan
+from schedfence.domain.invoker import OVERLAPS
+from schedfence.domain.program import Program
+from schedfence.domain.schedule import ScheduleState
+from schedfence.domain.spec import make_spec
+from schedfence.infra.destination.schedule_proto import from_temporal, to_temporal
+
+T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
+CRONS = ["*/5 * * * *", "0 9 * * 1-5", "@daily", "30 2 1 * *"]
+ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
+
+
+def when(rng: random.Random, days: int = 30) -> str:
+    return nominal_text(T0 + timedelta(seconds=rng.randrange(days * 86400)))
+
+
+def json_value(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(6 if depth < 2 else 4)
+    if kind == 4:
+        return [json_value(rng, depth + 1) for _ in range(rng.randrange(3))]
+    if kind == 5:
+        return {f"k{i}": json_value(rng, depth + 1) for i in range(rng.randrange(3))}
+    return [None, rng.randrange(-10**6, 10**6), f"v{rng.randrange(999)}", rng.random() < .5][kind]
+
+
+def program(rng: random.Random) -> Program:
+    intervals = [(e, rng.randrange(e)) for e in rng.sample([60, 300, 3600, 86400, 7 * 86400],
+                                                           rng.randrange(3))]
+    crons = rng.sample(CRONS, rng.randrange(0 if intervals else 1, 3))
+    start = T0 - timedelta(days=rng.randrange(30)) if rng.random() < .5 else None
+    end = T0 + timedelta(days=60 + rng.randrange(30)) if rng.random() < .5 else None
+    spec = make_spec(intervals=intervals, cron=crons, start_at=start, end_at=end,
+                     jitter=rng.choice([0, 0, 30, 600]), time_zone=rng.choice(ZONES))
+    action = make_action(workflow_type=f"W{rng.randrange(9)}", task_queue=f"q{rng.randrange(9)}",
+                         workflow_id=f"act-{rng.randrange(99)}", input=json_value(rng),
+                         memo={f"m{i}": json_value(rng) for i in range(rng.randrange(3))},
+                         search_attributes={f"S{i}": json_value(rng)
+                                            for i in range(rng.randrange(3))})
+    policies = make_policies(overlap=rng.choice(OVERLAPS),
+                             catchup_window=rng.choice([10, 60, 86400, 365 * 86400]),
+                             pause_on_failure=rng.random() < .5) if rng.random() < .8 else None
+    return Program(spec, action, policies, rng.choice([None, 0, 1, 99]))
+
+
+def source(rng: random.Random) -> ScheduleState:
+    origins = ["auto", "backfill-1", "backfill-2"]
+    buffered = [{"nominal": when(rng), "origin": rng.choice(origins),
+                 "overlap": rng.choice(OVERLAPS)} for _ in range(rng.randrange(8))]
+    if buffered and rng.random() < .3:
+        buffered[rng.randrange(len(buffered))]["origin"] = "trigger"
+    backfills = []
+    for k in range(rng.randrange(4)):
+        start = T0 - timedelta(days=10 + rng.randrange(10))
+        end = start + timedelta(hours=1 + rng.randrange(48))
+        cursor = start - timedelta(seconds=1) + (end - start) * rng.random()
+        backfills.append({"backfill_id": f"backfill-{k + 1}", "start": nominal_text(start),
+                          "end": nominal_text(end), "overlap": rng.choice(OVERLAPS),
+                          "cursor": nominal_text(cursor)})
+    recent = [{"nominal": when(rng), "origin": rng.choice(origins), "workflow_id": f"a-{i}",
+               "run_id": f"r-{i}"} for i in range(rng.randrange(6))]
+    return replace(
+        ScheduleState("ns", f"s{rng.randrange(99)}", 1 + rng.randrange(3), rng.random() < .5,
+                      f"notes {rng.randrange(99)}"),
+        **program(rng).fields(), cursor=when(rng), buffered=buffered, backfills=backfills,
+        recent_actions=recent, running=[f"a-{i}" for i in range(rng.randrange(3))],
+        action_count=rng.randrange(10**6), backfill_count=len(backfills))
+
+
+def round_trips(rng: random.Random) -> None:
+    state = source(rng)
+    frozen = copy.deepcopy(state)
+    paused, notes = rng.random() < .5, f"before the fence {rng.randrange(99)}"
+    h = handover_of(state, paused, notes)
+    expected = Handover(**h.model_dump())
+    for _ in range(3):
+        until = T0 + timedelta(days=31)
+        h = from_temporal(*to_temporal(h, patch_plan(h, until)))
+        assert h == expected
+    assert state == frozen  # the input was not mutated
+    assert (h.paused, h.notes, h.cursor, h.action_count) == (paused, notes, state.cursor,
+                                                             state.action_count)
+    assert [b["cursor"] for b in h.backfills] == [b["cursor"] for b in state.backfills]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 42, 63])
+def test_pinned_seeds_round_trip_three_times(seed):
+    round_trips(random.Random(seed))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rng=st.randoms(use_true_random=False))
+def test_generated_schedules_round_trip_three_times(rng):
+    round_trips(rng)
+
+
+def test_the_patch_continues_each_backfill_after_its_cursor_and_fills_the_gap():
+    state = source(random.Random(5))
+    h = handover_of(state, False, "")
+    until = T0 + timedelta(days=31)
+    plan = patch_plan(h, until)
+    for b, r in zip(h.backfills, plan.backfills):
+        assert nominal_text(r.start - timedelta(seconds=1)) == b["cursor"]  # exclusive cursor
+        assert nominal_text(r.end) == b["end"]  # inclusive end
+    gap = plan.backfills[-1]
+    assert nominal_text(gap.start - timedelta(seconds=1)) == h.cursor and gap.end == until
+
+
+def test_what_a_temporal_schedule_cannot_carry_is_refused_naming_the_field():
+    state = source(random.Random(3))
+    with pytest.raises(InvalidArgument, match="^action:"):
+        patch_plan(handover_of(replace(state, spec=None, action=None), False, ""), T0)
+    two = [{"nominal": nominal_text(T0), "origin": "trigger", "overlap": "skip"}] * 2
+    with pytest.raises(InvalidArgument, match="^buffered:"):
+        patch_plan(handover_of(replace(state, buffered=two), False, ""), T0)
