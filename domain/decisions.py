@@ -123,13 +123,16 @@ def due(state: MigrationState) -> Due:
 
 
 def start_request(state: MigrationState) -> StartWorkflow:
-    """The single start: the durable id, and the *pre-migration* pause and notes (I3, I11)."""
+    """The single start: the durable id, the *pre-migration* pause and notes (I3, I11), and
+    for a schedule with a program the handover (the whole schedule the destination
+    continues)."""
     return StartWorkflow(
         namespace=state.namespace, workflow_id=state.workflow_id,
         request_id=state.request_id or "", workflow_type=SCHEDULER_WORKFLOW_TYPE,
         input={"namespace": state.namespace, "schedule_id": state.schedule_id,
                "incarnation": state.incarnation, "paused": state.pre_paused,
-               "notes": state.pre_notes},
+               "notes": state.pre_notes,
+               **({"handover": state.handover} if state.handover is not None else {})},
         id_reuse_policy="allow_duplicate", id_conflict_policy="fail",
     )
 

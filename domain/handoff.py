@@ -20,6 +20,7 @@ from uuid import UUID
 from . import decisions as d
 from . import recovery as r
 from .errors import RecoveryRefused
+from .handover import handover_of
 from .ids import derive_request_id, destination_workflow_id, migration_aggregate_id
 from .migration import Migration, MigrationState
 from .model import EvolvingAggregate, Fact, Facts
@@ -117,7 +118,8 @@ def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str
         incarnation=source.incarnation, workflow_id=destination_workflow_id(source.schedule_id),
         request_id=request_id, origin=origin, pre_paused=source.paused, pre_notes=source.notes,
         claim_armed=True, actor=actor, epoch=d.claim_epoch(source, last, epoch),
-        sentinel_check=sentinel))
+        sentinel_check=sentinel, handover=None if source.spec is None else
+        handover_of(source, source.paused, source.notes).model_dump(mode="json")))
     return change(fence_facts(source, request_id, str(migration_id)), [created],
                   outcome="accepted", migration_id=str(migration_id))
 

@@ -164,8 +164,11 @@ class Checker:
         if not isinstance(t.prev, M.StartClaimConsumed):
             self.flag("I4", mid, [t.prev_pos, pos], "start issued without a claim consumed "
                       "directly before it")
+        handover = e.input.get("handover") or {}
         if (e.input.get("paused"), e.input.get("notes")) != (t.state.pre_paused,
-                                                             t.state.pre_notes):
+                                                             t.state.pre_notes) or \
+                handover.get("paused", t.state.pre_paused) != t.state.pre_paused or \
+                handover.get("notes", t.state.pre_notes) != t.state.pre_notes:
             self.flag("I11", mid, [t.created_at, pos],
                       "start input does not carry the pre-migration pause and notes")
 

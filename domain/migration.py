@@ -70,6 +70,7 @@ class MigrationState:
     attempts: int = 0
     last_worker: str = ""
     epoch: int = 0  # the store epoch (failovers recorded) this migration's steps belong to
+    handover: dict | None = None  # what the destination continues (domain/handover.py)
 
     @property
     def is_open(self) -> bool:
@@ -149,7 +150,9 @@ class Migration(EvolvingAggregate):
     class RequestIdAssigned(Created):
         """The admin rollback was accepted; persisted with the source's pause and fence.
 
-        v3 (this release) adds the store ``epoch`` the migration was accepted in (failovers
+        v4 adds ``handover``: the source as the fence froze it (domain/handover.py, a JSON
+        document; None for a schedule with no program, and on v3 and older).
+        v3 adds the store ``epoch`` the migration was accepted in (failovers
         recorded before it; v2 reads as 0) and ``sentinel_check``: what the admin gate saw at
         the destination workflow id before accepting (``{"workflow_id", "current": None |
         {run_id, workflow_type, status}}``; None on v2, which did not record it).
@@ -163,7 +166,7 @@ class Migration(EvolvingAggregate):
         """
 
         TOPIC: ClassVar[str] = "schedfence.migration.RequestIdAssigned"
-        class_version: ClassVar[int] = 3
+        class_version: ClassVar[int] = 4
         namespace: str
         schedule_id: str
         source_id: str
@@ -177,6 +180,7 @@ class Migration(EvolvingAggregate):
         actor: str = ""
         epoch: int = 0
         sentinel_check: dict[str, Any] | None = None
+        handover: dict[str, Any] | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -185,6 +189,10 @@ class Migration(EvolvingAggregate):
         @staticmethod
         def upcast_v2_v3(state: dict[str, Any]) -> None:
             state.update(epoch=0, sentinel_check=None)
+
+        @staticmethod
+        def upcast_v3_v4(state: dict[str, Any]) -> None:
+            state.update(handover=None)
 
         @model_validator(mode="after")
         def _identity_consistent(self) -> Any:
@@ -322,7 +330,7 @@ def _created(event: Any, *, request_id: str | None, origin: str, phase: Phase,
         schedule_id=event.schedule_id, source_id=event.source_id,
         incarnation=event.incarnation, workflow_id=event.workflow_id, request_id=request_id,
         origin=origin, pre_paused=event.pre_paused, pre_notes=event.pre_notes, phase=phase,
-        claim_armed=armed, epoch=event.epoch,
+        claim_armed=armed, epoch=event.epoch, handover=event.handover,
     )
 
 

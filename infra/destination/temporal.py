@@ -30,9 +30,12 @@ from temporalio.client import Client
 from temporalio.converter import default as default_converter
 from temporalio.service import RPCError, RPCStatusCode
 
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                                      DestinationUnavailable, InvalidStartRequest, RunDescription,
                                      StartAccepted, StartWorkflow, StopKind)
+
+from schedfence.infra.destination.temporal_schedule import create_schedule
 
 # The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
 # per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
@@ -279,7 +282,12 @@ class TemporalDestination:
 
     # -- the port ---------------------------------------------------------------------------
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        """StartWorkflowExecution; a rollback's start that carries a handover is a Temporal
+        Schedule instead (infra/destination/temporal_schedule.py), answered the same way."""
         self._check_namespace(request.namespace)
+        if request.workflow_type == SCHEDULER_WORKFLOW_TYPE and \
+                isinstance(request.input, dict) and request.input.get("handover"):
+            return create_schedule(self, request)
         reuse, conflict = policies(request.id_reuse_policy, request.id_conflict_policy)
         rpc = StartWorkflowExecutionRequest(
             namespace=request.namespace, workflow_id=request.workflow_id,

@@ -1,0 +1,78 @@
+"""The rollback's start as a real Temporal Schedule (infra/destination/temporal_schedule.py),
+on a dev server: CreateSchedule with the durable request id creates the server's own scheduler
+workflow with that id as its create request id; the same request again is a dedupe; another
+request id is AlreadyStarted naming the first. The server's own Schedules API then shows the
+handed-over spec, action, notes and pause, the initial patch's backfills ran as the server's
+action workflows named ``<prefix>-<nominal Z>``, and pause/unpause work on it."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from schedfence.domain.action import make_action, make_policies, nominal_text
+from schedfence.domain.handover import handover_of
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ports import AlreadyStarted, StartWorkflow
+from schedfence.domain.program import Program
+from schedfence.domain.schedule import ScheduleState
+from schedfence.domain.spec import make_spec
+from tests.contract.temporal_env import NS, wait_for
+
+ACTION_QUEUE = "schedfence-schedule-contract-no-worker"
+
+
+def handover_start(sid: str, request_id: str, cursor: datetime, paused: bool = True) -> StartWorkflow:
+    program = Program(make_spec(intervals=[(3600, 0)]),
+                      make_action(workflow_type="Report", task_queue=ACTION_QUEUE,
+                                  workflow_id=f"act-{sid}", input={"region": "eu"}),
+                      make_policies(overlap="allow_all"))
+    state = replace(ScheduleState(NS, sid, 1, False, ""), **program.fields(),
+                    cursor=nominal_text(cursor))
+    h = handover_of(state, paused, f"handed over {sid}").model_dump(mode="json")
+    return StartWorkflow(NS, destination_workflow_id(sid), request_id, SCHEDULER_WORKFLOW_TYPE,
+                         {"paused": paused, "notes": f"handed over {sid}", "handover": h})
+
+
+@pytest.fixture
+def server(temporal_env):
+    return temporal_env
+
+
+def test_create_by_request_id_is_the_scheduler_workflows_create_id_and_deduplicates(server):
+    sid = f"sched-{uuid.uuid4().hex[:8]}"
+    start = handover_start(sid, "R1", datetime.now(timezone.utc))
+    first = server.destination.start_workflow(start)
+    assert first.started is True and first.status == "running"
+    run = server.destination.describe(NS, destination_workflow_id(sid))
+    assert run.create_request_id == "R1" and run.run_id == first.run_id
+    again = server.destination.start_workflow(start)  # the same request: a dedupe
+    assert (again.run_id, again.started) == (first.run_id, True)
+    with pytest.raises(AlreadyStarted) as other:
+        server.destination.start_workflow(replace(start, request_id="R2"))
+    assert (other.value.start_request_id, other.value.run_id) == ("R1", first.run_id)
+
+
+def test_the_servers_schedule_shows_the_handover_and_runs_its_backfill(server):
+    sid = f"sched-{uuid.uuid4().hex[:8]}"
+    now = datetime.now(timezone.utc)
+    cursor = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=3, seconds=1)
+    server.destination.start_workflow(handover_start(sid, "R1", cursor))
+    handle = server.ops.client.get_schedule_handle(sid)
+    desc = server.ops.run(lambda: handle.describe())
+    assert desc.schedule.state.paused is True
+    assert desc.schedule.state.note == f"handed over {sid}"
+    assert desc.schedule.action.workflow == "Report"
+    assert [i.every for i in desc.schedule.spec.intervals] == [timedelta(hours=1)]
+    # the gap after the cursor (three whole hours) ran as backfills, paused or not
+    expected = {f"act-{sid}-{nominal_text(cursor + timedelta(seconds=1) + timedelta(hours=k))}"
+                for k in range(4)}
+    started = wait_for(lambda: {a.action.workflow_id for a in
+                                server.ops.run(lambda: handle.describe()).info.recent_actions},
+                       lambda ids: expected <= ids, 20.0, "the backfilled actions")
+    assert expected <= started
+    server.ops.run(lambda: handle.unpause())
+    server.ops.run(lambda: handle.pause(note="paused by an operator"))
+    assert server.ops.run(lambda: handle.describe()).schedule.state.paused is True
