@@ -12,8 +12,10 @@ running actions. ``patch_plan`` says how a Temporal Schedule is told to carry on
   overlap policy (its nominal time is a spec time, so the server names it the same);
 - a buffered trigger is the patch's trigger, at its nominal time (at most one: a patch has
   one trigger);
-- the times after the source's cursor up to ``until`` (where the server's own processing
-  begins) are one more backfill ``[cursor + 1 s, until]``, under the schedule's overlap policy.
+- the times after the source's cursor up to ``until`` are one more backfill
+  ``[cursor + 1 s, until]``, under the schedule's overlap policy; the server's own processing
+  begins after its create time, and ``boundary_gap`` names the times between the two, which
+  are started after the create (infra/destination/temporal_schedule.py).
 
 The destination's action workflows are named like the source's (``<prefix>-<nominal Z>``), so
 a nominal time that both sides tried to start collides on its workflow id instead of running
@@ -30,7 +32,7 @@ from .action import SchedulePolicies, StartWorkflowAction, parse_nominal
 from .errors import InvalidArgument
 from .model import Immutable
 from .program import program_of
-from .spec import ScheduleSpec
+from .spec import ScheduleSpec, times_between
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -84,6 +86,7 @@ class Range:
 class PatchPlan:
     backfills: tuple[Range, ...] = ()
     trigger: tuple[datetime, str] | None = None  # (nominal time, overlap)
+    until: datetime | None = None  # the gap backfill's end (whole seconds)
 
 
 def check_handover(h: Handover) -> None:
@@ -105,6 +108,7 @@ def patch_plan(h: Handover, until: datetime) -> PatchPlan:
     starts after it)."""
     check_handover(h)
     assert h.cursor is not None
+    until = until.replace(microsecond=0)
     overlap = (h.policies or SchedulePolicies()).overlap
     ranges = [Range(parse_nominal(b["cursor"]) + SECOND, parse_nominal(b["end"]), b["overlap"])
               for b in h.backfills]
@@ -115,10 +119,15 @@ def patch_plan(h: Handover, until: datetime) -> PatchPlan:
         ranges.append(gap)
     trigger = next(((parse_nominal(b["nominal"]), b["overlap"]) for b in h.buffered
                     if b["origin"] == "trigger"), None)
-    return PatchPlan(tuple(ranges), trigger)
+    return PatchPlan(tuple(ranges), trigger, until)
 
 
-def boundary(h: Handover) -> datetime:
-    """The first instant the destination answers for: just after the source's cursor."""
-    assert h.cursor is not None
-    return parse_nominal(h.cursor) + SECOND
+def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[datetime]:
+    """The spec's times the handover's gap backfill did not cover and the destination's own
+    processing will not either: in ``(gap_end, created_at]``, where ``created_at`` is the
+    instant the server's scheduler began (its LastProcessedTime, exclusive). The patch's gap
+    ends before the call on purpose, so the two ranges never overlap (an overlap could run a
+    time twice: the server's scheduler starts actions with ALLOW_DUPLICATE); what falls
+    between is started here, one time at a time, after the create."""
+    assert h.spec is not None
+    return times_between(h.spec, gap_end, created_at) if created_at > gap_end else []

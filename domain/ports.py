@@ -135,3 +135,14 @@ class ActionRunner(Destination, Protocol):
 
     def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
                       reason: str = "") -> None: ...
+
+
+@runtime_checkable
+class HandoverTarget(Destination, Protocol):
+    """A destination that takes a whole schedule (a start carrying a handover) and, once the
+    migration holds the receipt, settles the boundary: the spec's times between the handover's
+    gap backfill and the instant the destination's own processing began are started there, each
+    once (idempotent: called again after a crash or an unknown outcome). Returns the nominal
+    times it asked the destination to start. Unknown outcome: ``DestinationUnavailable``."""
+
+    def settle_handover(self, request: StartWorkflow) -> list[str]: ...

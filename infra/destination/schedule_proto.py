@@ -26,14 +26,14 @@ from temporalio.converter import default as default_converter
 
 from schedfence.domain import action as da
 from schedfence.domain import spec as ds
-from schedfence.domain.action import nominal_text
+from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import SECOND, Handover, PatchPlan
 
 MEMO_KEY = "schedfence.handover"
-_OVERLAP = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
+OVERLAP = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
             for name in ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other",
                          "allow_all")}
-_OVERLAP_NAME = {v: k for k, v in _OVERLAP.items()}
+_OVERLAP_NAME = {v: k for k, v in OVERLAP.items()}
 
 
 def _payload(value: Any) -> Payload:
@@ -44,7 +44,7 @@ def _value(payload: Payload) -> Any:
     return default_converter().payload_converter.from_payloads([payload])[0]
 
 
-def _ts(t: datetime) -> Timestamp:
+def timestamp(t: datetime) -> Timestamp:
     out = Timestamp()
     out.FromDatetime(t.astimezone(timezone.utc))
     return out
@@ -61,9 +61,9 @@ def _spec(spec: ds.ScheduleSpec) -> ScheduleSpec:
         cron_string=list(spec.cron_expressions), jitter=Duration(seconds=spec.jitter),
         timezone_name=spec.time_zone)
     if spec.start_at is not None:
-        out.start_time.CopyFrom(_ts(spec.start_at))
+        out.start_time.CopyFrom(timestamp(spec.start_at))
     if spec.end_at is not None:
-        out.end_time.CopyFrom(_ts(spec.end_at))
+        out.end_time.CopyFrom(timestamp(spec.end_at))
     return out
 
 
@@ -83,18 +83,18 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
     policies = h.policies or da.SchedulePolicies()
     schedule = Schedule(
         spec=_spec(h.spec), action=_action(h.action),
-        policies=SchedulePolicies(overlap_policy=_OVERLAP[policies.overlap],
+        policies=SchedulePolicies(overlap_policy=OVERLAP[policies.overlap],
                                   catchup_window=Duration(seconds=policies.catchup_window),
                                   pause_on_failure=policies.pause_on_failure),
         state=ScheduleState(notes=h.notes, paused=h.paused,
                             limited_actions=h.remaining_actions is not None,
                             remaining_actions=h.remaining_actions or 0))
     patch = SchedulePatch(backfill_request=[
-        BackfillRequest(start_time=_ts(r.start), end_time=_ts(r.end),
-                        overlap_policy=_OVERLAP[r.overlap]) for r in plan.backfills])
+        BackfillRequest(start_time=timestamp(r.start), end_time=timestamp(r.end),
+                        overlap_policy=OVERLAP[r.overlap]) for r in plan.backfills])
     if plan.trigger is not None:
         patch.trigger_immediately.CopyFrom(TriggerImmediatelyRequest(
-            overlap_policy=_OVERLAP[plan.trigger[1]], scheduled_time=_ts(plan.trigger[0])))
+            overlap_policy=OVERLAP[plan.trigger[1]], scheduled_time=timestamp(plan.trigger[0])))
     gap = len(plan.backfills) > len(h.backfills) + \
         sum(b["origin"] != "trigger" for b in h.buffered)
     provenance = {
@@ -103,8 +103,15 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
         "cursor": h.cursor, "recent_actions": list(h.recent_actions),
         "running": list(h.running), "buffered_origins": [b["origin"] for b in h.buffered],
         "backfills": [{"backfill_id": b["backfill_id"], "start": b["start"]}
-                      for b in h.backfills], "gap": gap}
+                      for b in h.backfills], "gap": gap,
+        "gap_end": None if plan.until is None else nominal_text(plan.until)}
     return schedule, patch, Memo(fields={MEMO_KEY: _payload(provenance)})
+
+
+def gap_end(memo: Memo) -> datetime | None:
+    """The end of the handover's gap backfill, as the schedule's memo recorded it."""
+    text = _value(memo.fields[MEMO_KEY]).get("gap_end") if MEMO_KEY in memo.fields else None
+    return None if text is None else parse_nominal(text)
 
 
 def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Handover:

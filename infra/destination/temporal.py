@@ -35,7 +35,7 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, Destin
                                      DestinationUnavailable, InvalidStartRequest, RunDescription,
                                      StartAccepted, StartWorkflow, StopKind)
 
-from schedfence.infra.destination.temporal_schedule import create_schedule
+from schedfence.infra.destination.temporal_schedule import create_schedule, settle_handover
 
 # The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
 # per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
@@ -319,6 +319,11 @@ class TemporalDestination:
             run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
             workflow_type=info.type.name, status=status_name(info.status),
             request_ids=frozenset(infos), create_request_id=create_request_id(infos))
+
+    def settle_handover(self, request: StartWorkflow) -> list[str]:
+        """After the receipt: the times at the handover's boundary (temporal_schedule.py)."""
+        self._check_namespace(request.namespace)
+        return settle_handover(self, request)
 
     def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
                       reason: str = "") -> None:

@@ -13,28 +13,38 @@ protocol's proof is unchanged (measured on a dev server, 1.32):
   request id in the error, so one describe of the scheduler workflow tells whose it is:
   ``AlreadyStarted`` with that run's create request id, run id and first run id.
 
-The patch's gap backfill ends ``GAP_MARGIN`` after the call's clock: the server processes its
-spec from its own start, so the margin covers the call's latency; a time in both ranges
-collides on its action workflow id (the server starts it once).
+The boundary. The server processes its spec after its scheduler's first instant (its
+``create_time``, recorded as LastProcessedTime); the patch's gap backfill ends ``GAP_MARGIN``
+*before* the call, so the two ranges never overlap (the server's scheduler starts actions with
+ALLOW_DUPLICATE: a time in both could run twice). The times between them are settled after the
+receipt (``settle_handover``): read the server's create time and the gap's end (the schedule's
+memo), skip the times whose action workflow exists already, and patch one-time backfills for
+the rest under one request id derived from the migration's, which the server deduplicates.
 """
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
+from uuid import uuid5
 
-from temporalio.api.workflowservice.v1 import CreateScheduleRequest
+from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
+from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeScheduleRequest,
+                                               PatchScheduleRequest)
 from temporalio.service import RPCError, RPCStatusCode
 
-from schedfence.domain.handover import Handover, patch_plan
-from schedfence.domain.ids import WORKFLOW_ID_PREFIX
-from schedfence.domain.ports import AlreadyStarted, StartAccepted, StartWorkflow
+from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
+from schedfence.domain.handover import Handover, boundary_gap, patch_plan
+from schedfence.domain.ids import SCHEDFENCE_NAMESPACE, WORKFLOW_ID_PREFIX
+from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, StartAccepted,
+                                     StartWorkflow)
 
-from schedfence.infra.destination.schedule_proto import to_temporal
+from schedfence.infra.destination.schedule_proto import OVERLAP, gap_end, timestamp, to_temporal
 
 if TYPE_CHECKING:
     from schedfence.infra.destination.temporal import TemporalDestination
 
-GAP_MARGIN = timedelta(seconds=5)
+GAP_MARGIN = timedelta(seconds=2)  # more than the clock skew between us and the server
 
 
 class _Registered(Exception):
@@ -44,7 +54,7 @@ class _Registered(Exception):
 def create_request(request: StartWorkflow, identity: str, now: datetime) -> CreateScheduleRequest:
     """The CreateSchedule for a start that carries a handover (pure but for ``now``)."""
     handover = Handover.model_validate(request.input["handover"])
-    schedule, patch, memo = to_temporal(handover, patch_plan(handover, now + GAP_MARGIN))
+    schedule, patch, memo = to_temporal(handover, patch_plan(handover, now - GAP_MARGIN))
     return CreateScheduleRequest(
         namespace=request.namespace,
         schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX),
@@ -71,3 +81,39 @@ def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartA
     run = dest.describe(request.namespace, request.workflow_id)
     return StartAccepted(run.run_id, run.first_execution_run_id, run.status,
                          started=run.create_request_id == request.request_id)
+
+
+def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[str]:
+    """Start, once each, the spec's times between the gap backfill and the server's own first
+    instant (see the module doc). Safe to call again: started times are skipped, and a
+    repeated patch carries the same request id."""
+    from schedfence.infra.destination.temporal import describe_error
+
+    handover = Handover.model_validate(request.input["handover"])
+    schedule_id = request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
+    desc = dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
+        namespace=request.namespace, schedule_id=schedule_id), describe_error)
+    end = gap_end(desc.memo)
+    if end is None or handover.action is None:
+        return []
+    created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
+    todo = [t for t in boundary_gap(handover, end, created)
+            if not _started(dest, request.namespace, action_workflow_id(handover.action, t))]
+    if todo:
+        overlap = OVERLAP[(handover.policies or SchedulePolicies()).overlap]
+        patch = SchedulePatch(backfill_request=[
+            BackfillRequest(start_time=timestamp(t), end_time=timestamp(t), overlap_policy=overlap)
+            for t in todo])
+        dest._rpc("patch schedule", "patch_schedule", PatchScheduleRequest(
+            namespace=request.namespace, schedule_id=schedule_id, patch=patch,
+            identity=dest.identity, request_id=str(uuid5(SCHEDFENCE_NAMESPACE, json.dumps(
+                ["boundary", request.request_id])))), describe_error)
+    return [nominal_text(t) for t in todo]
+
+
+def _started(dest: TemporalDestination, namespace: str, workflow_id: str) -> bool:
+    try:
+        dest.describe(namespace, workflow_id)
+        return True
+    except DestinationNotFound:
+        return False

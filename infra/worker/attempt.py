@@ -19,6 +19,7 @@ from schedfence.domain import handoff as h
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
+                                     HandoverTarget,
                                      DestinationUnavailable, RunDescription)
 from schedfence.domain.schedule import Schedule
 
@@ -101,6 +102,8 @@ class TaskWorker:
         if step == "wait":
             return "backoff"  # another worker's start may still land: let it
         if step == "close":
+            if not self._settled(mig):
+                return "backoff"  # the boundary is not settled yet: the source stays fenced
             source = self._source(mig)
             self._commit("close", mig, h.close(source.state, st, attempt, self.worker_id),
                          source)
@@ -112,6 +115,18 @@ class TaskWorker:
         if step == "reconcile":
             return self._reconcile(mig, attempt)
         return self._check_foreign(mig, attempt)
+
+    def _settled(self, mig: Migration) -> bool:
+        """Before the close, a destination that took the whole schedule starts the times at
+        the handover's boundary (HandoverTarget); an unknown outcome is asked again later."""
+        if mig.state.handover is None or not isinstance(self.destination, HandoverTarget):
+            return True
+        request = d.start_request(mig.state)
+        try:
+            self._call("settle", lambda: self.destination.settle_handover(request))
+        except DestinationError:
+            return False
+        return True
 
     def _own(self, worker: str | None) -> bool:
         return h.is_own_worker(worker, self.worker_id, self.own_prefix)

@@ -76,3 +76,39 @@ def test_the_servers_schedule_shows_the_handover_and_runs_its_backfill(server):
     server.ops.run(lambda: handle.unpause())
     server.ops.run(lambda: handle.pause(note="paused by an operator"))
     assert server.ops.run(lambda: handle.describe()).schedule.state.paused is True
+
+
+def test_the_boundary_between_the_gap_backfill_and_the_servers_own_times_is_settled(server):
+    """Every second from the handed-over cursor on starts on the server exactly once: the gap
+    backfill ends before the create, the server's own processing begins at its create time,
+    and settle_handover starts the times between (a second settle starts nothing)."""
+    sid = f"sched-{uuid.uuid4().hex[:8]}"
+    start = handover_start(sid, "R1", datetime.now(timezone.utc) - timedelta(seconds=6),
+                           paused=False)
+    h = start.input["handover"]
+    h["spec"]["intervals"] = [{"every": 1, "offset": 0}]
+    cursor = datetime.fromisoformat(h["cursor"])
+    server.destination.start_workflow(start)
+    settled = server.destination.settle_handover(start)
+    assert settled, "the gap backfill ends 2 s before the create: some times fall between"
+    assert server.destination.settle_handover(start) == []  # started already: nothing twice
+    handle = server.ops.client.get_schedule_handle(sid)
+    created = server.ops.run(lambda: handle.describe()).info.created_at
+    last = created.replace(microsecond=0) + timedelta(seconds=2)
+    expected = [f"act-{sid}-{nominal_text(cursor + timedelta(seconds=k))}"
+                for k in range(1, int((last - cursor).total_seconds()) + 1)]
+
+    def missing() -> list[str]:
+        return [w for w in expected if not _exists(server, w)]
+    wait_for(missing, lambda m: m == [], 20.0, "every second's action workflow")
+    server.ops.run(lambda: handle.pause())
+    assert all(len(server.ops.list_runs(w)) == 1 for w in expected)
+
+
+def _exists(server, workflow_id: str) -> bool:
+    from schedfence.domain.ports import DestinationNotFound
+    try:
+        server.destination.describe(NS, workflow_id)
+        return True
+    except DestinationNotFound:
+        return False
