@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from .schedule import ScheduleState
 
 SECOND = timedelta(seconds=1)
+# The gap backfill ends this long before the destination is created (more than the clock skew
+# between us and the server), so it never overlaps the destination's own first times.
+GAP_MARGIN = timedelta(seconds=2)
 
 
 class Handover(Immutable):
@@ -125,9 +128,29 @@ def patch_plan(h: Handover, until: datetime) -> PatchPlan:
 def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[datetime]:
     """The spec's times the handover's gap backfill did not cover and the destination's own
     processing will not either: in ``(gap_end, created_at]``, where ``created_at`` is the
-    instant the server's scheduler began (its LastProcessedTime, exclusive). The patch's gap
+    instant the server's scheduler began (its LastProcessedTime, exclusive), and after the
+    source's cursor (a handover made just after a tick has no gap at all). The patch's gap
     ends before the call on purpose, so the two ranges never overlap (an overlap could run a
     time twice: the server's scheduler starts actions with ALLOW_DUPLICATE); what falls
     between is started here, one time at a time, after the create."""
+    assert h.spec is not None and h.cursor is not None
+    after = max(gap_end, parse_nominal(h.cursor))  # never a time the source answered for
+    return times_between(h.spec, after, created_at) if created_at > after else []
+
+
+def destination_starts(h: Handover, created_at: datetime, settled: list[datetime],
+                       now: datetime) -> list[datetime]:
+    """The nominal times a destination that took ``h`` at ``created_at`` has started by
+    ``now``, as Temporal's scheduler would: the create's patch (backfills, buffered starts,
+    the trigger), the boundary's ``settled`` times, and its own spec times after
+    ``created_at`` unless paused (manual starts run while paused). The simulator's record."""
     assert h.spec is not None
-    return times_between(h.spec, gap_end, created_at) if created_at > gap_end else []
+    plan = patch_plan(h, created_at - GAP_MARGIN)
+    starts = [t for r in plan.backfills for t in times_between(h.spec, r.start - SECOND, r.end)
+              if t >= r.start] + list(settled)
+    if plan.trigger is not None:
+        starts.append(plan.trigger[0])
+    if not h.paused:
+        own = times_between(h.spec, created_at, now)
+        starts += own if h.remaining_actions is None else own[:h.remaining_actions]
+    return sorted(starts)

@@ -28,6 +28,8 @@ from schedfence.domain.ports import (
     StartWorkflow,
     StopKind,
 )
+from schedfence.infra.destination.sim_schedules import (Clock, SimSchedules, carries_handover,
+                                                        utc_now)
 from schedfence.infra.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
@@ -36,7 +38,7 @@ REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
 CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
 CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
 FAULTS = ("unavailable", "fail_before_commit", "lose_response")
-FAULT_OPS = ("start", "describe", "stop_workflow")
+FAULT_OPS = ("start", "describe", "stop_workflow", "settle")
 # The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
 STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
@@ -121,12 +123,14 @@ def _validate(req: StartWorkflow) -> str | None:
     return None
 
 
-class SimulatedDestination:
+class SimulatedDestination(SimSchedules):
     """Implements ``domain.ports.ActionRunner`` over a ``SimState``, plus environment operations."""
 
     def __init__(
-        self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None
+        self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None,
+        clock: Clock = utc_now,
     ) -> None:
+        self.clock = clock  # when a schedule is created (sim_schedules.py)
         self._state = state if state is not None else InMemorySimState()
         self.seed = seed
         self.faults = faults or FaultRates()
@@ -183,6 +187,8 @@ class SimulatedDestination:
             "deleted": False,
             "by_start": first is None,
         }
+        if first is None and carries_handover(req.input):  # a schedule: when it began
+            run["created_at"] = self.clock().isoformat()
         tx.add_run(req.namespace, req.workflow_id, run)
         return run
 

@@ -24,7 +24,7 @@ the rest under one request id derived from the migration's, which the server ded
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 from uuid import uuid5
 
@@ -34,7 +34,7 @@ from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeSc
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
-from schedfence.domain.handover import Handover, boundary_gap, patch_plan
+from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, patch_plan
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE, WORKFLOW_ID_PREFIX
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, StartAccepted,
                                      StartWorkflow)
@@ -44,7 +44,6 @@ from schedfence.infra.destination.schedule_proto import OVERLAP, gap_end, timest
 if TYPE_CHECKING:
     from schedfence.infra.destination.temporal import TemporalDestination
 
-GAP_MARGIN = timedelta(seconds=2)  # more than the clock skew between us and the server
 
 
 class _Registered(Exception):
