@@ -21,6 +21,7 @@ from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
 from schedfence.domain.spec import make_spec
 
 from schedfence.infra import narration as out
+from schedfence.infra.demo.handover import s2
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.destination.choose import SIM, OpenedDestination, open_destination
@@ -217,6 +218,8 @@ SCENARIOS: list[tuple[str, str, str, Callable[[DemoRun], str]]] = [
      "the same id is already_completed, nothing written", f11),
     ("S1", "a schedule that takes actions is fenced and handed over",
      "actions at their nominal times; none while fenced or after the close", s1),
+    ("S2", "a schedule handed over whole, mid-backfill",
+     "the handover carries the backfill and the cursor; every time exactly once (I14)", s2),
 ]
 
 

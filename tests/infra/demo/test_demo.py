@@ -23,7 +23,7 @@ def test_demo_json_every_scenario_passes(store: str) -> None:
     doc = json.loads(result.stdout)
     assert doc["passed"] is True and doc["store"] == url
     assert [s["code"] for s in doc["scenarios"]] == \
-        ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11", "S1"]
+        ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11", "S1", "S2"]
     for scenario in doc["scenarios"]:
         assert scenario["passed"] and not scenario["failed_checks"], scenario
         assert scenario["steps"] and scenario["observed"]
@@ -39,10 +39,10 @@ def test_demo_text_names_each_mode_and_its_verdict(store: str) -> None:
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     headings = [line.split()[0] for line in lines if line[:1] in ("F", "S")]
-    assert headings == ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11", "S1"]
-    assert sum(line.startswith("  => OK, as the protocol requires: ") for line in lines) == 10
+    assert headings == ["F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F11", "S1", "S2"]
+    assert sum(line.startswith("  => OK, as the protocol requires: ") for line in lines) == 11
     assert any(line.startswith("invariants: OK (") for line in lines)
-    assert lines[-1] == "demo: 10/10 scenarios match the protocol; PASS"
+    assert lines[-1] == "demo: 11/11 scenarios match the protocol; PASS"
     s1 = lines[lines.index(next(ln for ln in lines if ln.startswith("S1 "))):]
     assert any("scheduler at +3 min: 3 action(s) started" in ln for ln in s1)
     assert any("while fenced: 0 started" in ln for ln in s1)
