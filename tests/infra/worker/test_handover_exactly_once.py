@@ -2,8 +2,9 @@
 the source (time compressed through the injectable clocks) with a finished backfill and one
 in progress, and is rolled back while the worker crashes at every boundary of the handoff
 (before and after the claim's append, the start call, the answer's append, the boundary
-settle, the close) or the start's answer is lost or the settle is unavailable; another worker
-takes over. The source's starts and the destination's record, together, are exactly what one
+settle, the close), or the start's answer is lost or unknown, or the settle is unavailable, or
+the destination's chain continues as new before the receipt; the admin call is retried and
+another worker takes over. The source's starts and the destination's record, together, are exactly what one
 scheduler that never migrated would have started: none twice, none lost, nothing else."""
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def crash_once(point: str | None):
     return hook
 
 
-def handoff(store_url: str, point: str | None, fault: tuple[str, str] | None) -> None:
+def handoff(store_url: str, point: str | None, fault: tuple[str, str] | None,
+            continue_as_new: bool = False) -> None:
     clock = Clock()
     dest = SimulatedDestination(clock=clock)
     with open_service(store_url, dest, worker_id="w1", crash_hook=crash_once(point)) as svc:
@@ -66,12 +68,15 @@ def handoff(store_url: str, point: str | None, fault: tuple[str, str] | None) ->
         clock.now = (first + timedelta(minutes=4)).replace(second=0, microsecond=0) + \
             timedelta(seconds=1)
         assert svc.rollback(NS, SID, "R1").outcome == "accepted"
+        assert svc.rollback(NS, SID, "R1").outcome == "already_pending"  # a retried admin call
         if fault:
             dest.inject(*fault)
         try:
             svc.run_until_idle(retry_for=0)
         except Crash:
             pass
+    if continue_as_new:  # the destination's chain moves on before the receipt
+        dest.continue_as_new(NS, destination_workflow_id(SID))
     with open_service(store_url, dest, worker_id="w2", claim_grace=0.0) as svc:
         svc.run_until_idle(retry_for=2.0)
         if svc.migration(NS, SID).park_reason == "head_missing":  # a claim with no start made
@@ -104,3 +109,7 @@ def test_a_crash_at_any_boundary_of_the_handoff_leaves_every_time_started_once(f
                                    ("settle", "unavailable")])
 def test_a_lost_or_unknown_answer_leaves_every_time_started_once(file_store_url, fault):
     handoff(file_store_url, None, fault)
+
+
+def test_a_continue_as_new_before_the_receipt_leaves_every_time_started_once(file_store_url):
+    handoff(file_store_url, "start.after_call", None, continue_as_new=True)
