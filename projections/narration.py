@@ -27,6 +27,15 @@ def short(value: object) -> str:
     return text[:8] if _UUID.match(text) else text
 
 
+def _handover(start_input: dict[str, Any]) -> str:
+    """What a start that hands over a whole schedule carries (docs/protocol.md)."""
+    h = start_input.get("handover")
+    if not h:
+        return ""
+    return (f", the whole schedule from its cursor {h['cursor']} ({len(h['buffered'])} buffered "
+            f"start(s), {len(h['backfills'])} backfill(s) in progress)")
+
+
 def _flag(value: object) -> str:
     return "yes" if value else "no"
 
@@ -81,7 +90,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "DestinationStartIssued": lambda d: Line(
         "worker", f"start issued at {d['workflow_id']}, request id {short(d['request_id'])}, "
                   f"{d['id_reuse_policy']}/{d['id_conflict_policy']}, input paused="
-                  f"{_flag(d['input'].get('paused'))}"),
+                  f"{_flag(d['input'].get('paused'))}" + _handover(d['input'])),
     "DestinationAnswered": lambda d: Line("dest", _answer(d)),
     "ChainVerified": _chain,
     "FailoverReconciled": lambda d: Line(
