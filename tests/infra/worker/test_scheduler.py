@@ -11,16 +11,9 @@ from schedfence.domain.action import make_action, make_policies
 from schedfence.domain.errors import PhaseBlocked
 from schedfence.domain.spec import make_spec
 from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.service import open_service
+from tests.infra.worker.sched_world import world  # noqa: F401 (the fixture)
 
 NS, SID = "ns", "s"
-
-
-@pytest.fixture
-def world(store_url: str):
-    dest = SimulatedDestination()
-    with open_service(store_url, dest) as svc:
-        yield svc, dest
 
 
 def create(svc, overlap: str = "allow_all", every: int = 2) -> datetime:
