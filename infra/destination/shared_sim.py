@@ -15,7 +15,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (DestinationUnavailable, RunDescription, StartAccepted,
-                                     StartWorkflow)
+                                     StartWorkflow, StopKind)
 
 from schedfence.infra.destination.sim_store import SqlSimState
 from schedfence.infra.destination.simulator import SimulatedDestination
@@ -29,7 +29,8 @@ def is_shared_sim(url: str) -> bool:
 
 
 class SharedSimDestination:
-    """The ``Destination`` port over a ``SimulatedDestination`` in its own store.
+    """The ``Destination`` port (and ``ActionRunner``, ``HandoverTarget``) over a
+    ``SimulatedDestination`` in its own store.
 
     A database error in a call means the outcome is unknown, exactly like an unreachable
     server: it is raised as ``DestinationUnavailable`` so workers fail closed. The simulator's
@@ -62,6 +63,19 @@ class SharedSimDestination:
             return self.simulator.describe(namespace, workflow_id, run_id)
         except SQLAlchemyError as exc:
             raise self._unavailable("describe", exc) from None
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None:
+        try:
+            self.simulator.stop_workflow(namespace, workflow_id, kind, reason)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("stop", exc) from None
+
+    def settle_handover(self, request: StartWorkflow) -> list[str]:
+        try:
+            return self.simulator.settle_handover(request)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("settle", exc) from None
 
     def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
         text = str(exc).strip().splitlines()
