@@ -231,6 +231,30 @@ def s2(w: World) -> None:
     w.service.run_until_idle()
 
 
+def s3(w: World) -> None:
+    """A schedule handed over whole: a finished backfill, one in progress at the fence, a time
+    due and never ticked; the handover rides on the rollback's first event, the worker's start
+    carries it, and the boundary is settled before the close."""
+    w.service.create_schedule(NS, "s3", spec=make_spec(intervals=[(60, 0)]),
+                              action=make_action(workflow_type="Report", task_queue="q",
+                                                 workflow_id="act3"),
+                              policies=make_policies(overlap="allow_all"))
+    first = datetime.fromisoformat(w.service.load.source(NS, "s3").state.cursor)
+    now = [first]
+    w.dest.clock = lambda: now[0]
+    w.service.backfill_schedule(NS, "s3", first - timedelta(minutes=20),
+                                first - timedelta(minutes=15), now=first)
+    w.service.run_scheduler(now=first + timedelta(minutes=2))
+    w.service.backfill_schedule(NS, "s3", first - timedelta(minutes=10),
+                                first - timedelta(minutes=5), now=first)
+    now[0] = (first + timedelta(minutes=3)).replace(second=0, microsecond=0) + \
+        timedelta(seconds=1)
+    w.service.rollback(NS, "s3", "R3")
+    w.dest.inject("start", "lose_response")  # the receipt comes by reconcile
+    w.service.run_until_idle()
+    w.service.run_until_idle()
+
+
 SCENARIOS: dict[str, tuple[str, str, Callable[[World], None]]] = {
     "f1_foreign_destination": ("F1", "foreign destination parks, re-arms once it closes", f1),
     "f2_close_failure": ("F2", "close crash / answer crash then terminated; head deleted", f2),
@@ -248,6 +272,8 @@ SCENARIOS: dict[str, tuple[str, str, Callable[[World], None]]] = {
     "s2_backfill_trigger_stop": ("S2", "a backfill with a retried start, pause on failure, a "
                                        "trigger stopping running actions behind the phase "
                                        "gate, then fenced and handed over", s2),
+    "s3_handover": ("S3", "a whole schedule handed over mid-backfill, its start answer lost, "
+                          "the boundary settled before the close", s3),
     "corrupt_history": ("-", "events no decision writes: every step's violation pinned",
                         corrupt),
 }
