@@ -1,14 +1,17 @@
 """End to end on a real Temporal dev server: a schedule every 2 s with a backfill in progress
 runs on the source, is rolled back mid-backfill (a finished backfill, a second one not yet
 processed), and runs as a real Temporal Schedule for ~10 s more; also with the worker dying between the
-create and the receipt, and with the server's scheduler continued-as-new before the receipt. The action workflows the
+create and the receipt (an exception at that point, and a worker process SIGKILLed there),
+and with the server's scheduler continued-as-new before the receipt. The action workflows the
 server lists are exactly the nominal times one scheduler would have started (I14: none twice,
 none missing, nothing else); ``temporal schedule describe`` shows the handed-over spec, notes
 and pause, and ``temporal schedule toggle --pause`` works on it."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -83,7 +86,26 @@ def force_continue_as_new(env: TemporalEnv, sid: str) -> None:
              "the server's scheduler to continue as new")
 
 
-@pytest.mark.parametrize("fault", [None, "crash_after_create", "continue_as_new"])
+# A worker process that SIGKILLs itself right after the create call returned (before the
+# answer is appended): the real process death, not an exception.
+KILLED_WORKER = """
+import os, signal, sys
+from schedfence.infra.service import open_service
+def hook(point):
+    if point == "start.after_call":
+        os.kill(os.getpid(), signal.SIGKILL)
+with open_service(sys.argv[1], sys.argv[2], worker_id="doomed", crash_hook=hook) as svc:
+    svc.run_until_idle()
+"""
+
+
+def sigkilled_worker(store: str, env: TemporalEnv) -> None:
+    done = subprocess.run([sys.executable, "-c", KILLED_WORKER, store, env.url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("fault", [None, "crash_after_create", "continue_as_new", "sigkill"])
 def test_a_schedule_handed_to_temporal_mid_backfill_runs_every_time_exactly_once(
         temporal_env: TemporalEnv, tmp_path: Path, fault: str | None) -> None:
     """``crash_after_create``: the worker dies between the create and the receipt (nothing
@@ -92,7 +114,11 @@ def test_a_schedule_handed_to_temporal_mid_backfill_runs_every_time_exactly_once
     tag = uuid.uuid4().hex[:8]
     sid, wtype, prefix = f"handover-{tag}", f"Report{tag}", f"act-{tag}"
     store = f"sqlite:///{tmp_path / 'fence.db'}"
-    if fault:
+    if fault == "sigkill":
+        with open_service(store, temporal_env.destination, worker_id="e2e-1") as svc:
+            first, done, pending = start_and_fence(svc, sid, wtype, prefix, tag)
+        sigkilled_worker(store, temporal_env)
+    elif fault:
         with open_service(store, temporal_env.destination, worker_id="e2e-1",
                           crash_hook=crash_after_create) as svc:
             first, done, pending = start_and_fence(svc, sid, wtype, prefix, tag)
