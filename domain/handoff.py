@@ -206,6 +206,22 @@ def foreign_check(mig: MigrationState, current: RunDescription | None, attempt: 
                   migration_id=mig.migration_id)
 
 
+def needs_settle(mig: MigrationState, settles: bool) -> bool:
+    """Before the close: a destination that took the whole schedule (``settles``) has not
+    yet been asked for the times at its boundary."""
+    return settles and mig.handover is not None and mig.receipt is not None and \
+        not mig.boundary_settled
+
+
+def settled(mig: MigrationState, started: list[str], attempt: int, worker: str) -> Change:
+    """Record what the boundary's settle asked the destination to start (after the receipt)."""
+    if mig.receipt is None or mig.handover is None or mig.boundary_settled:
+        raise RecoveryRefused("a boundary is settled once, after the receipt of a handover")
+    return change((), [Fact(M.BoundarySettled, {
+        "request_id": mig.request_id, "attempt": attempt, "worker": worker,
+        "started": list(started)})], migration_id=mig.migration_id)
+
+
 def close(source: ScheduleState, mig: MigrationState, attempt: int, worker: str) -> Change:
     """Close the source for good with the receipt, and complete the migration (I2, I10)."""
     return change(close_source_facts(source, mig.request_id or "", mig.receipt or ""),

@@ -125,9 +125,11 @@ class Checker:
                       f"identity-less migration acted: {type(e).__name__}")
         if st.phase in CLOSED_PHASES:
             self.flag("I8", mid, [pos], f"{type(e).__name__} after the migration was {st.phase}")
-        if st.receipt is not None and not isinstance(e, M.SourceClosed):
-            self.flag("I8", mid, [t.receipt_at or pos, pos],
-                      f"{type(e).__name__} after the receipt (only SourceClosed may follow)")
+        settle = isinstance(e, M.BoundarySettled)
+        if (st.receipt is not None and not settle and not isinstance(e, M.SourceClosed)) or (
+                settle and (st.receipt is None or st.boundary_settled)):
+            self.flag("I8", mid, [t.receipt_at or pos, pos], f"{type(e).__name__} after the "
+                      "receipt, or a second settle (only one settle, then SourceClosed)")
         if st.epoch < self.epoch and st.is_open and st.receipt is None:
             self._failover_step(mid, t, pos, e)
         self._resurrection(mid, t, pos, e)

@@ -7,7 +7,7 @@ replay and the invariant checker all fold with it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
@@ -71,6 +71,7 @@ class MigrationState:
     last_worker: str = ""
     epoch: int = 0  # the store epoch (failovers recorded) this migration's steps belong to
     handover: dict | None = None  # what the destination continues (domain/handover.py)
+    boundary_settled: bool = False  # its boundary's times were asked for (BoundarySettled)
 
     @property
     def is_open(self) -> bool:
@@ -91,44 +92,6 @@ class MigrationState:
         """Parked because starts may exist that this log does not hold (an older release's,
         or a tail lost in a failover): "no start issued" here proves nothing."""
         return self.phase == "parked" and self.park_reason in UNVERIFIED_PARKS
-
-
-@dataclass(frozen=True)
-class ReadShape:
-    """A migration as every reader shows it: the projection's row, the service's view, the CLI
-    and the JSON documents all extend this (one set of names). The reducer's own names differ
-    where they read better in the rules: ``phase`` is ``state``, ``origin`` is
-    ``request_id_origin``, ``receipt`` is ``destination_first_run_id``."""
-
-    migration_id: str
-    namespace: str
-    schedule_id: str
-    incarnation: int
-    state: str
-    request_id: str | None
-    request_id_origin: str
-    park_reason: str | None
-    park_detail: str
-    destination_first_run_id: str | None
-    claim_armed: bool
-    starts_issued: int
-    attempts: int
-    last_worker: str
-
-
-READ_FIELDS = tuple(f.name for f in fields(ReadShape))
-
-
-def read_shape(state: MigrationState) -> dict[str, Any]:
-    """The read shape's fields of a migration state, by the read shape's names."""
-    s = state
-    return {"migration_id": s.migration_id, "namespace": s.namespace,
-            "schedule_id": s.schedule_id, "incarnation": s.incarnation, "state": s.phase,
-            "request_id": s.request_id, "request_id_origin": s.origin,
-            "park_reason": s.park_reason, "park_detail": s.park_detail,
-            "destination_first_run_id": s.receipt, "claim_armed": s.claim_armed,
-            "starts_issued": s.starts_issued, "attempts": s.attempts,
-            "last_worker": s.last_worker}
 
 
 class _Event(EvolvingAggregate.Event):
@@ -265,6 +228,14 @@ class Migration(EvolvingAggregate):
         evidence: Literal["start_created", "start_deduplicated", "already_started_same_id",
                           "chain_head"]
 
+    class BoundarySettled(_Event):
+        """After the receipt, before the close: the destination that took the whole schedule
+        was asked to start the spec's times at the handover's boundary (``started``, RFC 3339
+        UTC; empty: none fell there or they had started). docs/protocol.md, "The handover"."""
+
+        TOPIC: ClassVar[str] = "schedfence.migration.BoundarySettled"
+        started: list[str] = []
+
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"
         reason: Literal["foreign_destination", "head_missing", "no_first_run_identity",
@@ -384,6 +355,8 @@ def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState
     if isinstance(event, M.OwnershipAccepted):
         return replace(state, receipt=event.destination_first_run_id, phase="receipted",
                        park_reason=None, park_detail="")
+    if isinstance(event, M.BoundarySettled):
+        return replace(state, boundary_settled=True)
     if isinstance(event, M.MigrationParked):
         return replace(state, phase="parked", park_reason=event.reason,
                        park_detail=event.detail)

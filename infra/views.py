@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schedfence.domain.migration import MigrationState, ReadShape, read_shape
+from schedfence.domain.migration import MigrationState
+from schedfence.domain.read_shape import ReadShape, read_shape
 from schedfence.domain.schedule import ScheduleState
 from schedfence.projections.service_views import OperatorViews
 

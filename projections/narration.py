@@ -92,6 +92,11 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                   f"{d['id_reuse_policy']}/{d['id_conflict_policy']}, input paused="
                   f"{_flag(d['input'].get('paused'))}" + _handover(d['input'])),
     "DestinationAnswered": lambda d: Line("dest", _answer(d)),
+    "BoundarySettled": lambda d: Line(
+        "worker", "boundary settled: " + (f"asked the destination to start "
+                                          f"{', '.join(d['started'])}" if d["started"] else
+                                          "no time fell between the handover and the "
+                                          "destination's first")),
     "ChainVerified": _chain,
     "FailoverReconciled": lambda d: Line(
         "worker", f"accepted before failover {d['epoch']}: reconciling (only the chain head's "

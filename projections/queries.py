@@ -13,8 +13,9 @@ from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.ids import validate_id
-from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, READ_FIELDS,
-                                         WORKER_PHASES, MigrationState)
+from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
+                                         MigrationState)
+from schedfence.domain.read_shape import READ_FIELDS
 
 from . import oncall as oc
 from . import tables as t

@@ -19,7 +19,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
 from schedfence.domain.decisions import due
-from schedfence.domain.migration import MigrationState, read_shape
+from schedfence.domain.migration import MigrationState
+from schedfence.domain.read_shape import read_shape
 
 from . import tables as t
 

@@ -102,8 +102,8 @@ class TaskWorker:
         if step == "wait":
             return "backoff"  # another worker's start may still land: let it
         if step == "close":
-            if not self._settled(mig):
-                return "backoff"  # the boundary is not settled yet: the source stays fenced
+            if h.needs_settle(st, isinstance(self.destination, HandoverTarget)):
+                return self._settle(mig, attempt)
             source = self._source(mig)
             self._commit("close", mig, h.close(source.state, st, attempt, self.worker_id),
                          source)
@@ -116,17 +116,18 @@ class TaskWorker:
             return self._reconcile(mig, attempt)
         return self._check_foreign(mig, attempt)
 
-    def _settled(self, mig: Migration) -> bool:
+    def _settle(self, mig: Migration, attempt: int) -> AttemptResult:
         """Before the close, a destination that took the whole schedule starts the times at
-        the handover's boundary (HandoverTarget); an unknown outcome is asked again later."""
-        if mig.state.handover is None or not isinstance(self.destination, HandoverTarget):
-            return True
+        the handover's boundary (HandoverTarget), and the log records which; an unknown
+        outcome backs off with the source still fenced (the settle is idempotent)."""
         request = d.start_request(mig.state)
+        target: Any = self.destination
         try:
-            self._call("settle", lambda: self.destination.settle_handover(request))
+            started = self._call("settle", lambda: target.settle_handover(request))
         except DestinationError:
-            return False
-        return True
+            return "backoff"
+        self._commit("settle", mig, h.settled(mig.state, started, attempt, self.worker_id))
+        return "progress"
 
     def _own(self, worker: str | None) -> bool:
         return h.is_own_worker(worker, self.worker_id, self.own_prefix)

@@ -113,3 +113,21 @@ def test_a_lost_or_unknown_answer_leaves_every_time_started_once(file_store_url,
 
 def test_a_continue_as_new_before_the_receipt_leaves_every_time_started_once(file_store_url):
     handoff(file_store_url, "start.after_call", None, continue_as_new=True)
+
+
+def test_the_boundary_settle_is_recorded_once_after_the_receipt_and_a_second_is_flagged():
+    from schedfence.domain.migration import Migration
+    from tests.helpers import MEMORY
+    dest = SimulatedDestination()
+    with open_service(MEMORY, dest, worker_id="w1") as svc:
+        svc.create_schedule(NS, SID, spec=SPEC, action=make_action(
+            workflow_type="W", task_queue="q", workflow_id="act"))
+        svc.rollback(NS, SID, "R1")
+        svc.run_until_idle()
+        kinds = [e.type.rsplit(".", 1)[-1] for e in svc.history(NS, SID)]
+        assert kinds[-4:] == ["OwnershipAccepted", "BoundarySettled", "ClosedByMigration",
+                              "SourceClosed"]
+        m = svc.app.repository.get(__import__("uuid").UUID(svc.migration(NS, SID).migration_id))
+        m.record([(Migration.BoundarySettled, {"request_id": "R1", "started": []})])
+        svc.app.save(m)
+        assert [v.invariant for v in svc.verify()] == ["I8", "I8"]  # after completion; twice

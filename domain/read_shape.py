@@ -1,0 +1,46 @@
+"""The read shape: a migration as every reader shows it (one set of names for the projection's
+row, the service's view, the CLI and the JSON documents)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .migration import MigrationState
+
+
+@dataclass(frozen=True)
+class ReadShape:
+    """A migration as every reader shows it: the projection's row, the service's view, the CLI
+    and the JSON documents all extend this (one set of names). The reducer's own names differ
+    where they read better in the rules: ``phase`` is ``state``, ``origin`` is
+    ``request_id_origin``, ``receipt`` is ``destination_first_run_id``."""
+
+    migration_id: str
+    namespace: str
+    schedule_id: str
+    incarnation: int
+    state: str
+    request_id: str | None
+    request_id_origin: str
+    park_reason: str | None
+    park_detail: str
+    destination_first_run_id: str | None
+    claim_armed: bool
+    starts_issued: int
+    attempts: int
+    last_worker: str
+
+
+READ_FIELDS = tuple(f.name for f in fields(ReadShape))
+
+
+def read_shape(state: MigrationState) -> dict[str, Any]:
+    """The read shape's fields of a migration state, by the read shape's names."""
+    s = state
+    return {"migration_id": s.migration_id, "namespace": s.namespace,
+            "schedule_id": s.schedule_id, "incarnation": s.incarnation, "state": s.phase,
+            "request_id": s.request_id, "request_id_origin": s.origin,
+            "park_reason": s.park_reason, "park_detail": s.park_detail,
+            "destination_first_run_id": s.receipt, "claim_armed": s.claim_armed,
+            "starts_issued": s.starts_issued, "attempts": s.attempts,
+            "last_worker": s.last_worker}
