@@ -20,7 +20,7 @@ from uuid import UUID
 from . import decisions as d
 from . import recovery as r
 from .errors import RecoveryRefused
-from .handover import handover_of
+from .handover import check_handover, handover_of
 from .ids import derive_request_id, destination_workflow_id, migration_aggregate_id
 from .migration import Migration, MigrationState
 from .model import EvolvingAggregate, Fact, Facts
@@ -113,13 +113,16 @@ def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str
         return change(outcome=outcome, migration_id=existing.migration_id)
     assert sentinel is not None, "an accepted rollback needs the sentinel check"
     d.check_sentinel(sentinel)
+    handover = None if source.spec is None else handover_of(source, source.paused, source.notes)
+    if handover is not None:
+        check_handover(handover)  # what the destination cannot carry is refused, unwritten
     created = Fact(M.RequestIdAssigned, dict(
         namespace=source.namespace, schedule_id=source.schedule_id, source_id=source_id,
         incarnation=source.incarnation, workflow_id=destination_workflow_id(source.schedule_id),
         request_id=request_id, origin=origin, pre_paused=source.paused, pre_notes=source.notes,
         claim_armed=True, actor=actor, epoch=d.claim_epoch(source, last, epoch),
-        sentinel_check=sentinel, handover=None if source.spec is None else
-        handover_of(source, source.paused, source.notes).model_dump(mode="json")))
+        sentinel_check=sentinel,
+        handover=None if handover is None else handover.model_dump(mode="json")))
     return change(fence_facts(source, request_id, str(migration_id)), [created],
                   outcome="accepted", migration_id=str(migration_id))
 

@@ -36,8 +36,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
 from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, patch_plan
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE, WORKFLOW_ID_PREFIX
-from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, StartAccepted,
-                                     StartWorkflow)
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, InvalidStartRequest,
+                                     StartAccepted, StartWorkflow)
 
 from schedfence.infra.destination.schedule_proto import OVERLAP, gap_end, timestamp, to_temporal
 
@@ -70,7 +71,11 @@ def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartA
             return _Registered(exc.message)
         return start_error(exc)
 
-    rpc = create_request(request, dest.identity, datetime.now(timezone.utc))
+    try:
+        rpc = create_request(request, dest.identity, datetime.now(timezone.utc))
+    except (InvalidArgument, ValueError) as exc:  # a handover this server cannot take
+        raise InvalidStartRequest(f"the handover cannot become a Temporal Schedule: {exc}") \
+            from None
     try:
         dest._rpc("create schedule", "create_schedule", rpc, create_error)
     except _Registered:

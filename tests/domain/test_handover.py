@@ -43,3 +43,22 @@ def test_the_destinations_record_is_the_patch_the_boundary_and_its_own_times():
     paused = destination_starts(handover(M - timedelta(minutes=3), paused=True), created, [M],
                                 M + timedelta(minutes=2))
     assert paused == [M - timedelta(minutes=2), M - timedelta(minutes=1), M]
+
+
+def test_a_rollback_of_what_the_destination_cannot_carry_is_refused_before_the_fence():
+    import uuid
+
+    import pytest
+
+    from schedfence.domain import handoff
+    from schedfence.domain.errors import InvalidArgument
+    two = [{"nominal": nominal_text(M), "origin": "trigger", "overlap": "skip"},
+           {"nominal": nominal_text(M + S), "origin": "trigger", "overlap": "skip"}]
+    program = Program(make_spec(intervals=[(60, 0)]),
+                      make_action(workflow_type="W", task_queue="q", workflow_id="a"))
+    source = replace(ScheduleState("ns", "s", 1, False, ""), **program.fields(),
+                     cursor=nominal_text(M), buffered=two)
+    with pytest.raises(InvalidArgument, match="^buffered:"):
+        handoff.rollback(source, "src", "R1", "caller", uuid.uuid4(), same=None, pending=None,
+                         last=None, sentinel={"workflow_id": "w", "current": None}, epoch=0,
+                         actor="")
