@@ -43,11 +43,14 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
     try:
         while not stop.is_set():
             report = svc.run_scheduler().to_dict()
-            if report["ticks"] or report["started"] or report["closed"] or report["errors"]:
+            if any(report[k] for k in ("ticks", "started", "failed", "retrying", "closed",
+                                       "stops", "errors")):
                 click.echo(json.dumps(report) if as_json else
                            f"{time.strftime('%H:%M:%S')} started {report['started']}, "
-                           f"closed {report['closed']}, ticks {report['ticks']}, "
-                           f"unavailable {report['unavailable']}")
+                           f"failed {report['failed']}, retrying {report['retrying']}, "
+                           f"closed {report['closed']}, stops {report['stops']}, "
+                           f"ticks {report['ticks']}, unavailable {report['unavailable']}" +
+                           "".join(f"\n  error: {e}" for e in report["errors"]))
             stop.wait(poll_interval)
     except KeyboardInterrupt:
         pass
