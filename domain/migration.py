@@ -235,6 +235,7 @@ class Migration(EvolvingAggregate):
 
         TOPIC: ClassVar[str] = "schedfence.migration.BoundarySettled"
         started: list[str] = []
+        detail: str = ""  # e.g. the destination's schedule was gone: nothing left to settle
 
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"

@@ -143,6 +143,7 @@ class HandoverTarget(Destination, Protocol):
     migration holds the receipt, settles the boundary: the spec's times between the handover's
     gap backfill and the instant the destination's own processing began are started there, each
     once (idempotent: called again after a crash or an unknown outcome). Returns the nominal
-    times it asked the destination to start. Unknown outcome: ``DestinationUnavailable``."""
+    times it asked the destination to start. Unknown outcome: ``DestinationUnavailable``; the
+    schedule gone (deleted since): ``DestinationNotFound``."""
 
     def settle_handover(self, request: StartWorkflow) -> list[str]: ...

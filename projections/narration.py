@@ -96,7 +96,8 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
         "worker", "boundary settled: " + (f"asked the destination to start "
                                           f"{', '.join(d['started'])}" if d["started"] else
                                           "no time fell between the handover and the "
-                                          "destination's first")),
+                                          "destination's first") +
+                   (f" ({d['detail']})" if d.get("detail") else "")),
     "ChainVerified": _chain,
     "FailoverReconciled": lambda d: Line(
         "worker", f"accepted before failover {d['epoch']}: reconciling (only the chain head's "

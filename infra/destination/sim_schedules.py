@@ -32,11 +32,17 @@ class SimSchedules:
     clock: Clock
 
     def _chain_head(self, tx: Any, namespace: str, workflow_id: str) -> dict:
+        """The first run of the current chain, which holds the schedule's create time. A
+        schedule whose current run closed, or whose head is gone, is gone (as DescribeSchedule
+        of a deleted schedule is NOT_FOUND)."""
         runs = [r for r in tx.runs(namespace, workflow_id) if not r["deleted"]]
-        if not runs:
+        if not runs or runs[-1]["status"] != "running":
             raise DestinationNotFound(f"no schedule at {namespace}/{workflow_id}")
         first = runs[-1]["first_execution_run_id"]
-        return next(r for r in runs if r["run_id"] == first)
+        head = next((r for r in runs if r["run_id"] == first), None)
+        if head is None or "created_at" not in head:
+            raise DestinationNotFound(f"the schedule at {namespace}/{workflow_id} has no head")
+        return head
 
     def settle_handover(self, request: StartWorkflow) -> list[str]:
         """The boundary's times, recorded once (a second call adds nothing)."""

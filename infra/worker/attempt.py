@@ -119,14 +119,19 @@ class TaskWorker:
     def _settle(self, mig: Migration, attempt: int) -> AttemptResult:
         """Before the close, a destination that took the whole schedule starts the times at
         the handover's boundary (HandoverTarget), and the log records which; an unknown
-        outcome backs off with the source still fenced (the settle is idempotent)."""
+        outcome backs off with the source still fenced (the settle is idempotent). A schedule
+        deleted since the receipt has nothing left to settle: recorded so, then closed."""
         request = d.start_request(mig.state)
         target: Any = self.destination
+        detail = ""
         try:
             started = self._call("settle", lambda: target.settle_handover(request))
+        except DestinationNotFound as exc:  # the schedule was deleted after the receipt: none
+            started, detail = [], f"nothing to settle, the schedule is gone: {exc}"  # will run
         except DestinationError:
             return "backoff"
-        self._commit("settle", mig, h.settled(mig.state, started, attempt, self.worker_id))
+        self._commit("settle", mig, h.settled(mig.state, started, attempt, self.worker_id,
+                                              detail))
         return "progress"
 
     def _own(self, worker: str | None) -> bool:

@@ -1,5 +1,8 @@
 """Stateful property test: admin calls, worker attempts, crashes, faults and a hostile
-destination interleaved at random over several schedules (docs/protocol.md).
+destination interleaved at random over several schedules (docs/protocol.md). One schedule
+runs (a spec, an action, a random overlap policy): scheduler passes at a compressed clock,
+triggers, backfills and actions finishing interleave with its rollbacks, so the checker's
+action rules (I1, I17, I18) and the handover's (one boundary settle, I8) are held every step.
 
 After every step the service's own invariant checker must find nothing, and the destination
 must agree with the event log: a source closed by migration names a chain its migration
@@ -12,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 from uuid import UUID
 
@@ -20,9 +24,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
+from schedfence.domain.action import make_action, make_policies
 from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
-                                   destination_workflow_id, schedule_aggregate_id)
+                                   WORKFLOW_ID_PREFIX, destination_workflow_id,
+                                   schedule_aggregate_id)
+from schedfence.domain.invoker import OVERLAPS
+from schedfence.domain.spec import make_spec
 from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.demo.legacy import plant_legacy_v1
@@ -40,7 +48,11 @@ EXAMPLES = int(os.environ.get("SCHEDFENCE_HYPOTHESIS_EXAMPLES", "200"))
 BOUNDARIES = tuple(f"{label}.{when}" for label in
                    ("rollback", "claim", "answer", "chain", "close", "rearm", "abort")
                    for when in ("before_append", "after_append")) + tuple(
-    f"{call}.{when}" for call in ("start", "describe") for when in ("before_call", "after_call"))
+    f"{call}.{when}" for call in ("start", "describe", "settle")
+    for when in ("before_call", "after_call")) + (
+    "settle.before_append", "before_tick_save", "after_tick_save", "after_start_call")
+RUNNING = SIDS[0]  # the schedule with a program
+ACTION_PREFIX = "act"
 
 
 class SimulatedCrash(Exception):
@@ -66,7 +78,9 @@ class RollbackMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.raw = InMemorySimState()  # ours, so invariants read runs without consuming faults
-        self.sim = SimulatedDestination(self.raw, seed=11)
+        self.now = datetime.now(timezone.utc)  # the compressed clock of both sides
+        self.sim = SimulatedDestination(self.raw, seed=11, clock=lambda: self.now)
+        self.overlap, self.pause_on_failure = "allow_all", False
         self.hook = ArmedCrash()
         self.url = self.store()
         self.svc = open_service(self.url, self.sim, worker_id="w0", crash_hook=self.hook)
@@ -127,14 +141,26 @@ class RollbackMachine(RuleBasedStateMachine):
         return rid
 
     # -- admin ------------------------------------------------------------------------------
+    def _program(self, sid: str) -> dict:
+        if sid != RUNNING:
+            return {}
+        return {"spec": make_spec(intervals=[(60, 0)]),
+                "action": make_action(workflow_type="W", task_queue="q",
+                                      workflow_id=ACTION_PREFIX),
+                "policies": make_policies(overlap=self.overlap,
+                                          pause_on_failure=self.pause_on_failure)}
+
     @initialize(pre=st.lists(st.tuples(st.booleans(), st.sampled_from(["", "n"]),
                                        st.sampled_from(OCCUPANTS)),
-                             min_size=len(SIDS), max_size=len(SIDS)))
-    def schedules(self, pre):
+                             min_size=len(SIDS), max_size=len(SIDS)),
+                overlap=st.sampled_from(OVERLAPS), pause_on_failure=st.booleans())
+    def schedules(self, pre, overlap, pause_on_failure):
         """Every example starts with all schedules live, so steps reach migrations sooner, and
         with the destination id free or already held (F1 foreign run, F4 sentinel)."""
+        self.overlap, self.pause_on_failure = overlap, pause_on_failure
         for sid, (paused, notes, occupant) in zip(SIDS, pre):
-            self.svc.create_schedule(NS, sid, paused=paused, notes=notes)
+            self.svc.create_schedule(NS, sid, paused=paused, notes=notes,
+                                     **self._program(sid))
             if occupant == "dummy_completed":
                 self.dummy_sentinel(sid, running=False)
             elif occupant is not None:
@@ -142,7 +168,37 @@ class RollbackMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(SIDS), paused=st.booleans(), notes=st.sampled_from(["", "n"]))
     def create(self, sid, paused, notes):
-        self._call(self.svc.create_schedule, NS, sid, paused=paused, notes=notes)
+        self._call(self.svc.create_schedule, NS, sid, paused=paused, notes=notes,
+                   **self._program(sid))
+
+    # -- the running schedule ---------------------------------------------------------------
+    @rule(seconds=st.integers(0, 150))
+    def scheduler_pass(self, seconds):
+        self.now += timedelta(seconds=seconds)
+        self._call(self.svc.run_scheduler, now=self.now, crash_hook=self.hook)
+
+    @rule(kind=st.sampled_from(["trigger", "backfill"]))
+    def manual(self, kind):
+        fenced = self._fenced(RUNNING)
+        if kind == "trigger":
+            got = self._call(self.svc.trigger_schedule, NS, RUNNING, now=self.now)
+        else:
+            got = self._call(self.svc.backfill_schedule, NS, RUNNING,
+                             self.now - timedelta(minutes=12), self.now - timedelta(minutes=4),
+                             now=self.now)
+        if fenced:  # I1: a fenced source takes no trigger or backfill
+            assert isinstance(got, MigrationPending), got
+
+    @rule(status=st.sampled_from(["completed", "failed", "canceled"]))
+    def finish_action(self, status):
+        """The oldest running action workflow closes (frees the overlap slot)."""
+        for ns, wid in self.sim.workflow_ids():
+            if ns == NS and wid.startswith(f"{ACTION_PREFIX}-"):
+                try:
+                    self.sim.close(NS, wid, status)
+                    return
+                except (ValueError, DestinationError):
+                    continue
 
     @rule(sid=st.sampled_from(SIDS), change=st.sampled_from(["pause", "resume", "notes",
                                                               "delete"]))
@@ -180,7 +236,10 @@ class RollbackMachine(RuleBasedStateMachine):
 
     @rule()
     def run_until_idle(self):
-        self._call(self.svc.run_until_idle, max_attempts=50)
+        # One try each (retry_for=0): a migration that backs off (another worker's claim
+        # inside its grace, after a crash restarted the process) waits for a later step
+        # instead of the drain sleeping in real time.
+        self._call(self.svc.run_until_idle, max_attempts=50, retry_for=0)
 
     @rule(point=st.sampled_from(BOUNDARIES))
     def arm_crash(self, point):
@@ -270,6 +329,8 @@ class RollbackMachine(RuleBasedStateMachine):
                     rid = run["create_request_id"]
                     assert (wid, rid) in ours or rid in self.foreign_ids, rid
         for request, _kind in self.sim.start_log():
+            if not request.workflow_id.startswith(WORKFLOW_ID_PREFIX):
+                continue  # an action of the running schedule, not a handover's start
             m = ours.get((request.workflow_id, request.request_id))
             if m is not None:  # every start of ours: the durable id and the pre-migration pause
                 assert (request.input["paused"], request.input["notes"]) == (m.pre_paused,

@@ -131,3 +131,21 @@ def test_the_boundary_settle_is_recorded_once_after_the_receipt_and_a_second_is_
         m.record([(Migration.BoundarySettled, {"request_id": "R1", "started": []})])
         svc.app.save(m)
         assert [v.invariant for v in svc.verify()] == ["I8", "I8"]  # after completion; twice
+
+
+def test_a_schedule_deleted_after_the_receipt_is_settled_as_gone_and_the_source_closes():
+    from tests.helpers import MEMORY
+    dest = SimulatedDestination()
+    with open_service(MEMORY, dest, worker_id="w1",
+                      crash_hook=crash_once("settle.before_call")) as svc:
+        svc.create_schedule(NS, SID, spec=SPEC, action=make_action(
+            workflow_type="W", task_queue="q", workflow_id="act"))
+        svc.rollback(NS, SID, "R1")
+        with pytest.raises(Crash):
+            svc.run_until_idle()
+        dest.delete(NS, destination_workflow_id(SID))  # someone deleted the new schedule
+        svc.run_until_idle()
+        assert svc.migration(NS, SID).state == "completed"
+        [settle] = [e for e in svc.history(NS, SID) if e.type.endswith("BoundarySettled")]
+        assert settle.data["started"] == [] and "gone" in settle.data["detail"]
+        assert svc.verify() == []
