@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Iterable
 
-from .spec import ScheduleSpec, times_between
-
-SECOND = timedelta(seconds=1)
+from .spec import ScheduleSpec, times_between, times_within
 
 
 @dataclass(frozen=True)
@@ -54,8 +52,8 @@ class Owed:
     def times(self) -> set[datetime]:
         owed = {t for t in times_between(self.spec, self.first, self.until)
                 if not any(a < t <= b for a, b in self.paused)}
-        for start, end in self.backfills:  # inclusive at both ends
-            owed.update(t for t in times_between(self.spec, start - SECOND, end) if t >= start)
+        for start, end in self.backfills:
+            owed.update(times_within(self.spec, start, end))
         return owed
 
 

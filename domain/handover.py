@@ -24,15 +24,18 @@ twice. What a Temporal Schedule cannot carry is refused before the fence (``chec
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from uuid import uuid5
 
 from .action import SchedulePolicies, StartWorkflowAction, parse_nominal
 from .errors import InvalidArgument
+from .ids import SCHEDFENCE_NAMESPACE
 from .model import Immutable
 from .program import program_of
-from .spec import ScheduleSpec, times_between
+from .spec import ScheduleSpec, times_between, times_within
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -138,6 +141,12 @@ def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[d
     return times_between(h.spec, after, created_at) if created_at > after else []
 
 
+def boundary_request_id(request_id: str) -> str:
+    """The request id of the boundary's patch: one per migration, so the destination
+    deduplicates a settle repeated after a crash or an unknown outcome."""
+    return str(uuid5(SCHEDFENCE_NAMESPACE, json.dumps(["boundary", request_id])))
+
+
 def destination_starts(h: Handover, created_at: datetime, settled: list[datetime],
                        now: datetime) -> list[datetime]:
     """The nominal times a destination that took ``h`` at ``created_at`` has started by
@@ -146,8 +155,8 @@ def destination_starts(h: Handover, created_at: datetime, settled: list[datetime
     ``created_at`` unless paused (manual starts run while paused). The simulator's record."""
     assert h.spec is not None
     plan = patch_plan(h, created_at - GAP_MARGIN)
-    starts = [t for r in plan.backfills for t in times_between(h.spec, r.start - SECOND, r.end)
-              if t >= r.start] + list(settled)
+    starts = [t for r in plan.backfills for t in times_within(h.spec, r.start, r.end)] + \
+        list(settled)
     if plan.trigger is not None:
         starts.append(plan.trigger[0])
     if not h.paused:

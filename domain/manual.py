@@ -8,7 +8,7 @@ naming the field), and returns the events to record.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from .model import Fact, Facts
 from .program import Program, program_of
 from .runs import BackfillRequested, ProgramUpdated, Triggered
 from .schedule import check_mutable
+from .spec import utc_time
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -95,7 +96,7 @@ def backfill(state: ScheduleState, start: datetime, end: datetime, now: datetime
     ``start`` and is recorded with every step, so no time of it runs twice or never."""
     check_mutable(state)
     policy = _overlap(state, overlap)
-    start, end = _whole_second(_aware("start", start), up=True), _aware("end", end)
+    start, end = _ceil_second(utc_time("start", start)), utc_time("end", end)
     spec = program_of(state).spec
     if end < start:
         raise InvalidArgument("end: the backfill ends before it starts")
@@ -112,14 +113,6 @@ def backfill(state: ScheduleState, start: datetime, end: datetime, now: datetime
         "cursor": nominal_text(start - timedelta(seconds=1))})]
 
 
-def _aware(field: str, value: object) -> datetime:
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise InvalidArgument(f"{field}: must be a time with a zone (RFC 3339, e.g. "
-                              "2026-12-03T07:00:00Z)")
-    return value.astimezone(timezone.utc)
-
-
-def _whole_second(t: datetime, up: bool) -> datetime:
-    if t.microsecond and up:
-        return t.replace(microsecond=0) + timedelta(seconds=1)
-    return t.replace(microsecond=0)
+def _ceil_second(t: datetime) -> datetime:
+    """The first whole second at or after ``t`` (nominal times are whole seconds)."""
+    return t.replace(microsecond=0) + timedelta(seconds=1) if t.microsecond else t

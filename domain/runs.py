@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 RECENT = 10  # recent actions kept in the state
 
 
+def buffered_doc(nominal: str, origin: str, overlap: str) -> dict[str, Any]:
+    """One buffered start as the state and ``TimesProcessed.buffer`` keep it."""
+    return {"nominal": nominal, "origin": origin, "overlap": overlap}
+
+
 class TimesProcessed(EvolvingAggregate.Event):
     """A tick: the cursor moved to ``cursor``; ``due`` are the times that became due and went
     to the overlap policy; ``skipped`` times (reason ``limit``, ``catchup_window`` or
@@ -184,7 +189,7 @@ def _backfill_processed(state: ScheduleState, e: BackfillProcessed) -> ScheduleS
     backfills, buffered = [], list(state.buffered)
     for b in state.backfills:
         if b["backfill_id"] == e.backfill_id:
-            buffered += [{"nominal": t, "origin": b["backfill_id"], "overlap": b["overlap"]}
+            buffered += [buffered_doc(t, b["backfill_id"], b["overlap"])
                          for t in e.due]
             if not e.done:
                 backfills.append(dict(b, cursor=e.cursor))
@@ -203,8 +208,8 @@ _FOLDS: dict[type, Any] = {
     ActionStartIssued: _issued,
     ActionStartRetrying: _retrying,
     PausedOnFailure: lambda s, e: replace(s, paused=True, notes=e.notes),
-    Triggered: lambda s, e: replace(s, buffered=[*s.buffered, {
-        "nominal": e.nominal, "origin": "trigger", "overlap": e.overlap}]),
+    Triggered: lambda s, e: replace(s, buffered=[
+        *s.buffered, buffered_doc(e.nominal, "trigger", e.overlap)]),
     BackfillRequested: lambda s, e: replace(s, backfill_count=s.backfill_count + 1, backfills=[
         *s.backfills, {"backfill_id": e.backfill_id, "start": e.start, "end": e.end,
                        "overlap": e.overlap, "cursor": e.cursor}]),

@@ -28,7 +28,7 @@ from .ports import AlreadyStarted, DestinationUnavailable, StartAccepted, StartW
 from .program import Program, program_of
 from .runs import (ActionClosed, ActionStarted, ActionStartFailed, ActionStartIssued,
                    ActionStartRetrying, BackfillProcessed, PausedOnFailure, StopRequested,
-                   TimesProcessed)
+                   TimesProcessed, buffered_doc)
 from .spec import ScheduleSpec
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _buffered(doc: dict[str, Any]) -> BufferedStart:
 
 
 def _doc(b: BufferedStart) -> dict[str, Any]:
-    return {"nominal": nominal_text(b.nominal), "origin": b.origin, "overlap": b.overlap}
+    return buffered_doc(nominal_text(b.nominal), b.origin, b.overlap)
 
 
 def tick(state: ScheduleState, now: datetime) -> Facts:

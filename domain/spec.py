@@ -74,12 +74,15 @@ def _seconds(field: str, value: object, minimum: int) -> int:
     return value
 
 
-def _aware(field: str, value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    if value.tzinfo is None or value.utcoffset() is None:
+def utc_time(field: str, value: object) -> datetime:
+    """``value`` in UTC; ``invalid_argument`` naming ``field`` unless it is a time with a zone."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise _refuse(field, "must carry a time zone (e.g. 2026-12-03T07:00:00Z)")
-    return value.astimezone(UTC).replace(microsecond=0)
+    return value.astimezone(UTC)
+
+
+def _aware(field: str, value: datetime | None) -> datetime | None:
+    return None if value is None else utc_time(field, value).replace(microsecond=0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -208,6 +211,11 @@ def times_between(spec: ScheduleSpec, after: datetime, until: datetime,
             break
         out.append(t)
     return out
+
+
+def times_within(spec: ScheduleSpec, start: datetime, end: datetime) -> list[datetime]:
+    """The nominal times in ``[start, end]`` (a backfill's range: both ends included)."""
+    return [t for t in times_between(spec, start - timedelta(seconds=1), end) if t >= start]
 
 
 def jitter_of(spec: ScheduleSpec, schedule_key: str, nominal: datetime) -> timedelta:

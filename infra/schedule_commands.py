@@ -7,7 +7,7 @@ A mixin of ``MigrationService`` (infra/service.py), which provides ``app``, ``lo
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable
 
 from schedfence.domain import manual
@@ -22,13 +22,9 @@ from schedfence.domain.text import validate_notes
 
 from schedfence.infra.store.eventstore import retry_on_conflict
 from schedfence.infra.views import ScheduleView
-from schedfence.infra.worker.scheduler import CrashHook, Scheduler, SchedulerReport
+from schedfence.infra.worker.scheduler import CrashHook, Scheduler, SchedulerReport, utc_now
 
 KEEP = manual.KEEP
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class ScheduleCommands:

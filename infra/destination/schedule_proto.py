@@ -28,11 +28,11 @@ from schedfence.domain import action as da
 from schedfence.domain import spec as ds
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import SECOND, Handover, PatchPlan
+from schedfence.domain.invoker import OVERLAPS
 
 MEMO_KEY = "schedfence.handover"
 OVERLAP = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
-            for name in ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other",
-                         "allow_all")}
+           for name in OVERLAPS}
 _OVERLAP_NAME = {v: k for k, v in OVERLAP.items()}
 
 
@@ -95,15 +95,13 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
     if plan.trigger is not None:
         patch.trigger_immediately.CopyFrom(TriggerImmediatelyRequest(
             overlap_policy=OVERLAP[plan.trigger[1]], scheduled_time=timestamp(plan.trigger[0])))
-    gap = len(plan.backfills) > len(h.backfills) + \
-        sum(b["origin"] != "trigger" for b in h.buffered)
     provenance = {
         "namespace": h.namespace, "schedule_id": h.schedule_id, "incarnation": h.incarnation,
         "has_policies": h.policies is not None, "action_count": h.action_count,
         "cursor": h.cursor, "recent_actions": list(h.recent_actions),
         "running": list(h.running), "buffered_origins": [b["origin"] for b in h.buffered],
         "backfills": [{"backfill_id": b["backfill_id"], "start": b["start"]}
-                      for b in h.backfills], "gap": gap,
+                      for b in h.backfills],
         "gap_end": None if plan.until is None else nominal_text(plan.until)}
     return schedule, patch, Memo(fields={MEMO_KEY: _payload(provenance)})
 

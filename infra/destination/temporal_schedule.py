@@ -23,10 +23,8 @@ the rest under one request id derived from the migration's, which the server ded
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
-from uuid import uuid5
 
 from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
 from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeScheduleRequest,
@@ -34,8 +32,9 @@ from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeSc
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
-from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, patch_plan
-from schedfence.domain.ids import SCHEDFENCE_NAMESPACE, WORKFLOW_ID_PREFIX
+from schedfence.domain.handover import (GAP_MARGIN, Handover, boundary_gap,
+                                       boundary_request_id, patch_plan)
+from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, InvalidStartRequest,
                                      StartAccepted, StartWorkflow)
@@ -110,8 +109,8 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
             for t in todo])
         dest._rpc("patch schedule", "patch_schedule", PatchScheduleRequest(
             namespace=request.namespace, schedule_id=schedule_id, patch=patch,
-            identity=dest.identity, request_id=str(uuid5(SCHEDFENCE_NAMESPACE, json.dumps(
-                ["boundary", request.request_id])))), describe_error)
+            identity=dest.identity, request_id=boundary_request_id(request.request_id)),
+            describe_error)
     return [nominal_text(t) for t in todo]
 
 
