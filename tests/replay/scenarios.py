@@ -8,7 +8,7 @@ mode that is only a refusal (F4's running sentinel, F7, F10, F11) leaves the his
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from schedfence.domain.action import make_action, make_policies
@@ -204,7 +204,12 @@ def s2(w: World) -> None:
     a dedupe); an action fails and pause_on_failure pauses; a trigger under terminate_other
     asks the running backfill actions to stop, and the rollback waits behind the phase gate
     until they have closed; then fenced (nothing more) and handed over."""
-    w.service.create_schedule(NS, "s2", spec=make_spec(intervals=[(3600, 0)]),
+    # The hourly spec's times fall half an hour away from the creation, so none is due inside
+    # the scenario's few seconds, whatever the wall clock (at 10:59:58 one was, and it asked
+    # the trigger to stop too).
+    now = datetime.now(timezone.utc)
+    offset = (now.minute * 60 + now.second + 1800) % 3600
+    w.service.create_schedule(NS, "s2", spec=make_spec(intervals=[(3600, offset)]),
                               action=make_action(workflow_type="Report", task_queue="q",
                                                  workflow_id="act2"),
                               policies=make_policies(overlap="terminate_other",
