@@ -81,7 +81,8 @@ async def _serve(target: str, namespace: str, task_queue: str, announce: Any,
 @click.pass_context
 def destination_worker(ctx: click.Context, task_queue: str | None, connect_wait: float,
                        as_json: bool) -> None:
-    """Run the destination workflows on a Temporal server until SIGINT/SIGTERM.
+    """Run the sentinel workflow (recovery holds an id with it) on a Temporal server until
+    SIGINT/SIGTERM; the server runs the Temporal Schedules a rollback creates itself.
 
     Needs --destination temporal://HOST:PORT/NAMESPACE (or SCHEDFENCE_DESTINATION)."""
     global _used_temporal

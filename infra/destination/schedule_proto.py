@@ -106,6 +106,16 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
     return schedule, patch, Memo(fields={MEMO_KEY: _payload(provenance)})
 
 
+def bare_schedule(namespace: str, schedule_id: str, incarnation: int, paused: bool,
+                  notes: str) -> tuple[Schedule, Memo]:
+    """A pause-and-notes schedule (no spec, no action) as a Temporal Schedule: the server's
+    scheduler holds its pause and notes and never acts, as the source never did."""
+    provenance = {"namespace": namespace, "schedule_id": schedule_id,
+                  "incarnation": incarnation, "gap_end": None}
+    return (Schedule(spec=ScheduleSpec(), state=ScheduleState(notes=notes, paused=paused)),
+            Memo(fields={MEMO_KEY: _payload(provenance)}))
+
+
 def gap_end(memo: Memo) -> datetime | None:
     """The end of the handover's gap backfill, as the schedule's memo recorded it."""
     text = _value(memo.fields[MEMO_KEY]).get("gap_end") if MEMO_KEY in memo.fields else None

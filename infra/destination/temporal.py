@@ -282,11 +282,11 @@ class TemporalDestination:
 
     # -- the port ---------------------------------------------------------------------------
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
-        """StartWorkflowExecution; a rollback's start that carries a handover is a Temporal
-        Schedule instead (infra/destination/temporal_schedule.py), answered the same way."""
+        """StartWorkflowExecution; a start of the scheduler workflow type (a rollback's) is a
+        Temporal Schedule instead (infra/destination/temporal_schedule.py), answered the same
+        way: the server's own scheduler workflow runs at the id."""
         self._check_namespace(request.namespace)
-        if request.workflow_type == SCHEDULER_WORKFLOW_TYPE and \
-                isinstance(request.input, dict) and request.input.get("handover"):
+        if request.workflow_type == SCHEDULER_WORKFLOW_TYPE:
             return create_schedule(self, request)
         reuse, conflict = policies(request.id_reuse_policy, request.id_conflict_policy)
         rpc = StartWorkflowExecutionRequest(

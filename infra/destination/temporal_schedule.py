@@ -1,9 +1,10 @@
 """The rollback's start, on a real Temporal server: a Temporal Schedule, created by request id.
 
-A start of the scheduler workflow type that carries a handover (domain/handover.py) becomes
-``CreateSchedule`` with the migration's durable request id, the handed-over schedule, its
-initial patch (the backfills and trigger that continue exactly where the source stopped) and
-the provenance memo (infra/destination/schedule_proto.py). The server runs it with its own
+A start of the scheduler workflow type becomes ``CreateSchedule`` with the migration's durable
+request id. A start that carries a handover (domain/handover.py) creates the handed-over
+schedule, its initial patch (the backfills and trigger that continue exactly where the source
+stopped) and the provenance memo (infra/destination/schedule_proto.py); a pause-and-notes
+schedule becomes a schedule with no spec and no action that holds its pause and notes. The server runs it with its own
 scheduler workflow ``temporal-sys-scheduler:<id>``, whose STARTED request id is ours, so the
 protocol's proof is unchanged (measured on a dev server, 1.32):
 
@@ -39,7 +40,8 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, InvalidStartRequest,
                                      StartAccepted, StartWorkflow)
 
-from schedfence.infra.destination.schedule_proto import OVERLAP, gap_end, timestamp, to_temporal
+from schedfence.infra.destination.schedule_proto import (OVERLAP, bare_schedule, gap_end,
+                                                        timestamp, to_temporal)
 
 if TYPE_CHECKING:
     from schedfence.infra.destination.temporal import TemporalDestination
@@ -51,9 +53,21 @@ class _Registered(Exception):
 
 
 def create_request(request: StartWorkflow, identity: str, now: datetime) -> CreateScheduleRequest:
-    """The CreateSchedule for a start that carries a handover (pure but for ``now``)."""
-    handover = Handover.model_validate(request.input["handover"])
-    schedule, patch, memo = to_temporal(handover, patch_plan(handover, now - GAP_MARGIN))
+    """The CreateSchedule for a rollback's start (pure but for ``now``): the handover it
+    carries, or for a pause-and-notes schedule its pre-fence pause and notes alone."""
+    doc = request.input if isinstance(request.input, dict) else {}
+    if doc.get("handover"):
+        handover = Handover.model_validate(doc["handover"])
+        schedule, patch, memo = to_temporal(handover, patch_plan(handover, now - GAP_MARGIN))
+    else:
+        paused, notes, incarnation = (doc.get(k) for k in ("paused", "notes", "incarnation"))
+        if not (isinstance(paused, bool) and isinstance(notes, str) and
+                isinstance(incarnation, int)):
+            raise InvalidArgument("input: a schedule's start carries paused, notes and "
+                                  "incarnation")
+        schedule, memo = bare_schedule(request.namespace, str(doc.get("schedule_id", "")),
+                                       incarnation, paused, notes)
+        patch = SchedulePatch()
     return CreateScheduleRequest(
         namespace=request.namespace,
         schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX),
@@ -70,6 +84,9 @@ def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartA
             return _Registered(exc.message)
         return start_error(exc)
 
+    if not request.workflow_id.startswith(WORKFLOW_ID_PREFIX):
+        raise InvalidStartRequest(f"a schedule's scheduler runs at {WORKFLOW_ID_PREFIX}<id>, "
+                                  f"not at {request.workflow_id!r}")
     try:
         rpc = create_request(request, dest.identity, datetime.now(timezone.utc))
     except (InvalidArgument, ValueError) as exc:  # a handover this server cannot take

@@ -1,7 +1,8 @@
 """One real Temporal dev server per test session, with the destination worker running on it.
 
-The server is started on a free port and stopped by pid; the worker is the real
-``schedfence destination-worker`` command in a subprocess. ``ServerOps`` does, through the
+The server is started on a free port and stopped by pid; the workers are the real
+``schedfence destination-worker`` command (sentinels) and the contract suite's test-only
+workflow (tests/contract/chain_workflow.py), each in a subprocess. ``ServerOps`` does, through the
 server, what the simulator's environment operations do (complete, terminate, continue-as-new)
 and lists what the server holds, so tests never judge the server by our own records.
 
@@ -19,16 +20,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import pytest
 
-from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
+from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.infra.destination.temporal import (DEFAULT_TASK_QUEUE, LoopThread,
                                                    TemporalDestination)
-from tests.temporal_server import DevServer, ServerError, die_with_parent, start_dev_server
+from tests.contract.chain_workflow import CHAIN_QUEUE
+from tests.temporal_server import (DevServer, ServerError, die_with_parent, start_dev_server,
+                                   temporal_binary)
 
 NS = "default"
 WORKER_READY_TIMEOUT = 30.0
@@ -73,13 +77,31 @@ class ServerOps:
     def start_dummy(self, workflow_id: str, sleep_seconds: float) -> str:
         return self.start(DUMMY_WORKFLOW_TYPE, workflow_id, {"sleep_seconds": sleep_seconds})
 
-    def start_schedule(self, workflow_id: str, **spec: Any) -> str:
-        arg = {"namespace": NS, "schedule_id": workflow_id, "incarnation": 1,
-               "paused": False, "notes": "", **spec}
-        return self.start(SCHEDULER_WORKFLOW_TYPE, workflow_id, arg)
+    def create_schedule(self, schedule_id: str, notes: str = "foreign",
+                        request_id: str | None = None) -> str:
+        """A Temporal Schedule created by someone else (its own request id, random unless
+        given); the run id of the server's scheduler workflow that runs it."""
+        from temporalio.api.schedule.v1 import Schedule, ScheduleSpec, ScheduleState
+        from temporalio.api.workflowservice.v1 import CreateScheduleRequest
+        rpc = CreateScheduleRequest(
+            namespace=NS, schedule_id=schedule_id, identity="someone-else",
+            request_id=request_id or str(uuid.uuid4()),
+            schedule=Schedule(spec=ScheduleSpec(), state=ScheduleState(notes=notes, paused=True)))
+        self.run(lambda: self.client.workflow_service.create_schedule(rpc))
+        return self.describe(f"{WORKFLOW_ID_PREFIX}{schedule_id}").run_id
+
+    def describe_schedule(self, schedule_id: str) -> Any:
+        """The server's raw DescribeScheduleResponse (the SDK's own describe refuses a
+        schedule with no action, which a pause-and-notes schedule is)."""
+        from temporalio.api.workflowservice.v1 import DescribeScheduleRequest
+        rpc = DescribeScheduleRequest(namespace=NS, schedule_id=schedule_id)
+        return self.run(lambda: self.client.workflow_service.describe_schedule(rpc))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self.run(lambda: self.client.get_schedule_handle(schedule_id).delete())
 
     def start_attaching(self, workflow_id: str, request_id: str, workflow_type: str, arg: Any,
-                        conflict: int | None = None) -> Any:
+                        conflict: int | None = None, task_queue: str = CHAIN_QUEUE) -> Any:
         """A raw StartWorkflowExecution with ``on_conflict_options.attach_request_id`` set and
         conflict policy USE_EXISTING unless ``conflict`` says otherwise; the raw response.
 
@@ -94,7 +116,7 @@ class ServerOps:
             conflict = WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
         rpc = StartWorkflowExecutionRequest(
             namespace=NS, workflow_id=workflow_id, workflow_type=WorkflowType(name=workflow_type),
-            task_queue=TaskQueue(name=DEFAULT_TASK_QUEUE),
+            task_queue=TaskQueue(name=task_queue),
             input=self.client.data_converter.payload_converter.to_payloads_wrapper([arg]),
             identity="contract-test", request_id=request_id,
             workflow_id_conflict_policy=conflict,
@@ -103,9 +125,6 @@ class ServerOps:
 
     def signal(self, workflow_id: str, name: str, *args: Any) -> None:
         self.run(lambda: self.handle(workflow_id).signal(name, *args))
-
-    def query(self, workflow_id: str, run_id: str | None = None) -> dict:
-        return self.run(lambda: self.handle(workflow_id, run_id).query("state"))
 
     def terminate(self, workflow_id: str) -> None:
         self.run(lambda: self.handle(workflow_id).terminate(reason="test"))
@@ -117,7 +136,7 @@ class ServerOps:
         """Every run the server's visibility store holds for ``workflow_id``, oldest first."""
         async def listing() -> list[ListedRun]:
             runs = []
-            async for wf in self.client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+            async for wf in self.client.list_workflows(listing_query(workflow_id)):
                 # The dev server's visibility leaves first_run_id empty: Describe has it.
                 described = await self.handle(workflow_id, wf.run_id).describe()
                 runs.append(ListedRun(wf.run_id, described.raw_description
@@ -136,6 +155,24 @@ class ServerOps:
         return found
 
 
+def schedule_cli(env: TemporalEnv, *args: str) -> str:
+    """``temporal schedule ARGS`` against the session's server, as an operator runs it; its
+    standard output (a failing command fails the test)."""
+    done = subprocess.run([temporal_binary(), "schedule", *args, "--address",
+                           env.server.target, "--namespace", NS], capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def listing_query(workflow_id: str) -> str:
+    """A visibility query for every run at ``workflow_id``. The server hides its scheduler
+    workflows from a plain listing (they carry TemporalNamespaceDivision); sentinels and
+    others at the same id are in the default division."""
+    return (f'WorkflowId = "{workflow_id}" AND (TemporalNamespaceDivision IS NULL OR '
+            f'TemporalNamespaceDivision = "TemporalScheduler")')
+
+
 def wait_for(read: Callable[[], T], ok: Callable[[T], bool], timeout: float,
              what: str) -> T:
     deadline = time.monotonic() + timeout
@@ -152,6 +189,7 @@ def wait_for(read: Callable[[], T], ok: Callable[[T], bool], timeout: float,
 class TemporalEnv:
     server: DevServer
     worker: subprocess.Popen
+    chain_worker: subprocess.Popen
     ops: ServerOps
     destination: TemporalDestination
 
@@ -163,6 +201,7 @@ class TemporalEnv:
         self.destination.close()
         self.ops.close()
         stop_process(self.worker)
+        stop_process(self.chain_worker)
         self.server.stop()
 
 
@@ -177,32 +216,42 @@ def stop_process(proc: subprocess.Popen, timeout: float = 10.0) -> int:
     return proc.returncode
 
 
-def start_destination_worker(url: str, *extra: str) -> tuple[subprocess.Popen, dict]:
-    """``schedfence destination-worker --json``; returns once it printed its started line."""
+def _start_worker(argv: list[str], what: str) -> tuple[subprocess.Popen, str]:
+    """A worker subprocess; returns once it printed its first line."""
     # stderr goes to a file: SDK warnings must never fill a pipe nobody reads.
     errors = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "schedfence.infra.cli", "--destination", url, "destination-worker",
-         "--json", *extra],
-        stdout=subprocess.PIPE, stderr=errors, text=True,
-        cwd=Path(__file__).resolve().parents[2], preexec_fn=die_with_parent)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True,
+                            cwd=Path(__file__).resolve().parents[2], preexec_fn=die_with_parent)
     ready, _, _ = select.select([proc.stdout], [], [], WORKER_READY_TIMEOUT)
     line = proc.stdout.readline() if ready else ""  # "" also when it exited (EOF)
     if not line:
         stop_process(proc)
         errors.seek(0)
-        raise ServerError(f"destination worker exited {proc.returncode}: {errors.read()}")
+        raise ServerError(f"{what} exited {proc.returncode}: {errors.read()}")
+    return proc, line
+
+
+def start_destination_worker(url: str, *extra: str) -> tuple[subprocess.Popen, dict]:
+    """``schedfence destination-worker --json``; returns once it printed its started line."""
+    proc, line = _start_worker(
+        [sys.executable, "-m", "schedfence.infra.cli", "--destination", url, "destination-worker",
+         "--json", *extra], "destination worker")
     return proc, json.loads(line)
 
 
 def _open_env() -> TemporalEnv:
     server = start_dev_server(Path(tempfile.mkdtemp(prefix="schedfence-temporal-")))
+    workers: list[subprocess.Popen] = []
     try:
-        worker, _ = start_destination_worker(f"temporal://{server.target}/{NS}")
+        workers.append(start_destination_worker(f"temporal://{server.target}/{NS}")[0])
+        workers.append(_start_worker([sys.executable, "-m", "tests.contract.chain_workflow",
+                                      server.target], "chain worker")[0])
     except BaseException:
+        for proc in workers:
+            stop_process(proc)
         server.stop()
         raise
-    return TemporalEnv(server, worker, ServerOps(server.target),
+    return TemporalEnv(server, workers[0], workers[1], ServerOps(server.target),
                        TemporalDestination(server.target, NS))
 
 

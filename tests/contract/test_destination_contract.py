@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import DestinationNotFound, InvalidStartRequest
+from tests.contract.chain_workflow import CHAIN_WORKFLOW_TYPE
 from tests.contract.worlds import already_started, describe, rid, start
 
 REUSE = ("allow_duplicate", "allow_duplicate_failed_only", "reject_duplicate",
@@ -35,7 +35,7 @@ def test_a_fresh_start_is_its_own_chain_head(world, wid):
     assert current == by_id
     assert (current.run_id, current.first_execution_run_id, current.workflow_type,
             current.status, current.request_ids) == (
-        a.run_id, a.run_id, SCHEDULER_WORKFLOW_TYPE, "running", frozenset({r1}))
+        a.run_id, a.run_id, CHAIN_WORKFLOW_TYPE, "running", frozenset({r1}))
 
 
 def test_describe_of_an_unknown_workflow_or_run_is_not_found(world, wid):

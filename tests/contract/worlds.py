@@ -4,7 +4,9 @@ A world has ``dest`` (the ``Destination`` under test) and does, through that wor
 environment does to a workflow id: complete, terminate, continue-as-new, and a start that
 attaches its request id (USE_EXISTING + ``on_conflict_options.attach_request_id``), which the
 port cannot send. ``SimWorld`` uses the simulator's environment operations; ``ServerWorld``
-uses the real workflow (signals) and the server (terminate, raw StartWorkflowExecution).
+uses a test-only workflow (tests/contract/chain_workflow.py: signals) and the server
+(terminate, raw StartWorkflowExecution). The scheduler workflow type is not used here: on a
+server its start is a CreateSchedule (tests/contract/test_temporal_schedule_create.py).
 """
 from __future__ import annotations
 
@@ -14,15 +16,14 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import WorkflowIdConflictPolicy
 
-from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import AlreadyStarted, RunDescription, StartAccepted, StartWorkflow
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.destination.temporal import start_error, status_name
+from tests.contract.chain_workflow import (CHAIN_QUEUE, CHAIN_WORKFLOW_TYPE, COMPLETE_SIGNAL,
+                                           FORCE_CAN_SIGNAL)
 from tests.contract.temporal_env import NS, TemporalEnv, wait_for
 
-# Paused, so the server's workflow takes no actions; valid input, so it runs and obeys signals.
-INPUT = {"namespace": NS, "schedule_id": "contract", "incarnation": 1, "paused": True,
-         "notes": "contract"}
+INPUT = {"contract": True}
 _CONFLICT = {"fail": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
              "use_existing": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}
 
@@ -43,11 +44,12 @@ class SimWorld:
     def start_attaching(self, wid: str, request_id: str,
                         conflict: str = "use_existing") -> StartAccepted:
         return self.dest.start_workflow_attaching(StartWorkflow(
-            NS, wid, request_id, SCHEDULER_WORKFLOW_TYPE, INPUT, id_conflict_policy=conflict))
+            NS, wid, request_id, CHAIN_WORKFLOW_TYPE, INPUT, id_conflict_policy=conflict,
+            task_queue=CHAIN_QUEUE))
 
 
 class ServerWorld:
-    """The same operations, done by the real workflow (signals) or the server."""
+    """The same operations, done by the test workflow (signals) or the server."""
 
     def __init__(self, env: TemporalEnv) -> None:
         self.dest, self.ops = env.destination, env.ops
@@ -58,7 +60,7 @@ class ServerWorld:
 
     def complete(self, wid: str) -> None:
         run = self.dest.describe(NS, wid).run_id
-        self.ops.signal(wid, "delete")
+        self.ops.signal(wid, COMPLETE_SIGNAL)
         self._await_status(wid, run, "completed")
 
     def terminate(self, wid: str) -> None:
@@ -68,7 +70,7 @@ class ServerWorld:
 
     def continue_as_new(self, wid: str) -> str:
         before = self.dest.describe(NS, wid).run_id
-        self.ops.signal(wid, "force-continue-as-new")
+        self.ops.signal(wid, FORCE_CAN_SIGNAL)
         self._await_status(wid, before, "continued_as_new")
         return self.dest.describe(NS, wid).run_id
 
@@ -76,7 +78,7 @@ class ServerWorld:
                         conflict: str = "use_existing") -> StartAccepted:
         from temporalio.service import RPCError
         try:
-            resp = self.ops.start_attaching(wid, request_id, SCHEDULER_WORKFLOW_TYPE, INPUT,
+            resp = self.ops.start_attaching(wid, request_id, CHAIN_WORKFLOW_TYPE, INPUT,
                                             _CONFLICT[conflict])
         except RPCError as exc:
             raise start_error(exc) from exc
@@ -91,7 +93,7 @@ def make_world(request: pytest.FixtureRequest) -> Any:
 
 
 def new_wid() -> str:
-    return f"temporal-sys-scheduler:contract-{uuid.uuid4().hex}"
+    return f"contract-{uuid.uuid4().hex}"
 
 
 def rid() -> str:
@@ -99,11 +101,11 @@ def rid() -> str:
 
 
 def start(world: Any, wid: str, request_id: str, reuse: str = "allow_duplicate",
-          conflict: str = "fail", workflow_type: str = SCHEDULER_WORKFLOW_TYPE,
+          conflict: str = "fail", workflow_type: str = CHAIN_WORKFLOW_TYPE,
           input: dict | None = None) -> StartAccepted:
     return world.dest.start_workflow(StartWorkflow(
         NS, wid, request_id, workflow_type, INPUT if input is None else input,
-        id_reuse_policy=reuse, id_conflict_policy=conflict))
+        id_reuse_policy=reuse, id_conflict_policy=conflict, task_queue=CHAIN_QUEUE))
 
 
 def describe(world: Any, wid: str, run_id: str | None = None) -> RunDescription:

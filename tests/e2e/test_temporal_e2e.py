@@ -19,8 +19,9 @@ from schedfence.domain.errors import SentinelBlocked
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id)
 from schedfence.infra.service import MigrationService, open_service
-from tests.contract.temporal_env import (NS, TemporalEnv, start_destination_worker,
-                                         stop_process, temporal_env, wait_for)  # noqa: F401
+from tests.contract.temporal_env import (NS, TemporalEnv, schedule_cli,  # noqa: F401
+                                         start_destination_worker, stop_process, temporal_env,
+                                         wait_for)
 from tests.helpers import Crash, Hooks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,16 +73,22 @@ def test_happy_path_hands_the_schedule_to_a_running_workflow(temporal_env, servi
     run = temporal_env.destination.describe(NS, wid)
     assert (run.run_id, run.status, run.workflow_type) == (first, "running",
                                                            SCHEDULER_WORKFLOW_TYPE)
-    state = wait_for(lambda: temporal_env.ops.query(wid), lambda s: s is not None, 10, "query")
-    # The destination took over the *pre-migration* pause and notes (I3, I11).
-    assert (state["paused"], state["notes"], state["incarnation"]) == (
-        False, "nightly settlement", 1)
+    # A real Temporal Schedule (the server's own scheduler runs it) took over the
+    # *pre-migration* pause and notes (I3, I11); with no spec and no action it never acts.
+    state = temporal_env.ops.describe_schedule(sid).schedule.state
+    assert (state.paused, state.notes) == (False, "nightly settlement")
+    # The server's own tools see it and work on it.
+    assert sid in schedule_cli(temporal_env, "list")
+    schedule_cli(temporal_env, "toggle", "--schedule-id", sid, "--pause", "--reason", "ops")
+    doc = json.loads(schedule_cli(temporal_env, "describe", "--schedule-id", sid,
+                                  "--output", "json"))
+    assert doc["schedule"]["state"]["paused"] is True
 
 
 def test_a_foreign_workflow_at_the_id_parks_and_keeps_the_source(temporal_env, service, sid):
     wid = destination_workflow_id(sid)
     service.create_schedule(NS, sid, notes="keep me")  # before: a running chain refuses it
-    foreign = temporal_env.ops.start_schedule(wid)
+    foreign = temporal_env.ops.create_schedule(sid)  # someone else's Temporal Schedule
     service.rollback(NS, sid)
     service.run_until_idle()
     mig = service.migration(NS, sid)
@@ -233,6 +240,7 @@ def test_the_cli_reports_an_unreachable_server_in_one_line(tmp_path, sid):
 def test_the_destination_worker_command_starts_and_stops_on_sigterm(temporal_env):
     proc, started = start_destination_worker(temporal_env.url, "--task-queue", "e2e-stop")
     assert started["event"] == "started" and started["task_queue"] == "e2e-stop"
-    assert set(started["workflow_types"]) == {SCHEDULER_WORKFLOW_TYPE, DUMMY_WORKFLOW_TYPE}
+    # Only the sentinel: the server's own scheduler runs the schedules a rollback creates.
+    assert started["workflow_types"] == [DUMMY_WORKFLOW_TYPE]
     assert stop_process(proc) == 0
     assert json.loads(proc.stdout.read())["event"] == "stopped"

@@ -24,9 +24,9 @@ from schedfence.domain.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.spec import make_spec
 from schedfence.infra.service import open_service
-from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
+from tests.contract.temporal_env import (NS, TemporalEnv, schedule_cli,  # noqa: F401
+                                         temporal_env, wait_for)
 from tests.helpers import Crash
-from tests.temporal_server import temporal_binary
 
 SPEC = make_spec(intervals=[(2, 0)])
 
@@ -36,14 +36,6 @@ def listed(env: TemporalEnv, workflow_type: str) -> list[str]:
         return [wf.id async for wf in env.ops.client.list_workflows(
             f'WorkflowType = "{workflow_type}"')]
     return env.ops.run(listing)
-
-
-def cli(env: TemporalEnv, *args: str) -> str:
-    done = subprocess.run([temporal_binary(), "schedule", *args, "--address",
-                           env.server.target, "--namespace", NS], capture_output=True,
-                          text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def run_source(svc, seconds: float) -> datetime:
@@ -145,10 +137,10 @@ def test_a_schedule_handed_to_temporal_mid_backfill_runs_every_time_exactly_once
     owed = Owed(SPEC, first, until, backfills=(done, pending))
     verdict = check_exactly_once(owed, [], [t for t in on_server if t <= until])
     assert verdict.ok, verdict.describe()
-    doc = json.loads(cli(temporal_env, "describe", "--schedule-id", sid, "--output", "json"))
+    doc = json.loads(schedule_cli(temporal_env, "describe", "--schedule-id", sid, "--output", "json"))
     assert doc["schedule"]["state"]["notes"] == "nightly reports"
     assert doc["schedule"]["state"].get("paused", False) is False
     assert doc["schedule"]["spec"]["interval"][0]["interval"] == "2s"
-    cli(temporal_env, "toggle", "--schedule-id", sid, "--pause", "--reason", "by an operator")
-    paused = json.loads(cli(temporal_env, "describe", "--schedule-id", sid, "--output", "json"))
+    schedule_cli(temporal_env, "toggle", "--schedule-id", sid, "--pause", "--reason", "by an operator")
+    paused = json.loads(schedule_cli(temporal_env, "describe", "--schedule-id", sid, "--output", "json"))
     assert paused["schedule"]["state"]["paused"] is True

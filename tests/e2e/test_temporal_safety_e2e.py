@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from schedfence.domain.errors import AlreadyExists, StandbyNotPromoted
-from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ids import (SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX,
+                                   destination_workflow_id)
 from schedfence.domain.ports import DestinationNotFound
 from schedfence.infra.service import MigrationService, open_service
-from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
+from tests.contract.temporal_env import (NS, TemporalEnv, listing_query, temporal_env,  # noqa: F401
+                                         wait_for)
 from tests.contract.worlds import INPUT, ServerWorld
 from tests.replica_helpers import CopyAt
 
@@ -57,17 +59,18 @@ def start_workers(svc: MigrationService, sid: str) -> list[str]:
 
 def foreign_run_with_our_id_attached(env: TemporalEnv, wid: str, foreign_rid: str,
                                      our_rid: str) -> str:
-    """A foreign scheduler run created with ``foreign_rid``, then ``our_rid`` attached to it;
-    the run id. Both requests go to the server raw, so the request ids are exactly these."""
-    created = env.ops.start_attaching(wid, foreign_rid, SCHEDULER_WORKFLOW_TYPE, INPUT)
-    assert created.started, created
+    """A foreign Temporal Schedule created with ``foreign_rid``, then ``our_rid`` attached to
+    its scheduler workflow's run; the run id. Both requests go to the server raw, so the
+    request ids are exactly these."""
+    created = env.ops.create_schedule(wid.removeprefix(WORKFLOW_ID_PREFIX),
+                                      request_id=foreign_rid)
     attached = env.ops.start_attaching(wid, our_rid, SCHEDULER_WORKFLOW_TYPE, INPUT)
-    assert (attached.run_id, attached.started) == (created.run_id, False)
-    run = env.destination.describe(NS, wid, created.run_id)
+    assert (attached.run_id, attached.started) == (created, False)
+    run = env.destination.describe(NS, wid, created)
     # The server's own account: F created the run, R1 is only attached to it.
     assert run.create_request_id == foreign_rid
     assert run.attached_request_ids == {our_rid}
-    return created.run_id
+    return created
 
 
 def assert_parked_foreign(env: TemporalEnv, svc: MigrationService, sid: str, foreign: str,
@@ -139,8 +142,7 @@ def test_a_handed_over_schedule_is_not_created_again_while_its_chain_runs(tempor
              lambda state: state == "completed", 30, "a completed rollback")
     assert service.schedule(NS, sid).closed
     ours = service.migration(NS, sid).destination_first_run_id
-    # The session's destination worker runs the scheduler workflow we started.
-    wait_for(lambda: temporal_env.ops.query(wid), lambda s: s is not None, 10, "query")
+    # The server's own scheduler workflow runs the schedule we created.
     running = temporal_env.destination.describe(NS, wid)
     assert (running.run_id, running.status, running.workflow_type) == (
         ours, "running", SCHEDULER_WORKFLOW_TYPE)
@@ -200,8 +202,7 @@ def promoted(env: TemporalEnv, standby_url: str) -> MigrationService:
 def listed_run_ids(env: TemporalEnv, wid: str) -> list[str]:
     """Visibility only (a deleted run can no longer be described)."""
     async def listing() -> list[str]:
-        return [wf.run_id async for wf in env.ops.client.list_workflows(
-            f'WorkflowId = "{wid}"')]
+        return [wf.run_id async for wf in env.ops.client.list_workflows(listing_query(wid))]
     return env.ops.run(listing)
 
 
@@ -231,8 +232,7 @@ def test_a_standby_lagging_before_the_claim_accepts_the_continued_chain(temporal
     env, wid, rid = temporal_env, destination_workflow_id(sid), f"R-{uuid.uuid4()}"
     active_url, standby_url, first = completed_on_the_active(env, tmp_path, sid, rid,
                                                              "claim.before_append")
-    # The session's destination worker runs the chain: continue it as new, then end it.
-    wait_for(lambda: env.ops.query(wid), lambda s: s is not None, 10, "query")
+    # The server's scheduler runs the chain: continue it as new, then end it.
     world = ServerWorld(env)
     continued = world.continue_as_new(wid)
     assert continued != first

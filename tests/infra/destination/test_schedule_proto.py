@@ -131,3 +131,22 @@ def test_what_a_temporal_schedule_cannot_carry_is_refused_naming_the_field():
     two = [{"nominal": nominal_text(T0), "origin": "trigger", "overlap": "skip"}] * 2
     with pytest.raises(InvalidArgument, match="^buffered:"):
         patch_plan(handover_of(replace(state, buffered=two), False, ""), T0)
+
+
+def test_a_pause_and_notes_start_becomes_a_schedule_with_no_spec_and_no_action():
+    from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
+    from schedfence.domain.ports import StartWorkflow
+    from schedfence.infra.destination.temporal_schedule import create_request
+    doc = {"namespace": "default", "schedule_id": "s", "incarnation": 2, "paused": True,
+           "notes": "held"}
+    start = StartWorkflow("default", "temporal-sys-scheduler:s", "R1", SCHEDULER_WORKFLOW_TYPE,
+                          copy.deepcopy(doc))
+    rpc = create_request(start, "me", datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert (rpc.schedule_id, rpc.request_id, rpc.identity) == ("s", "R1", "me")
+    assert not rpc.schedule.HasField("action") and rpc.schedule.spec == type(rpc.schedule.spec)()
+    assert (rpc.schedule.state.paused, rpc.schedule.state.notes) == (True, "held")
+    assert not rpc.HasField("initial_patch") or not rpc.initial_patch.backfill_request
+    assert start.input == doc  # the input is not mutated
+    with pytest.raises(InvalidArgument, match="paused, notes and incarnation"):
+        create_request(replace(start, input={**doc, "paused": "yes"}), "me",
+                       datetime(2026, 1, 1, tzinfo=timezone.utc))

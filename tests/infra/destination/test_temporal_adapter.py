@@ -128,7 +128,7 @@ def test_a_server_that_is_down_is_unavailable_for_both_calls():
     dest = TemporalDestination(f"127.0.0.1:{free_port()}", rpc_timeout=2)
     try:
         with pytest.raises(DestinationUnavailable):
-            dest.start_workflow(request("w"))
+            dest.start_workflow(request("temporal-sys-scheduler:w"))
         with pytest.raises(DestinationUnavailable):
             dest.describe(NS, "w")
     finally:
@@ -170,7 +170,7 @@ def test_dedupe_survives_a_server_restart_and_the_adapter_reconnects(tmp_path: P
     server = start_dev_server(tmp_path)
     dest = TemporalDestination(server.target, rpc_timeout=2)
     try:
-        wid = f"restart-{uuid.uuid4().hex}"
+        wid = f"temporal-sys-scheduler:restart-{uuid.uuid4().hex}"  # a CreateSchedule
         first = dest.start_workflow(request(wid))
         server.stop()
         with pytest.raises(DestinationUnavailable):
@@ -181,6 +181,15 @@ def test_dedupe_survives_a_server_restart_and_the_adapter_reconnects(tmp_path: P
     finally:
         dest.close()
         server.stop()
+
+
+def test_a_scheduler_start_outside_the_scheduler_ids_is_refused_before_any_call():
+    dest = TemporalDestination(f"127.0.0.1:{free_port()}", rpc_timeout=1)
+    try:
+        with pytest.raises(InvalidStartRequest, match="temporal-sys-scheduler:"):
+            dest.start_workflow(request("not-a-schedule"))
+    finally:
+        dest.close()
 
 
 def test_concurrent_duplicate_starts_from_several_threads_create_one_run(temporal_env):
