@@ -13,6 +13,8 @@ from typing import Any, Iterable
 from .decisions import sentinel_running
 from .failover import StoreEpoch
 from .invariants_actions import ActionLedger
+from .invariants_forward import ForwardLedger
+from .forward import FORWARD_TOPIC_PREFIX
 from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
 from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
@@ -66,6 +68,7 @@ class Checker:
         self.handed_over: dict[tuple[str, str], int] = {}  # key -> its ClosedByMigration
         self.versions: dict[str, tuple[int, int]] = {}  # aggregate -> (last version, where)
         self.actions = ActionLedger(self.flag)  # the scheduler's actions (I1, I17, I18)
+        self.forwards = ForwardLedger(self.flag)  # forward migrations (I19, I20)
 
     def _continuity(self, pos: int, e: Any) -> None:
         """I0: every aggregate's versions run 1, 2, 3, ... in log order: a deleted or lost
@@ -90,6 +93,8 @@ class Checker:
             self._migration_event(pos, event)
         elif topic.startswith("schedfence.schedule."):
             self._schedule_event(pos, event)
+        elif topic.startswith(FORWARD_TOPIC_PREFIX):
+            self.forwards.forward_event(pos, event)
         elif isinstance(event, StoreEpoch.FailoverRecorded):
             self.epoch, self.failover_at = event.epoch, pos
 
@@ -275,9 +280,13 @@ class Checker:
         except Exception as exc:
             self.flag("I0", "", [pos], f"schedule reducer refused {type(e).__name__}: {exc}")
             return
+        now = self.schedules[sid]
+        self.forwards.source_event(pos, (now.namespace, now.schedule_id), e)
         if before is None:
             if isinstance(e, S.Created):
                 self._created(sid, pos, e)
+            elif now.fence_migration_id:  # dormant, under a forward migration
+                self.fenced_at[sid] = pos
             return
         fence = before.fence_migration_id
         self.actions.check(pos, before, e, self.fenced_at.get(sid))
@@ -320,7 +329,7 @@ class Checker:
         point at a migration the log does not hold."""
         for sid, st in self.schedules.items():
             fence = st.fence_migration_id
-            if fence and fence not in self.migrations:
+            if fence and fence not in self.migrations and fence not in self.forwards.states:
                 self.flag("I0", fence, [self.fenced_at.get(sid, 0)] if sid in self.fenced_at
                           else [], f"schedule {st.namespace}/{st.schedule_id} is fenced by "
                           f"migration {fence}, which the log does not hold")
@@ -333,6 +342,7 @@ class Checker:
                     where = [p for p in (at_migration, at_source) if p is not None]
                     self.flag("I10", mid, where, f"{name} recorded on one side only "
                               "(migration and source disagree)")
+        self.forwards.finish()
         return self.violations
 
 

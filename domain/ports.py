@@ -147,3 +147,48 @@ class HandoverTarget(Destination, Protocol):
     schedule gone (deleted since): ``DestinationNotFound``."""
 
     def settle_handover(self, request: StartWorkflow) -> list[str]: ...
+
+
+# -- the other direction: a Temporal Schedule handed to the source (domain/forward.py) -------
+@dataclass(frozen=True)
+class ScheduleSnapshot:
+    """A Temporal Schedule as DescribeSchedule shows it. ``program`` holds the JSON documents
+    of domain.spec.ScheduleSpec, domain.action.StartWorkflowAction and SchedulePolicies
+    (``spec``, ``action``, ``policies``: None where absent) and ``remaining_actions``.
+    ``responsible_until`` (RFC 3339 UTC, whole seconds) is the last nominal time this side
+    answers for: when its last update was applied, or a later time whose action workflow it
+    started (checked by deterministic id). ``buffered`` counts starts it holds unstarted."""
+
+    namespace: str
+    schedule_id: str
+    conflict_token: str
+    paused: bool
+    notes: str
+    program: dict[str, Any]
+    action_count: int = 0
+    recent_actions: tuple[dict[str, Any], ...] = ()
+    running: tuple[str, ...] = ()
+    buffered: int = 0
+    responsible_until: str | None = None
+
+
+class ConflictTokenMoved(DestinationError):
+    """An update carried a conflict token the schedule no longer has: someone changed it."""
+
+
+@runtime_checkable
+class ScheduleHost(Protocol):
+    """Temporal's Schedules API as the forward migration uses it. ``update_schedule_state``
+    sets pause and notes only if the schedule still has ``conflict_token`` (else
+    ``ConflictTokenMoved``); the server may apply it later, so only a describe tells it was.
+    NOT_FOUND is ``DestinationNotFound``; an unknown outcome ``DestinationUnavailable``."""
+
+    def list_schedules(self, namespace: str, page_token: bytes | None = None,
+                       page_size: int = 100) -> tuple[list[str], bytes | None]: ...
+
+    def describe_schedule(self, namespace: str, schedule_id: str) -> ScheduleSnapshot: ...
+
+    def update_schedule_state(self, namespace: str, schedule_id: str, conflict_token: str,
+                              paused: bool, notes: str) -> None: ...
+
+    def delete_schedule(self, namespace: str, schedule_id: str) -> None: ...

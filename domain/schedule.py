@@ -16,8 +16,10 @@ from .action import nominal_text
 from .model import EvolvingAggregate, Fact, Facts
 from .program import Program
 from .runs import evolve_runs
+from .schedule_key import KeyState, ScheduleKey  # noqa: F401  (their home before)
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
+FORWARD_NOTE = "dormant: taking over from a Temporal Schedule"
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,41 @@ class Schedule(EvolvingAggregate):
         restored_paused: bool
         restored_notes: str
 
+    class CreatedByMigration(EvolvingAggregate.Created):
+        """An incarnation a forward migration created from a Temporal Schedule's handover
+        (domain/forward.py): dormant, fenced by that migration, until the Temporal schedule
+        is deleted and ``OwnershipTaken`` releases it."""
+
+        TOPIC: ClassVar[str] = "schedfence.schedule.CreatedByMigration"
+        class_version: ClassVar[int] = 1
+        namespace: str
+        schedule_id: str
+        incarnation: int
+        request_id: str
+        migration_id: str
+        handover: dict[str, Any]
+        epoch: int = 0
+
+    class OwnershipTaken(EvolvingAggregate.Event):
+        """The forward migration proved the Temporal schedule gone: the source runs it now,
+        with the pause and notes the Temporal schedule had before the fence."""
+
+        TOPIC: ClassVar[str] = "schedfence.schedule.OwnershipTaken"
+        class_version: ClassVar[int] = 1
+        request_id: str
+        migration_id: str
+        restored_paused: bool
+        restored_notes: str
+
+    class TakeoverAbandoned(EvolvingAggregate.Event):
+        """The forward migration that created this dormant incarnation was aborted: it closes
+        without ever acting."""
+
+        TOPIC: ClassVar[str] = "schedfence.schedule.TakeoverAbandoned"
+        class_version: ClassVar[int] = 1
+        request_id: str
+        migration_id: str
+
     @staticmethod
     def evolve(state: ScheduleState | None, event: EvolvingAggregate.Event) -> ScheduleState:
         return evolve_schedule(state, event)
@@ -286,7 +323,25 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
                              action=event.action, policies=event.policies,
                              remaining_actions=event.remaining_actions,
                              cursor=nominal_text(event.timestamp) if event.spec else None)
+    if isinstance(event, Schedule.CreatedByMigration):
+        h = event.handover
+        return ScheduleState(
+            event.namespace, event.schedule_id, event.incarnation, True, FORWARD_NOTE,
+            fence_request_id=event.request_id, fence_migration_id=event.migration_id,
+            last_migration_id=event.migration_id, epoch=event.epoch, spec=h["spec"],
+            action=h["action"], policies=h["policies"],
+            remaining_actions=h["remaining_actions"], cursor=h["cursor"],
+            recent_actions=list(h["recent_actions"]), running=list(h["running"]),
+            action_count=h["action_count"])
     assert state is not None, f"{type(event).__name__} before Created"
+    if isinstance(event, Schedule.OwnershipTaken):
+        return replace(state, paused=event.restored_paused, notes=event.restored_notes,
+                       fence_request_id=None, fence_migration_id=None,
+                       completed_request_id=event.request_id,
+                       completed_migration_id=event.migration_id)
+    if isinstance(event, Schedule.TakeoverAbandoned):
+        return replace(state, closed=True, close_reason="takeover_abandoned",
+                       fence_request_id=None, fence_migration_id=None)
     if isinstance(event, Schedule.Paused):
         return replace(state, paused=event.paused)
     if isinstance(event, Schedule.NotesUpdated):
@@ -307,52 +362,3 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
         return replace(state, paused=event.restored_paused, notes=event.restored_notes,
                        fence_request_id=None, fence_migration_id=None)
     return evolve_runs(state, event)  # the scheduler's actions
-
-
-@dataclass(frozen=True)
-class KeyState:
-    namespace: str
-    schedule_id: str
-    incarnation: int = 0
-
-    @property
-    def current_schedule_id(self) -> UUID | None:
-        if self.incarnation == 0:
-            return None
-        return schedule_aggregate_id(self.namespace, self.schedule_id, self.incarnation)
-
-
-class ScheduleKey(EvolvingAggregate):
-    """Maps a (namespace, schedule id) key to its current incarnation."""
-
-    TOPIC = "schedfence.ScheduleKey"
-
-    class Created(EvolvingAggregate.Created):
-        TOPIC: ClassVar[str] = "schedfence.schedule_key.Created"
-        namespace: str
-        schedule_id: str
-
-    class IncarnationStarted(EvolvingAggregate.Event):
-        TOPIC: ClassVar[str] = "schedfence.schedule_key.IncarnationStarted"
-        incarnation: int
-        schedule_aggregate_id: str
-
-    @staticmethod
-    def evolve(state: KeyState | None, event: object) -> KeyState:
-        if isinstance(event, ScheduleKey.Created):
-            return KeyState(event.namespace, event.schedule_id)
-        if isinstance(event, ScheduleKey.IncarnationStarted):
-            assert state is not None
-            return replace(state, incarnation=event.incarnation)
-        raise TypeError(f"unknown schedule key event {type(event).__name__}")
-
-    @classmethod
-    def create(cls, namespace: str, schedule_id: str) -> ScheduleKey:
-        return cls._create(cls.Created, id=schedule_key_id(namespace, schedule_id),
-                           namespace=namespace, schedule_id=schedule_id)
-
-    def start_incarnation(self) -> int:
-        n = self.state.incarnation + 1
-        sid = schedule_aggregate_id(self.state.namespace, self.state.schedule_id, n)
-        self.trigger_event(self.IncarnationStarted, incarnation=n, schedule_aggregate_id=str(sid))
-        return n

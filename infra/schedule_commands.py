@@ -52,6 +52,9 @@ class ScheduleCommands:
         def create() -> ScheduleView:
             key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
             current = key.state.current_schedule_id
+            if key.state.forward_migration_id:
+                raise MigrationPending(f"schedule {namespace}/{schedule_id} is being taken in "
+                                       f"by forward migration {key.state.forward_migration_id}")
             check_creatable(namespace, schedule_id,
                             self.app.repository.get(current).state if current else None)
             check = self._destination_check(namespace, schedule_id, "create check")

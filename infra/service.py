@@ -38,6 +38,7 @@ from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
 from schedfence.infra.worker.pool import PoolStats, WorkerPool
 from schedfence.infra.schedule_commands import ScheduleCommands
+from schedfence.infra.forward_commands import ForwardCommands
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 
@@ -46,7 +47,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class MigrationService(ScheduleCommands):
+class MigrationService(ScheduleCommands, ForwardCommands):
     def __init__(self, app: FenceApplication, destination: Destination, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  on_close: Callable[[], None] | None = None,
@@ -57,6 +58,7 @@ class MigrationService(ScheduleCommands):
         self.destination = destination
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.load = Aggregates(app)
+        self.crash_hook = crash_hook
         self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
         self.views = operator_views(app)
         self.due = DueWork(self.views, self.epoch)
@@ -202,7 +204,12 @@ class MigrationService(ScheduleCommands):
             raise_invalid("max_attempts must be at least 1")
         wait = self.retry_for if retry_for is None else _valid_retry_for(retry_for)
         self.require_active()
-        return drain(self.worker.attempt, self.open_migration_ids, max_attempts, wait)
+        report = drain(self.worker.attempt, self.open_migration_ids, max_attempts, wait)
+        if not self.open_forward_ids():
+            return report
+        forward = drain(self.forward_worker.attempt, self.open_forward_ids, max_attempts, wait)
+        return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
+                           report.exhausted or forward.exhausted)
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:

@@ -9,11 +9,15 @@ release writes) returns None, and the caller shows the raw fields instead.
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from typing import Any, Callable, NamedTuple
 
 from schedfence.domain.migration import PARK_MEANING
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# Set by ``narrate(..., full_ids=True)`` while it narrates: the web page shows whole ids
+# (Temporal's UUIDv7 run ids share their first 8 digits), a terminal line their prefixes.
+_FULL_IDS: ContextVar[bool] = ContextVar("narrate_full_ids", default=False)
 
 
 class Line(NamedTuple):
@@ -22,9 +26,10 @@ class Line(NamedTuple):
 
 
 def short(value: object) -> str:
-    """Uuids shortened to their first 8 hex digits; other values whole; none as ``-``."""
+    """Uuids shortened to their first 8 hex digits (whole under ``narrate(..., full_ids=True)``);
+    other values whole; none as ``-``."""
     text = "-" if value in (None, "") else str(value)
-    return text[:8] if _UUID.match(text) else text
+    return text[:8] if _UUID.match(text) and not _FULL_IDS.get() else text
 
 
 def _handover(start_input: dict[str, Any]) -> str:
@@ -164,16 +169,45 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                                                "updated"),
     "NotesUpdated": lambda d: Line("source", "notes updated"),
     "Deleted": lambda d: Line("source", "schedule deleted"),
+    # a forward migration (a Temporal Schedule handed to the source) and its source
+    "ForwardRequested": lambda d: Line(
+        "admin", f"forward migration requested by {d['actor']} with request id "
+                 f"{short(d['request_id'])} ({d['request_id_origin']})"),
+    "TemporalFenceIssued": lambda d: Line(
+        "worker", f"fence issued on the Temporal schedule (token {d['conflict_token']}; before "
+                  f"it paused={_flag(d['pre_paused'])})"),
+    "TemporalFenced": lambda d: Line(
+        "worker", f"Temporal schedule fenced and read; the source resumes after "
+                  f"{d['handover'].get('cursor') or '-'}"),
+    "SourceCreated": lambda d: Line(
+        "worker", f"source incarnation {d['incarnation']} created, dormant"),
+    "TemporalDeleteIssued": lambda d: Line("worker", "delete of the Temporal schedule issued"),
+    "ForwardCompleted": lambda d: Line("worker", f"forward migration completed: {d['detail']}"),
+    "ForwardParked": lambda d: Line("worker", f"forward migration parked: {d['reason']} "
+                                              f"({d['detail']})"),
+    "ForwardAborted": lambda d: Line(
+        "admin", f"forward migration aborted by {d['actor']} ({d['reason']}); Temporal "
+                 f"schedule restored={_flag(d['temporal_restored'])}"),
+    "CreatedByMigration": lambda d: Line(
+        "source", f"created dormant from a Temporal schedule by request id "
+                  f"{short(d['request_id'])}"),
+    "OwnershipTaken": lambda d: Line(
+        "source", f"took the schedule over; restored paused={_flag(d['restored_paused'])}"),
+    "TakeoverAbandoned": lambda d: Line("source", "closed without acting: its forward "
+                                                  "migration was aborted"),
 }
 
 
-def narrate(event_type: str, fields: dict[str, Any]) -> Line | None:
+def narrate(event_type: str, fields: dict[str, Any], *, full_ids: bool = False) -> Line | None:
     """The event's line, or None for a type this release does not narrate (or whose fields
-    do not fit: a record of a later release, say)."""
+    do not fit: a record of a later release, say). ``full_ids``: uuids whole, not shortened."""
     fn = _NARRATE.get(event_type)
     if fn is None:
         return None
+    token = _FULL_IDS.set(full_ids)
     try:
         return fn(fields)
     except (KeyError, TypeError, AttributeError):
         return None
+    finally:
+        _FULL_IDS.reset(token)

@@ -28,6 +28,7 @@ from schedfence.domain.ports import (
     StartWorkflow,
     StopKind,
 )
+from schedfence.infra.destination.sim_forward import SimScheduleHost
 from schedfence.infra.destination.sim_schedules import (Clock, SimSchedules, carries_handover,
                                                         utc_now)
 from schedfence.infra.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
@@ -38,7 +39,7 @@ REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
 CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
 CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
 FAULTS = ("unavailable", "fail_before_commit", "lose_response")
-FAULT_OPS = ("start", "describe", "stop_workflow", "settle")
+FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_schedule")
 # The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
 STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
@@ -123,8 +124,9 @@ def _validate(req: StartWorkflow) -> str | None:
     return None
 
 
-class SimulatedDestination(SimSchedules):
-    """Implements ``domain.ports.ActionRunner`` over a ``SimState``, plus environment operations."""
+class SimulatedDestination(SimSchedules, SimScheduleHost):
+    """Implements ``domain.ports.ActionRunner``, ``HandoverTarget`` and ``ScheduleHost`` over a
+    ``SimState``, plus environment operations."""
 
     def __init__(
         self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None,

@@ -2,7 +2,8 @@
 destination interleaved at random over several schedules (docs/protocol.md). One schedule
 runs (a spec, an action, a random overlap policy): scheduler passes at a compressed clock,
 triggers, backfills and actions finishing interleave with its rollbacks, so the checker's
-action rules (I1, I17, I18) and the handover's (one boundary settle, I8) are held every step.
+action rules (I1, I17, I18) and the handover's (one boundary settle, I8; each time once, I14)
+are held every step.
 
 After every step the service's own invariant checker must find nothing, and the destination
 must agree with the event log: a source closed by migration names a chain its migration
@@ -24,13 +25,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from schedfence.domain.action import make_action, make_policies
+from schedfence.domain.action import make_action, make_policies, parse_nominal
 from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    WORKFLOW_ID_PREFIX, destination_workflow_id,
                                    schedule_aggregate_id)
+from schedfence.domain.handover import Handover, destination_starts
 from schedfence.domain.invoker import OVERLAPS
-from schedfence.domain.spec import make_spec
+from schedfence.domain.runs import ActionStartIssued
+from schedfence.domain.spec import make_spec, times_between
 from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.demo.legacy import plant_legacy_v1
@@ -337,6 +340,33 @@ class RollbackMachine(RuleBasedStateMachine):
                                                                              m.pre_notes)
             else:
                 assert request.request_id in self.foreign_ids, request
+
+    @invariant()
+    def a_handed_over_time_starts_once(self):
+        """I14 at the handover, every step: no nominal time the source started (spec or
+        backfill) is started again by the destination that took its handover, the destination
+        starts none twice, and once the boundary is settled every spec time between the
+        source's cursor and the destination's first instant has started there."""
+        for m in self._migrations():
+            run = next((r for r in self._runs(m.schedule_id) if r["by_start"] and
+                        r["create_request_id"] == m.request_id and "created_at" in r), None)
+            if m.handover is None or run is None:
+                continue
+            h = Handover.model_validate(m.handover)
+            created = parse_nominal(run["created_at"])
+            dest = destination_starts(h, created, [parse_nominal(t) for t in
+                                                   run.get("settled", [])], self.now)
+            assert len(dest) == len(set(dest)), dest
+            issued = {parse_nominal(e.nominal) for e in self._events(UUID(m.source_id))
+                      if isinstance(e, ActionStartIssued) and e.origin != "trigger"}
+            assert not issued & set(dest), sorted(issued & set(dest))
+            if m.boundary_settled and not h.paused and h.remaining_actions is None:
+                gap = times_between(h.spec, parse_nominal(h.cursor), created)
+                assert set(gap) <= set(dest), sorted(set(gap) - set(dest))
+
+    def _events(self, aggregate_id: UUID) -> list:
+        return [self.svc.app.mapper.to_domain_event(e)
+                for e in self.svc.app.recorder.select_events(aggregate_id)]
 
     @invariant()
     def open_migration_keeps_its_source_paused(self):

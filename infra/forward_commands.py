@@ -1,0 +1,154 @@
+"""Forward migration commands (a Temporal Schedule handed to the source), mixed into the
+application service like the schedule commands: each loads, asks a domain decision and saves.
+The protocol is in domain/forward.py and domain/forward_steps.py; the worker in
+infra/worker/forward.py.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+from uuid import UUID
+
+from schedfence.domain import forward_steps as fs
+from schedfence.domain.errors import (AlreadyExists, InvalidArgument, NotFound, RecoveryRefused,
+                                      Unavailable)
+from schedfence.domain.forward import (ForwardMigration, ForwardState,
+                                       derive_forward_request_id, forward_aggregate_id)
+from schedfence.domain.ids import validate_destination_key, validate_request_id
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, ScheduleHost,
+                                     ScheduleSnapshot)
+from schedfence.domain.schedule_key import ScheduleKey
+from schedfence.domain.text import validate_actor, validate_reason
+from schedfence.infra.store.eventstore import retry_on_conflict
+from schedfence.infra.views import RollbackResult
+from schedfence.infra.worker.forward import ForwardWorker
+
+FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
+
+
+class ForwardCommands:
+    app: Any
+    load: Any
+    destination: Any
+    worker_id: str
+    require_active: Callable[[], None]
+    epoch: Callable[[], int]
+    crash_hook: Any
+
+    @property
+    def host(self) -> ScheduleHost:
+        if not isinstance(self.destination, ScheduleHost):
+            raise InvalidArgument("this destination has no Schedules API: forward migration "
+                                  "needs the simulator or a Temporal server")
+        return self.destination
+
+    @property
+    def forward_worker(self) -> ForwardWorker:
+        return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.epoch)
+
+    def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
+                actor: str = "") -> RollbackResult:
+        """Ask for a Temporal Schedule to be handed to the source. The request id (the
+        caller's, or one derived from the schedule's conflict token now, stable across the
+        caller's retries) is recorded before anything is done to either side."""
+        validate_destination_key(namespace, schedule_id)
+        if request_id is not None:
+            validate_request_id(request_id)
+        if actor:
+            validate_actor(actor)
+        self.require_active()
+        origin = "caller"
+        if request_id is None:
+            origin = "derived"
+            request_id = derive_forward_request_id(
+                namespace, schedule_id, self._describe(namespace, schedule_id).conflict_token)
+        rid = request_id
+        return retry_on_conflict(
+            lambda: self._forward_once(namespace, schedule_id, rid, origin, actor),
+            AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
+
+    def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
+                      actor: str) -> RollbackResult:
+        mid = forward_aggregate_id(namespace, schedule_id, request_id)
+        same = self.app.find(mid)
+        if same is not None:
+            outcome = "already_completed" if same.state.phase == "completed" \
+                else "already_pending"
+            return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
+        key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
+        current = key.state.current_schedule_id
+        fs.request_check(key.state, self.app.repository.get(current).state if current else None)
+        mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
+                                       actor or self.worker_id, self.epoch())
+        key.open_forward(str(mig.id))
+        self.app.save(mig, key)
+        return RollbackResult("accepted", request_id, origin, str(mid))
+
+    def _describe(self, namespace: str, schedule_id: str) -> ScheduleSnapshot:
+        try:
+            return self.host.describe_schedule(namespace, schedule_id)
+        except DestinationNotFound:
+            raise NotFound(f"no Temporal schedule {namespace}/{schedule_id}") from None
+        except DestinationUnavailable as exc:
+            raise Unavailable(f"destination unavailable: {exc}") from exc
+
+    def forward_state(self, namespace: str, schedule_id: str, request_id: str) -> ForwardState:
+        found = self.app.find(forward_aggregate_id(namespace, schedule_id, request_id))
+        if found is None:
+            raise NotFound(f"no forward migration of {namespace}/{schedule_id} with request id "
+                           f"{request_id}")
+        return found.state
+
+    def open_forward_ids(self) -> list[UUID]:
+        ids = [n.originator_id for n in self.app.notifications(FORWARD_TOPICS)]
+        return [i for i in ids if self.app.repository.get(i).state.is_open]
+
+    def abort_forward(self, namespace: str, schedule_id: str, request_id: str, reason: str,
+                      actor: str) -> ForwardState:
+        """End a forward migration without a handover: the Temporal schedule gets back its
+        pre-fence pause and notes (if our fence applied), a dormant source is closed."""
+        validate_reason(reason)
+        validate_actor(actor)
+        self.require_active()
+        st = self.forward_state(namespace, schedule_id, request_id)
+        fs.check_abortable(st)
+        snap = self._snapshot_or_none(st)
+        restored = False
+        if snap is not None and fs.fenced_by_us(st, snap):
+            try:
+                self.host.update_schedule_state(namespace, schedule_id, snap.conflict_token,
+                                                bool(st.pre_paused), st.pre_notes or "")
+                restored = True
+            except DestinationUnavailable as exc:
+                raise Unavailable(f"could not restore the Temporal schedule: {exc}") from exc
+        mig = self.app.repository.get(UUID(st.migration_id))
+        key = self.load.key(namespace, schedule_id)
+        mfacts, sfacts = fs.abort_facts(st, reason, actor, restored)
+        mig.record(mfacts)
+        saved = [mig, key]
+        if sfacts:
+            source = self.app.repository.get(UUID(st.source_id))
+            source.record(sfacts)
+            saved.append(source)
+        key.close_forward(st.migration_id)
+        self.app.save(*saved)
+        return mig.state
+
+    def take_over_forward(self, namespace: str, schedule_id: str, request_id: str,
+                          actor: str) -> ForwardState:
+        """An operator confirms a delete that raced the handoff: the dormant source runs."""
+        validate_actor(actor)
+        self.require_active()
+        st = self.forward_state(namespace, schedule_id, request_id)
+        fs.check_takeover(st, self._snapshot_or_none(st))
+        mig = self.app.repository.get(UUID(st.migration_id))
+        self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
+        return mig.state
+
+    def _snapshot_or_none(self, st: ForwardState) -> ScheduleSnapshot | None:
+        try:
+            return self._describe(st.namespace, st.schedule_id)
+        except NotFound:
+            return None
+
+
+__all__ = ["ForwardCommands", "FORWARD_TOPICS", "RecoveryRefused"]
