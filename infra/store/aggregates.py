@@ -47,9 +47,12 @@ class Aggregates:
             yield self.app.repository.get(schedule_aggregate_id(namespace, schedule_id, n)).state
 
     def migration(self, migration_id: str | UUID | None) -> Migration | None:
+        """The rollback migration of that id; None if there is none (a forward migration's
+        id, domain/forward.py, which may hold a dormant source's fence, is not one)."""
         if migration_id is None:
             return None
-        return self.app.find(UUID(str(migration_id)))
+        found = self.app.find(UUID(str(migration_id)))
+        return found if isinstance(found, Migration) else None
 
     def migration_state(self, migration_id: str | UUID | None) -> MigrationState | None:
         found = self.migration(migration_id)

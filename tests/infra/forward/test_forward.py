@@ -44,11 +44,13 @@ def on_temporal(svc, clock, notes="nightly", paused=False):
     svc.create_schedule(NS, SID, spec=SPEC, notes=notes, paused=paused,
                         action=make_action(workflow_type="W", task_queue="q", workflow_id="act"),
                         policies=make_policies(overlap="allow_all"))
+    first = parse_nominal(svc.load.source(NS, SID).state.cursor)
     svc.run_scheduler(now=clock.now + timedelta(minutes=3))
     clock.now += timedelta(minutes=3, seconds=5)
     svc.rollback(NS, SID, "R1")
     svc.run_until_idle(retry_for=0)
     assert svc.migration(NS, SID).state == "completed"
+    return first
 
 
 def test_a_temporal_schedule_comes_back_to_the_source(env):
@@ -163,4 +165,40 @@ def test_abort_before_the_source_exists_restores_the_temporal_schedule(env):
     snap = dest.describe_schedule(NS, SID)
     assert (snap.paused, snap.notes) == (False, "keep")
     assert svc.open_forward_ids() == []
+    assert svc.verify() == []
+
+
+def test_three_round_trips_keep_every_field_and_run_each_time_once(env):
+    """Source -> Temporal -> source, three times, the clock moving minutes between steps:
+    the spec, action, policies and limit come back unchanged, and the source's starts with
+    each Temporal stint's starts are exactly what one scheduler would have started (I14)."""
+    from schedfence.domain.exactly_once import Owed, check_exactly_once
+    from schedfence.domain.runs import ActionStartIssued
+    svc, dest, clock = env
+    first = on_temporal(svc, clock)
+    first_state = svc.app.repository.get(svc.load.key(NS, SID).state.current_schedule_id)
+    program = {k: getattr(first_state.state, k) for k in ("spec", "action", "policies",
+                                                          "remaining_actions")}
+    temporal: list = []
+    for trip in range(3):
+        clock.now += timedelta(minutes=4, seconds=7)
+        temporal += dest.temporal_starts(NS, SID, clock.now)  # what it will have started
+        svc.forward(NS, SID, f"F{trip}")
+        svc.run_until_idle(retry_for=0)
+        assert svc.forward_state(NS, SID, f"F{trip}").phase == "completed"
+        source = svc.load.source(NS, SID).state
+        assert {k: getattr(source, k) for k in program} == program
+        svc.run_scheduler(now=clock.now)  # the source catches up what came due meanwhile
+        clock.now += timedelta(minutes=3, seconds=31)
+        svc.run_scheduler(now=clock.now)
+        clock.now += timedelta(seconds=2)
+        svc.rollback(NS, SID, f"RT{trip}")
+        svc.run_until_idle(retry_for=0)
+        assert svc.migration(NS, SID).state == "completed"
+    clock.now += timedelta(minutes=2)
+    temporal += dest.temporal_starts(NS, SID, clock.now)
+    started = [parse_nominal(e.nominal) for e in svc.app.notifications((ActionStartIssued.TOPIC,))
+               for e in [svc.app.mapper.to_domain_event(e)]]
+    verdict = check_exactly_once(Owed(SPEC, first, clock.now), started, temporal)
+    assert verdict.ok, verdict.describe()
     assert svc.verify() == []
