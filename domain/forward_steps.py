@@ -79,6 +79,8 @@ def next_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
 def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
     if snap is None:
         return park(st, "schedule_not_found", "no Temporal schedule at the key")
+    if snap.program.get("unsupported") and st.phase == "requested":
+        return park(st, "unsupported_schedule", str(snap.program["unsupported"]))
     if fenced_by_us(st, snap):
         if st.phase == "requested":  # our marker, but no record of the reading before it
             return park(st, "marker_without_issue", "the schedule carries this request's "

@@ -157,6 +157,26 @@ def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Hando
         running=tuple(meta["running"]))
 
 
+def program_docs(schedule: Schedule) -> dict[str, Any]:
+    """What a Temporal Schedule runs, as the source's JSON documents (None where absent)."""
+    has = schedule.action.HasField("start_workflow")
+    spec = schedule.spec
+    if spec.calendar or spec.structured_calendar or spec.exclude_calendar or \
+            spec.exclude_structured_calendar:
+        raise ValueError("spec: calendar specs (what the server keeps of a cron string) have "
+                         "no form on the source yet; only intervals do")
+    empty = not (spec.interval or spec.cron_string)
+    p, state = schedule.policies, schedule.state
+    return {
+        "spec": None if empty or not has else _spec_back(spec).model_dump(mode="json"),
+        "action": _action_back(schedule.action).model_dump(mode="json") if has else None,
+        "policies": da.SchedulePolicies(
+            overlap=_OVERLAP_NAME.get(p.overlap_policy, "skip"),
+            catchup_window=p.catchup_window.seconds or da.SchedulePolicies().catchup_window,
+            pause_on_failure=p.pause_on_failure).model_dump(mode="json") if has else None,
+        "remaining_actions": state.remaining_actions if state.limited_actions else None}
+
+
 def _spec_back(spec: ScheduleSpec) -> ds.ScheduleSpec:
     return ds.ScheduleSpec(
         intervals=tuple(ds.IntervalSpec(every=i.interval.seconds, offset=i.phase.seconds)

@@ -36,6 +36,7 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, Destin
                                      StartAccepted, StartWorkflow, StopKind)
 
 from schedfence.infra.destination.temporal_schedule import create_schedule, settle_handover
+from schedfence.infra.destination.temporal_forward import TemporalScheduleHost
 
 # The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
 # per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
@@ -220,7 +221,7 @@ def create_request_id(request_id_infos: Any) -> str:
     return created[0] if len(created) == 1 else ""
 
 
-class TemporalDestination:
+class TemporalDestination(TemporalScheduleHost):
     """``domain.ports.ActionRunner`` on one namespace of a Temporal server."""
 
     def __init__(self, target: str, namespace: str = "default", *,
