@@ -1,0 +1,81 @@
+"""``schedfence serve``: the HTTP admin API (infra/http) over this store, with uvicorn.
+
+It refuses to start without a tokens file (``--tokens`` or ``SCHEDFENCE_TOKENS_FILE``), binds
+to loopback unless told otherwise, and needs a destination like every command that reaches one
+(``--destination`` or ``SCHEDFENCE_DESTINATION``). ``--print-openapi`` prints the API's OpenAPI
+document (``schemas/openapi.json``) and opens nothing. Registered by infra/cli/commands.py.
+"""
+from __future__ import annotations
+
+import ipaddress
+
+import click
+
+from schedfence.domain.errors import InvalidArgument
+
+from schedfence.infra.cli.base import CliState
+from schedfence.infra.http.settings import MAX_BODY, RATE, TOKENS_ENV
+
+MAX_RATE = 100_000.0
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (an IPv6 host in brackets); port 0 takes a free one."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise InvalidArgument(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+              help="Where to listen; anything but loopback is reachable from other machines "
+                   "(put TLS in front of it).")
+@click.option("--tokens", "tokens_file", envvar=TOKENS_ENV, default=None, metavar="FILE",
+              help="The tokens file: lines NAME ROLE SECRET, or JSON (README, HTTP API); "
+                   f"env {TOKENS_ENV}. Required.")
+@click.option("--store", "serve_store", default=None, metavar="URL",
+              help="The store (default: the group's --store / SCHEDFENCE_STORE).")
+@click.option("--max-body", type=click.IntRange(1, 16 * 1024 * 1024), default=MAX_BODY,
+              show_default=True, help="Largest request body in bytes (larger: 413).")
+@click.option("--rate-limit", type=click.FloatRange(0, MAX_RATE), default=RATE,
+              show_default=True, help="Requests a second per token, in bursts of twice that "
+                                      "(over it: 429); 0 = no limit.")
+@click.option("--print-openapi", is_flag=True,
+              help="Print the API's OpenAPI document and exit (opens nothing).")
+def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_body: int,
+          rate_limit: float, print_openapi: bool) -> None:
+    """Serve the HTTP admin API (and the web page at /ui/) over this store."""
+    from schedfence.infra.http.app import create_app, openapi_text  # the framework: only here
+    from schedfence.infra.http.auth import load_tokens
+
+    if print_openapi:
+        click.echo(openapi_text(), nl=False)
+        return
+    host, port = parse_listen(listen)
+    tokens = load_tokens(tokens_file)  # before the store is opened: refused, nothing created
+    state = click.get_current_context().find_object(CliState)
+    if serve_store is not None:
+        state.store = serve_store
+    service = state.service()
+    app = create_app(service, tokens, destination_label=state.destination_label,
+                     max_body=max_body, rate=rate_limit)
+    import uvicorn
+
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"schedfence serve: {len(tokens)} token(s), destination "
+               f"{state.destination_label}, listening on http://{shown}:{port}", err=True)
+    if not is_loopback(host):
+        click.echo(f"warning: {host} is not a loopback address: the API is reachable from "
+                   "other machines, and tokens travel in clear text without TLS", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)

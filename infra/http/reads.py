@@ -1,0 +1,159 @@
+"""The reader's routes: the same documents the CLI's ``--json`` prints (``status``, ``list``,
+``history``, ``schedule describe``, ``verify``, ``replay``, ``audit``, ``stats``, ``oncall``,
+``migrations``, ``projection status``). Keys travel as query parameters (an id may hold ``/``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from schedfence.domain.errors import InvalidArgument, NotFound
+from schedfence.projections import service_views as pv
+from schedfence.projections.queries import MAX_LIMIT
+
+from schedfence.infra.http.errors import RESPONSES
+from schedfence.infra.http.calls import Reader, call
+from schedfence.infra.narration import narrate, short_type, verdict
+from schedfence.infra.service import MigrationService
+
+router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
+Namespace = Annotated[str, Query(max_length=20_000)]
+ScheduleId = Annotated[str, Query(max_length=20_000)]
+MAX_PAGE = 1000  # audit entries per page
+
+
+def status_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
+    view = service.schedule(namespace, schedule_id).to_dict()
+    try:
+        migration: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
+    except NotFound:
+        migration = None
+    return {"schedule": view, "migration": migration}
+
+
+def list_doc(service: MigrationService) -> dict[str, Any]:
+    rows = []
+    for view in service.list_schedules():
+        row = view.to_dict()
+        try:
+            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
+        except NotFound:
+            row["migration_state"] = None
+        rows.append(row)
+    return {"schedules": rows}
+
+
+def history_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
+    events = []
+    for entry in service.history(namespace, schedule_id):
+        doc = entry.to_dict()
+        doc["short_type"] = short_type(entry.type)
+        line = narrate(doc["short_type"], entry.data)
+        doc["summary"] = None if line is None else line.text
+        events.append(doc)
+    return {"namespace": namespace, "schedule_id": schedule_id, "events": events}
+
+
+@router.get("/schedules", summary="Every schedule key (list)")
+def list_schedules(request: Request, _: Reader) -> dict[str, Any]:
+    return call(request, list_doc)
+
+
+@router.get("/schedule", summary="A schedule and its latest migration (status)")
+def status(request: Request, _: Reader, namespace: Namespace,
+           schedule_id: ScheduleId) -> dict[str, Any]:
+    return call(request, lambda s: status_doc(s, namespace, schedule_id))
+
+
+@router.get("/schedule/describe", summary="Program, next action times, activity (describe)")
+def describe(request: Request, _: Reader, namespace: Namespace, schedule_id: ScheduleId,
+             next: Annotated[int, Query(ge=1, le=1000)] = 5) -> dict[str, Any]:
+    return call(request, lambda s: dict(s.schedule(namespace, schedule_id).to_dict(),
+                                        next_action_times=s.upcoming(namespace, schedule_id,
+                                                                     next)))
+
+
+@router.get("/schedule/history", summary="Every event of a key, narrated (history)")
+def history(request: Request, _: Reader, namespace: Namespace,
+            schedule_id: ScheduleId) -> dict[str, Any]:
+    return call(request, lambda s: history_doc(s, namespace, schedule_id))
+
+
+@router.get("/schedule/replay", summary="A migration re-derived step by step (replay)")
+def replay(request: Request, _: Reader, namespace: Namespace, schedule_id: ScheduleId,
+           at: Annotated[int | None, Query(ge=1)] = None,
+           migration: Annotated[str | None, Query(max_length=20_000)] = None) -> dict[str, Any]:
+    return call(request, lambda s: s.replay(namespace, schedule_id, at=at,
+                                            migration_id=migration))
+
+
+@router.get("/verify", summary="The invariant checker over the whole store (verify)")
+def verify(request: Request, _: Reader) -> dict[str, Any]:
+    return call(request, verdict)
+
+
+@router.get("/audit", summary="Who did what, when, a page at a time (audit)")
+def audit(request: Request, _: Reader,
+          schedule: Annotated[str | None, Query(max_length=20_000,
+                                                description="NAMESPACE/SCHEDULE_ID")] = None,
+          request_id: Annotated[str | None, Query(max_length=20_000)] = None,
+          migration: Annotated[str | None, Query(max_length=20_000)] = None,
+          actor: Annotated[str | None, Query(max_length=20_000)] = None,
+          since: Annotated[str | None, Query(max_length=100)] = None,
+          until: Annotated[str | None, Query(max_length=100)] = None,
+          newest_first: bool = False,
+          limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+          page_token: Annotated[str | None, Query(max_length=20)] = None) -> dict[str, Any]:
+    """Filters combine as on the CLI. A page holds at most ``limit`` entries; while more match,
+    ``next_page_token`` is set: pass it back with the same filters for the next page. Pages
+    are stable in log order (new events only append); newest first, events written between
+    two calls shift the pages."""
+    offset = _offset(page_token)
+    if offset + limit > MAX_LIMIT:
+        raise InvalidArgument(f"audit pages reach at most {MAX_LIMIT} entries deep; narrow "
+                              "the filters (since, until, schedule)")
+    page = call(request, lambda s: s.audit(
+        schedule=schedule, request_id=request_id, migration_id=migration, actor=actor,
+        since=since, until=until, newest_first=newest_first, limit=offset + limit))
+    doc = page.to_dict()
+    doc["entries"] = doc["entries"][offset:]
+    doc["next_page_token"] = str(offset + limit) if page.truncated else None
+    return doc
+
+
+def _offset(token: str | None) -> int:
+    if token is None:
+        return 0
+    if not token.isascii() or not token.isdigit() or int(token) >= MAX_LIMIT:
+        raise InvalidArgument("page_token: not a token this API returned")
+    return int(token)
+
+
+@router.get("/stats", summary="Migrations per namespace and state (stats)")
+def stats(request: Request, _: Reader) -> dict[str, Any]:
+    return call(request, lambda s: s.stats())
+
+
+@router.get("/oncall", summary="What needs an operator, and what each may do (oncall)")
+def oncall(request: Request, _: Reader,
+           stuck_after: Annotated[float, Query(ge=0)] = pv.STUCK_AFTER) -> dict[str, Any]:
+    if not math.isfinite(stuck_after):
+        raise InvalidArgument("stuck_after must be a number of seconds")
+    items = call(request, lambda s: s.oncall(stuck_after_seconds=stuck_after))
+    return {"stuck_after_seconds": stuck_after, "items": [i.to_dict() for i in items]}
+
+
+@router.get("/migrations", summary="Migrations by state, most recently changed first")
+def migrations(request: Request, _: Reader,
+               state: Annotated[str | None, Query(max_length=100)] = None,
+               limit: Annotated[int, Query(ge=1, le=pv.MAX_ROWS)] = pv.MAX_ROWS
+               ) -> dict[str, Any]:
+    rows = call(request, lambda s: s.migrations_by_state(state, limit))
+    return {"migrations": [r.to_dict() for r in rows]}
+
+
+@router.get("/projection", summary="How far the operator projection is (projection status)")
+def projection(request: Request, _: Reader) -> dict[str, Any]:
+    return call(request, lambda s: s.views.status())
