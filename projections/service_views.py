@@ -7,19 +7,21 @@ the engine on the store's database (infra/store/sql.py); nothing here knows the 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import datetime
 from typing import Any, Callable
 from uuid import UUID
 
 from sqlalchemy.engine import Engine
 
-from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.errors import InvalidArgument, UndecodableEvent
 from schedfence.domain.migration import PHASES
 
+from . import metrics as pm
 from . import queries as q
 from .projection import FenceProjection
 from .records import AuditPage, MigrationRow, OnCallItem
-from .runner import Projector
+from .runner import ProjectionStopped, Projector
 from .view import FenceViews
 
 STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
@@ -105,6 +107,23 @@ class OperatorViews:
         if state is not None and state not in PHASES:  # before any catch-up work
             raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
         return q.migrations_by_state(self._fresh().view.engine, state, limit)
+
+    def metrics(self, now: float | None = None) -> pm.MetricsSnapshot:
+        """The metrics' numbers (projections/metrics.py), caught up first. The lag is the one
+        found before catching up; a stopped projection still answers, as of where it stopped,
+        naming why (``stopped``)."""
+        p = self.projector
+        log, before = self.app.event_count(), p.position
+        lag = pm.lag_seconds(self.app, before, time.time() if now is None else now)
+        stopped = None
+        try:
+            p.catch_up()
+        except (ProjectionStopped, UndecodableEvent) as exc:  # a store error propagates
+            stopped = exc.code
+        with p.view.engine.connect() as conn:
+            numbers = pm.read(conn)
+        return pm.MetricsSnapshot(max(log, p.position), p.position, max(log - before, 0), lag,
+                                  stopped, **numbers)
 
     def status(self) -> dict[str, Any]:
         """Where the projection stands against the log, and how big its tables are."""

@@ -143,11 +143,8 @@ def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
                        f"{progressed} migration(s); log at {line['log_position']}; "
                        f"migrations: {out.states_summary(line['migrations'])}")
 
-    def on_error(thread: int, message: str) -> None:
-        click.echo(f"worker thread {thread}: error: {message} (retrying)", err=True)
-
     if not until_idle and not as_json:
         click.echo(f"worker {service.worker_id}: {concurrency} thread(s), destination "
                    f"{destination_label()}, polling every {interval:g}s (Ctrl-C stops)")
     return service.run_workers(stop, concurrency, until_idle=until_idle,
-                               poll_interval=interval, on_pass=on_pass, on_error=on_error)
+                               poll_interval=interval, on_pass=on_pass)  # errors: logged

@@ -18,12 +18,14 @@ from schedfence.domain.text import validate_worker_id
 from schedfence.infra.cli import output as out
 from schedfence.infra.destination.choose import (NoDestination, OpenedDestination, check_spec,
                                                  open_destination)
+from schedfence.infra.observability.logs import get_logger
 from schedfence.infra.offline import open_offline
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.store.eventstore import parse_store_url
 from schedfence.infra.worker.pool import one_line
 
 JSON_KEY = "schedfence.json"
+LOG = get_logger("cli")
 
 
 @dataclass
@@ -42,6 +44,7 @@ class CliState:
 
     def service(self) -> MigrationService:
         if self._service is None:
+            self._log_opening()
             self._service, self._destination = open_cli_service(self.store, self.worker_id,
                                                                 self.destination)
         return self._service
@@ -57,8 +60,16 @@ class CliState:
                 validate_worker_id(self.worker_id)
             if self.destination:  # not used here, but a typo in it is still named
                 check_spec(self.destination)
+            self._log_opening()
             self._service = open_offline(self.store, self.worker_id, NoDestination())
         return self._service
+
+    def _log_opening(self) -> None:
+        try:
+            shown = parse_store_url(self.store).redacted
+        except DomainError:
+            return  # opening it names the problem
+        LOG.debug("opening store %s", shown, extra={"worker": self.worker_id})
 
     def store_error(self, exc: BaseException) -> DomainError | None:
         return self._service.app.store_error(exc) if self._service is not None else None

@@ -13,6 +13,9 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.base import destination_label, emit, json_option, service
+from schedfence.infra.observability.logs import get_logger
+
+LOG = get_logger("scheduler")
 
 
 @click.command()
@@ -49,8 +52,10 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
                            f"{time.strftime('%H:%M:%S')} started {report['started']}, "
                            f"failed {report['failed']}, retrying {report['retrying']}, "
                            f"closed {report['closed']}, stops {report['stops']}, "
-                           f"ticks {report['ticks']}, unavailable {report['unavailable']}" +
-                           "".join(f"\n  error: {e}" for e in report["errors"]))
+                           f"ticks {report['ticks']}, unavailable {report['unavailable']}, "
+                           f"errors {len(report['errors'])}")
+                for error in report["errors"]:  # the line counts them; each is a record
+                    LOG.warning("scheduler: error: %s", error, extra={"worker": svc.worker_id})
             stop.wait(poll_interval)
     except KeyboardInterrupt:
         pass

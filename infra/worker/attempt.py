@@ -23,6 +23,8 @@ from schedfence.domain.ports import (Destination, DestinationError, DestinationN
                                      DestinationUnavailable, RunDescription)
 from schedfence.domain.schedule import Schedule
 
+from schedfence.infra.observability.calls import latency_of
+from schedfence.infra.observability.logs import appending, get_logger
 from schedfence.infra.store.aggregates import Aggregates
 from schedfence.infra.store.eventstore import FenceApplication
 
@@ -32,6 +34,9 @@ CrashHook = Callable[[str], None]
 # still be under way (deadline 5 s), and reconciling before it lands would see no run and
 # park the migration head_missing while the start is about to commit.
 CLAIM_GRACE_SECONDS = 15.0
+LOG = get_logger("worker")
+# Each step's destination call, by the port method it makes (the latency metric's ``call``).
+CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover"}
 
 
 class TaskWorker:
@@ -49,13 +54,14 @@ class TaskWorker:
     # -- boundaries: every append and every destination call is a crash point -------------
     def save(self, label: str, *aggregates: Any) -> None:
         self.crash_hook(f"{label}.before_append")
-        self.app.save(*aggregates)
+        with appending(LOG, aggregates, self.worker_id):
+            self.app.save(*aggregates)
         self.crash_hook(f"{label}.after_append")
 
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
         self.crash_hook(f"{label}.before_call")
         try:
-            return fn()
+            return latency_of(self.destination).time(CALLS[label], fn)
         finally:
             self.crash_hook(f"{label}.after_call")
 

@@ -29,12 +29,14 @@ from uuid import UUID
 
 from schedfence.domain.errors import DomainError
 
+from schedfence.infra.observability.logs import get_logger
 from schedfence.infra.worker.attempt import TaskWorker
 
 BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
 MAX_POLL_INTERVAL = 3600.0  # seconds; also the bound of ``--poll-interval``
 MAX_MESSAGE = 300  # characters of an exception's text kept in an error line
+LOG = get_logger("worker.pool")  # each failed pass: one warning record (infra/observability)
 
 if TYPE_CHECKING:  # the application drives the pool; the pool never imports it
     from schedfence.infra.service import MigrationService
@@ -165,6 +167,8 @@ class WorkerPool:
     def _report(self, index: int, exc: Exception) -> None:
         message = error_message(self.service.app.store_error(exc) or exc)
         self._record_error(message)
+        LOG.warning("worker thread %d: error: %s (retrying)", index, message,
+                    extra={"worker": self.stats.identity, "worker_thread": index})
         try:
             self.on_error(index, message)
         except Exception:  # noqa: BLE001 - nowhere left to report to (stderr gone): go on

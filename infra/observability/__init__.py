@@ -1,0 +1,2 @@
+"""Where operators already look: Prometheus metrics (``metrics``), destination call latency
+(``calls``) and structured logs (``logs``)."""

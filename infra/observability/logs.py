@@ -1,0 +1,177 @@
+"""Structured logs: the standard library's ``logging`` with a formatter of our own.
+
+Why not structlog: the records come from a handful of places (the worker's appends, a worker
+pool's errors, the scheduler's refusals, the CLI), every library we use already logs through
+``logging``, and an embedding application configures ``logging`` anyway; a JSON formatter and
+one context variable are all this needs, and no second logging system has to be bridged.
+
+- Every record of the ``schedfence`` loggers goes to stderr (stdout stays the commands' own
+  output, machine-readable under ``--json``), as one JSON object per line (``json``) or as its
+  message followed by its fields (``text``, the default, as the CLI printed before).
+- The fields, where known: ``migration_id``, ``request_id``, ``namespace``, ``schedule_id``,
+  ``worker``, ``event_type``; any other ``extra=`` key of a record is kept too. Fields come from
+  ``extra=`` or from ``log_context`` (a context variable: a request handler binds its request
+  id once, and every record under it carries it).
+- Secrets never appear: a URL's password, a bearer token and a ``password=``/``token=``-style
+  value are replaced with ``***`` in every message and field, and a field whose *name* says
+  secret is dropped to ``***`` whatever it holds. Callers still log ``StoreURL.redacted``;
+  this is the net under it.
+- A library does not configure logging: without ``configure`` (which the CLI calls), the
+  ``schedfence`` logger has only a ``NullHandler``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import traceback
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import datetime, timezone
+from typing import Any, Iterable, Iterator
+
+ROOT = "schedfence"
+FORMATS = ("text", "json")
+LEVELS = ("debug", "info", "warning", "error")
+FIELDS = ("migration_id", "request_id", "namespace", "schedule_id", "worker", "event_type")
+MAX_ERROR = 2000  # characters of a formatted exception kept on a record
+
+_context: ContextVar[dict[str, Any]] = ContextVar("schedfence_log_context", default={})
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:@/\s]*):[^@/\s]*@", re.I)
+_BEARER = re.compile(r"\b(bearer)\s+[^\s,;\"']+", re.I)
+_SECRET_NAME = r"(?:password|passwd|pwd|token|secret|api[_-]?key|authorization)"
+_KEY_VALUE = re.compile(rf"\b({_SECRET_NAME})(\s*[=:]\s*)[^\s&,;\"']+", re.I)
+_SECRET_KEY = re.compile(_SECRET_NAME, re.I)
+
+logging.getLogger(ROOT).addHandler(logging.NullHandler())
+
+
+def get_logger(name: str) -> logging.Logger:
+    """The logger ``schedfence.<name>``."""
+    return logging.getLogger(f"{ROOT}.{name}")
+
+
+def redact(text: str) -> str:
+    """``text`` with every password, bearer token and secret-looking value replaced."""
+    text = _URL_PASSWORD.sub(r"\1:***@", text)
+    text = _BEARER.sub(r"\1 ***", text)
+    return _KEY_VALUE.sub(r"\1\2***", text)
+
+
+@contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Fields every record inside the block carries (``None`` values are left out)."""
+    token = _context.set({**_context.get(), **{k: v for k, v in fields.items()
+                                               if v is not None}})
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's fields: the context's, then its own ``extra=``; the known ones first."""
+    fields = dict(_context.get())
+    fields.update((k, v) for k, v in vars(record).items() if k not in _STANDARD)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    ordered = {k: fields.pop(k) for k in FIELDS if k in fields}
+    ordered.update(sorted(fields.items()))
+    return {k: "***" if _SECRET_KEY.search(k) else _clean(v) for k, v in ordered.items()}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return redact(str(value))
+
+
+def _error(record: logging.LogRecord) -> str | None:
+    if not record.exc_info:
+        return None
+    text = "".join(traceback.format_exception(*record.exc_info)).strip()
+    return redact(text[-MAX_ERROR:])
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC), level, logger, message, the fields, ``error``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(
+                timespec="microseconds").replace("+00:00", "Z"),
+            "level": record.levelname.lower(), "logger": record.name,
+            "message": redact(record.getMessage())}
+        doc.update(record_fields(record))
+        if (error := _error(record)) is not None:
+            doc["error"] = error
+        return json.dumps(doc, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """The message, then ``key=value`` fields in brackets (and the error, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = redact(record.getMessage())
+        fields = record_fields(record)
+        if fields:
+            line += " [" + " ".join(f"{k}={v}" for k, v in fields.items()) + "]"
+        error = _error(record)
+        return line if error is None else f"{line}\n{error}"
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (a test runner swaps
+    it), and is recognisable, so ``configure`` replaces it instead of adding another."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def configure(fmt: str = "text", level: str = "warning") -> logging.Handler:
+    """Send the ``schedfence`` loggers' records of ``level`` and above to stderr in ``fmt``."""
+    if fmt not in FORMATS:
+        raise ValueError(f"log format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if level.lower() not in LEVELS:
+        raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
+    logger = logging.getLogger(ROOT)
+    for old in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+        logger.removeHandler(old)
+    handler = _StderrHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+    logger.propagate = False
+    return handler
+
+
+@contextmanager
+def appending(logger: logging.Logger, aggregates: Iterable[Any], worker: str) -> Iterator[None]:
+    """Around a save of ``aggregates``: once it succeeded, one ``info`` record per event it
+    appended, with the migration, request id and key its event or aggregate names."""
+    if not logger.isEnabledFor(logging.INFO):
+        yield
+        return
+    aggregates = list(aggregates)  # read before the save, which clears the pending events
+    events = [e for a in aggregates for e in getattr(a, "pending_events", ())]
+    states = {str(a.id): getattr(a, "state", None) for a in aggregates}
+    yield
+    for event in events:
+        st = states.get(str(event.originator_id))
+        fields = {name: getattr(event, name, None) or getattr(st, name, None)
+                  for name in FIELDS[:4]}
+        logger.info("appended %s v%d", type(event).__name__, event.originator_version,
+                    extra={**{k: str(v) for k, v in fields.items() if v is not None},
+                           "worker": worker, "event_type": type(event).__name__})

@@ -1,0 +1,145 @@
+"""Prometheus metrics of one service: ``render_metrics(service) -> (body, content type)``.
+
+The HTTP app serves it at ``GET /metrics``; ``schedfence metrics`` writes the same text for
+node_exporter's textfile collector. Each call collects into a registry of its own (nothing
+is registered in prometheus_client's global registry, so services and tests never share
+state).
+
+Where each number comes from:
+
+- counters and ``schedfence_migrations`` (by state): the operator projection
+  (projections/metrics.py), caught up first, so they are counted from the events and are
+  exact after a restart, from any process; forward migrations' states are folded from their
+  own events (the projection does not fold them);
+- ``schedfence_projection_lag_*``: how far the projection was behind when asked;
+- ``schedfence_destination_call_duration_seconds``: this process's worker calls only
+  (infra/observability/calls.py), empty in a process that made none.
+
+Batch job progress is not exported yet: it needs a projection of the jobs (listing them reads
+the log, and a label per job id would grow without bound).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator
+from uuid import UUID
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from schedfence.domain.forward import PHASES as FORWARD_PHASES
+from schedfence.domain.migration import PHASES as ROLLBACK_PHASES
+from schedfence.projections.metrics import COUNTERS, DIRECTIONS, MetricsSnapshot
+
+from .calls import latency_of
+from .logs import get_logger
+
+if TYPE_CHECKING:  # the application calls this; this never imports it
+    from schedfence.infra.service import MigrationService
+
+PREFIX = "schedfence_"
+STATES = {"rollback": ROLLBACK_PHASES, "forward": FORWARD_PHASES}
+DUE_CLASSES = ("now", "after_failover", "operator")  # domain.decisions.due, open ones
+LOG = get_logger("metrics")
+
+_COUNTER_HELP = {
+    "started": "Migrations started (a migration's first event), by direction.",
+    "completed": "Migrations completed (rollback: the source closed; forward: the source "
+                 "took ownership), by direction.",
+    "parked": "Times a migration was parked for an operator, by direction.",
+    "aborted": "Migrations aborted (the source restored), by direction.",
+}
+
+
+def render_metrics(service: MigrationService) -> tuple[bytes, str]:
+    """The exposition text of ``service``'s metrics, and its content type."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(service))
+    # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
+    # every name here is plain ASCII, so the newer format would add nothing.
+    return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
+
+
+class ServiceCollector(Collector):
+    """Reads the service's numbers afresh on every collect."""
+
+    def __init__(self, service: MigrationService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        snap: MetricsSnapshot = self.service.views.metrics()
+        if snap.stopped is not None:
+            LOG.warning("metrics: the projection is stopped (%s); numbers are as of log "
+                        "position %d", snap.stopped, snap.projected_through,
+                        extra={"code": snap.stopped})
+        forward = self._forward_states(snap.forward_ids)
+        yield _by_state(snap, forward)
+        yield from _counters(snap, forward)
+        yield _due(snap)
+        yield from _projection(snap)
+        yield from latency_of(self.service.destination).histogram.collect()
+
+    def _forward_states(self, ids: list[str]) -> list[Any]:
+        repository = self.service.app.repository
+        return [repository.get(UUID(i)).state for i in ids]
+
+
+def _by_state(snap: MetricsSnapshot, forward: list[Any]) -> Metric:
+    family = GaugeMetricFamily(f"{PREFIX}migrations", "Migrations by direction, namespace "
+                               "and state (every state of a namespace that has migrations).",
+                               labels=("direction", "namespace", "state"))
+    counts: dict[tuple[str, str, str], int] = {}
+    for (namespace, state), n in snap.by_state.items():
+        counts[("rollback", namespace, state)] = n
+    for st in forward:
+        key = ("forward", st.namespace, st.phase)
+        counts[key] = counts.get(key, 0) + 1
+    seen = sorted({(direction, ns) for direction, ns, _ in counts})
+    for direction, namespace in seen:
+        for state in STATES[direction]:
+            family.add_metric((direction, namespace, state),
+                              counts.get((direction, namespace, state), 0))
+    return family
+
+
+def _counters(snap: MetricsSnapshot, forward: list[Any]) -> Iterator[Metric]:
+    for counter in COUNTERS:
+        family = CounterMetricFamily(f"{PREFIX}migrations_{counter}", _COUNTER_HELP[counter],
+                                     labels=("direction",))
+        for direction in DIRECTIONS:
+            family.add_metric((direction,), snap.totals.get((direction, counter), 0))
+        yield family
+    attempts = CounterMetricFamily(
+        f"{PREFIX}migration_attempts", "Worker attempts recorded on migrations (each "
+        "migration's highest attempt number), by direction.", labels=("direction",))
+    attempts.add_metric(("rollback",), snap.attempts)
+    attempts.add_metric(("forward",), sum(st.attempts for st in forward))
+    yield attempts
+
+
+def _due(snap: MetricsSnapshot) -> Metric:
+    family = GaugeMetricFamily(
+        f"{PREFIX}due_migrations", "Open rollback migrations in the due-work index, by who "
+        "may move them on: now (a worker), after_failover, operator.", labels=("due",))
+    for due in DUE_CLASSES:
+        family.add_metric((due,), snap.due.get(due, 0))
+    return family
+
+
+def _projection(snap: MetricsSnapshot) -> Iterator[Metric]:
+    yield GaugeMetricFamily(f"{PREFIX}projection_lag_events", "Log positions the operator "
+                            "projection was behind the event log when scraped (it then "
+                            "caught up).", value=snap.lag_events)
+    yield GaugeMetricFamily(f"{PREFIX}projection_lag_seconds", "Age of the oldest event the "
+                            "projection had not applied when scraped (0: none).",
+                            value=snap.lag_seconds)
+    yield GaugeMetricFamily(f"{PREFIX}projection_position", "The log position the "
+                            "projection (and these numbers) are exact through.",
+                            value=snap.projected_through)
+    yield GaugeMetricFamily(f"{PREFIX}log_position", "The event log's highest position.",
+                            value=snap.log_position)
+    yield GaugeMetricFamily(f"{PREFIX}projection_stopped", "1 when the projection stopped at "
+                            "an event it cannot apply (the logs and `schedfence projection "
+                            "status` name it), else 0.",
+                            value=0 if snap.stopped is None else 1)
