@@ -1,0 +1,328 @@
+"""A batch job: one durable run of many migrations in one direction over a selection.
+
+A job is named by the caller's job id. It records its definition (namespace, direction, the
+selection) once, then one event per page of the selection, in a stable order, holding each
+schedule's decision (requested, skipped or blocked, with the reason) and the cursor of the next
+page, *before* the next page is read. A rerun loads the job and resumes from its cursor; a
+schedule already decided is never decided again, and every request carries a request id derived
+from (job id, direction, schedule id), so a page re-read after a crash asks the same migrations
+again and the service's dedupe answers ``already_pending`` / ``already_completed`` (counted
+once, as requested). Cancel stops new requests; migrations already requested finish.
+
+Pure: decisions take the job's state and return ``Facts`` or raise a domain error (nothing is
+written); ``evolve_job`` is the one reducer. The runner (infra/jobs.py) does the reading, the
+requesting and the driving.
+"""
+from __future__ import annotations
+
+import fnmatch
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, get_args
+
+from .errors import AlreadyExists, DomainError, InvalidArgument, RecoveryRefused
+from .ids import SCHEDFENCE_NAMESPACE
+from .model import EvolvingAggregate, Fact, Facts
+from .text import validate_id
+
+Direction = Literal["workflow", "source"]
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+Decision = Literal["requested", "skipped", "blocked"]
+# What the service answered to a request it took (RollbackResult.outcome): each counts once.
+REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
+# Refusals that may clear by themselves (retry later with a new job): reported as blocked.
+BLOCKED_CODES = ("sentinel_blocked", "phase_blocked", "migration_pending", "unavailable")
+MAX_SELECTED_IDS = 10_000  # explicit --schedule-id values one job may name
+MAX_PAGE_SIZE = 1000
+MAX_RATE = 10_000.0  # requests per second
+
+
+def job_aggregate_id(job_id: str) -> uuid.UUID:
+    return uuid.uuid5(SCHEDFENCE_NAMESPACE, f"job/{len(job_id)}:{job_id}")
+
+
+def job_request_id(job_id: str, direction: str, schedule_id: str) -> str:
+    """The request id a job sends for one schedule: the same on every rerun of the job, and
+    different for another job or the other direction."""
+    key = f"job-request/{len(job_id)}:{job_id}/{direction}/{len(schedule_id)}:{schedule_id}"
+    return str(uuid.uuid5(SCHEDFENCE_NAMESPACE, key))
+
+
+def parse_rate(text: str | float | None) -> float | None:
+    """``--rate``: ``N/s`` or ``N`` requests per second (None: unlimited)."""
+    if text is None:
+        return None
+    raw = str(text).strip().removesuffix("/s")
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = -1.0
+    if not 0 < rate <= MAX_RATE:  # also refuses nan
+        raise InvalidArgument(f"rate must be N/s with N above 0 and at most {MAX_RATE:g}")
+    return rate
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which schedules a job takes: ``schedule_ids`` (sorted, unique; None: every schedule of
+    the namespace on the chosen side) narrowed by ``match`` (a glob on the schedule id)."""
+
+    namespace: str
+    direction: str
+    schedule_ids: list[str] | None = None
+    match: str | None = None
+
+    def matches(self, schedule_id: str) -> bool:
+        return self.match is None or fnmatch.fnmatchcase(schedule_id, self.match)
+
+    def named_page(self, cursor: str | None, size: int) -> tuple[list[str], str, bool]:
+        """A page of the named schedules (the cursor is an index): ids, next, exhausted."""
+        ids = self.schedule_ids or []
+        start = int(cursor or 0)
+        end = start + size
+        return [s for s in ids[start:end] if self.matches(s)], str(end), end >= len(ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "direction": self.direction,
+                "schedule_ids": self.schedule_ids, "match": self.match}
+
+
+def make_selection(namespace: object, direction: object, schedule_ids: Any = None,
+                   match: object = None) -> Selection:
+    """A checked, canonical selection (the same schedules in another order are the same)."""
+    ns = validate_id("namespace", namespace)
+    if direction not in DIRECTIONS:
+        raise InvalidArgument(f"direction must be one of {', '.join(DIRECTIONS)}")
+    ids = None
+    if schedule_ids:
+        if isinstance(schedule_ids, str) or len(schedule_ids) > MAX_SELECTED_IDS:
+            raise InvalidArgument(f"schedule ids must be a list of at most "
+                                  f"{MAX_SELECTED_IDS:,} ids")
+        ids = sorted({validate_id("schedule id", s) for s in schedule_ids})
+    pattern = None if match in (None, "") else validate_id("match pattern", match)
+    return Selection(ns, str(direction), ids, pattern)
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    namespace: str
+    direction: str
+    schedule_ids: list[str] | None
+    match: str | None
+    actor: str
+    cursor: str | None = None  # where the next page starts (opaque to the domain)
+    pages: int = 0
+    exhausted: bool = False  # every page of the selection was decided
+    cancelled: bool = False
+    cancel_reason: str = ""
+    # schedule id -> {"decision", "request_id", "outcome", "reason", "detail"}
+    decided: dict[str, dict[str, str]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(get_args(Decision), 0))
+
+    @property
+    def selection(self) -> Selection:
+        return Selection(self.namespace, self.direction, self.schedule_ids, self.match)
+
+    @property
+    def phase(self) -> str:
+        """``selecting`` (pages left), ``selected`` (all decided) or ``cancelled``."""
+        if self.cancelled:
+            return "cancelled"
+        return "selected" if self.exhausted else "selecting"
+
+    @property
+    def accepts_requests(self) -> bool:
+        return not (self.cancelled or self.exhausted)
+
+
+class Job(EvolvingAggregate):
+    TOPIC = "schedfence.Job"
+
+    class Created(EvolvingAggregate.Created):
+        """Abstract: a job begins with ``Defined``."""
+
+        TOPIC: ClassVar[str] = "schedfence.job.Created"
+
+    class Defined(Created):
+        """The job's identity and selection, recorded on its first run."""
+
+        TOPIC: ClassVar[str] = "schedfence.job.Defined"
+        class_version: ClassVar[int] = 1
+        job_id: str
+        namespace: str
+        direction: Direction
+        schedule_ids: list[str] | None = None
+        match: str | None = None
+        actor: str = ""
+
+    class PageDecided(EvolvingAggregate.Event):
+        """One page of the selection decided: each schedule's decision, and the cursor of
+        the next page (``exhausted``: there is none). ``cursor_before`` is the cursor the page
+        was read from, so a page is recorded once, in order."""
+
+        TOPIC: ClassVar[str] = "schedfence.job.PageDecided"
+        class_version: ClassVar[int] = 1
+        page: int
+        cursor_before: str | None
+        cursor_after: str | None
+        exhausted: bool
+        decisions: list[dict[str, str]]
+
+    class CancelRequested(EvolvingAggregate.Event):
+        TOPIC: ClassVar[str] = "schedfence.job.CancelRequested"
+        class_version: ClassVar[int] = 1
+        actor: str
+        reason: str = ""
+
+    @staticmethod
+    def evolve(state: JobState | None, event: Any) -> JobState:
+        return evolve_job(state, event)
+
+    @classmethod
+    def define(cls, job_id: str, selection: Selection, actor: str) -> Job:
+        return cls._create(cls.Defined, id=job_aggregate_id(job_id), job_id=job_id,
+                           namespace=selection.namespace, direction=selection.direction,
+                           schedule_ids=selection.schedule_ids, match=selection.match,
+                           actor=actor)
+
+
+def evolve_job(state: JobState | None, event: Any) -> JobState:
+    """Pure, total reducer of a job's events. Unknown events raise (never skipped)."""
+    if isinstance(event, Job.Defined):
+        return JobState(event.job_id, event.namespace, event.direction,
+                        event.schedule_ids, event.match, event.actor)
+    if state is None:
+        raise ValueError(f"{type(event).__name__} before the job was defined")
+    if isinstance(event, Job.PageDecided):
+        decided, counts = dict(state.decided), dict(state.counts)
+        for d in event.decisions:
+            decided[d["schedule_id"]] = {k: v for k, v in d.items() if k != "schedule_id"}
+            counts[d["decision"]] = counts.get(d["decision"], 0) + 1
+        return replace(state, cursor=event.cursor_after, pages=state.pages + 1,
+                       exhausted=event.exhausted, decided=decided, counts=counts)
+    if isinstance(event, Job.CancelRequested):
+        return replace(state, cancelled=True, cancel_reason=event.reason)
+    raise TypeError(f"unknown job event {type(event).__name__}")
+
+
+# -- decisions ----------------------------------------------------------------------------------
+def check_definition(state: JobState, selection: Selection) -> None:
+    """A rerun must name the job it resumes: another selection or direction under an existing
+    job id is refused (``already_exists``), with nothing written."""
+    if state.selection != selection:
+        raise AlreadyExists(
+            f"job {state.job_id} already exists with another definition "
+            f"({describe(state.selection)}); rerun it with the same one, or use a new job id")
+
+
+def describe(selection: Selection) -> str:
+    ids = selection.schedule_ids
+    which = f"{len(ids)} named schedule(s)" if ids is not None else "every schedule"
+    match = f" matching {selection.match!r}" if selection.match is not None else ""
+    return f"--to {selection.direction} in {selection.namespace}: {which}{match}"
+
+
+def requested(schedule_id: str, request_id: str, outcome: str,
+              predicted: bool = False) -> dict[str, str]:
+    """A request the service took (or, ``predicted``, would take: a dry run may not know
+    the answer without acting, ``unchecked``)."""
+    if outcome not in REQUESTED_OUTCOMES + (("unchecked",) if predicted else ()):
+        raise ValueError(f"not a request outcome: {outcome!r}")
+    return {"schedule_id": schedule_id, "decision": "requested", "request_id": request_id,
+            "outcome": outcome, "reason": "", "detail": ""}
+
+
+def refused(schedule_id: str, request_id: str, error: DomainError) -> dict[str, str]:
+    """A request the service refused: ``blocked`` when the refusal may clear by itself (a
+    sentinel, the phase gate, another migration pending, the destination unreachable),
+    otherwise ``skipped``; the reason is the error's code, the detail its message."""
+    decision = "blocked" if error.code in BLOCKED_CODES else "skipped"
+    return {"schedule_id": schedule_id, "decision": decision, "request_id": request_id,
+            "outcome": "", "reason": error.code, "detail": error.message}
+
+
+def decide_page(state: JobState, cursor_before: str | None, cursor_after: str | None,
+                exhausted: bool, decisions: list[dict[str, str]]) -> Facts:
+    """Record one page. A page read from a cursor the job has moved past (another runner
+    recorded it) records nothing; a schedule decided before keeps its first decision."""
+    if state.exhausted or state.cursor != cursor_before:
+        return []
+    seen: set[str] = set()
+    fresh = []
+    for d in decisions:
+        sid = d["schedule_id"]
+        if sid not in state.decided and sid not in seen:
+            seen.add(sid)
+            fresh.append(d)
+    if state.cancelled:
+        # Cancelled mid-page: keep what was requested (it counts), move no cursor.
+        return [Fact(Job.PageDecided, {"page": state.pages + 1, "cursor_before": cursor_before,
+                                       "cursor_after": cursor_before, "exhausted": False,
+                                       "decisions": fresh})] if fresh else []
+    return [Fact(Job.PageDecided, {"page": state.pages + 1, "cursor_before": cursor_before,
+                                   "cursor_after": cursor_after, "exhausted": exhausted,
+                                   "decisions": fresh})]
+
+
+def decide_cancel(state: JobState, actor: str, reason: str) -> Facts:
+    """Stop new requests (idempotent); refused once every schedule has been decided."""
+    if state.cancelled:
+        return []
+    if state.exhausted:
+        raise RecoveryRefused(f"job {state.job_id} has already decided every schedule of its "
+                              "selection; the migrations it requested finish as they are")
+    return [Fact(Job.CancelRequested, {"actor": actor, "reason": reason})]
+
+
+# -- the report ---------------------------------------------------------------------------------
+Outcome = Literal["completed", "parked", "aborted", "in_progress", "blocked", "skipped"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+
+def outcome_of(decision: dict[str, str], phase: str | None) -> Outcome:
+    """Where one schedule of the job stands: its decision, and for a requested one the
+    phase of its migration now (None: not found, which the runner reports in progress)."""
+    if decision["decision"] != "requested":
+        return decision["decision"]  # type: ignore[return-value]
+    if phase in ("completed", "parked", "aborted"):
+        return phase  # type: ignore[return-value]
+    return "in_progress"
+
+
+def _count(by: dict[str, int], reason: str | None) -> None:
+    by[reason or "unknown"] = by.get(reason or "unknown", 0) + 1
+
+
+def plan_summary(plan: list[dict[str, str]]) -> dict[str, Any]:
+    """A dry run's decisions counted: what ``would`` be requested, skipped, blocked, and the
+    reasons of the refusals."""
+    would = dict.fromkeys(get_args(Decision), 0)
+    reasons: dict[str, dict[str, int]] = {"skipped": {}, "blocked": {}}
+    for x in plan:
+        would[x["decision"]] += 1
+        if x["decision"] in reasons:
+            _count(reasons[x["decision"]], x["reason"])
+    return {"would": would, "reasons": reasons}
+
+
+def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
+    """The job's report: counts by outcome, and reasons for the parked, blocked and skipped.
+    ``migrations``: schedule id -> (phase, park reason) of each requested migration."""
+    counts = dict.fromkeys(OUTCOMES, 0)
+    reasons: dict[str, dict[str, int]] = {"parked": {}, "blocked": {}, "skipped": {}}
+    unfinished = []  # every schedule not completed: which, why, and its request id
+    for sid, decision in state.decided.items():
+        phase, park = migrations.get(sid, (None, None))
+        outcome = outcome_of(decision, phase)
+        counts[outcome] += 1
+        reason = park if outcome == "parked" else decision.get("reason")
+        if outcome in reasons:
+            _count(reasons[outcome], reason)
+        if outcome != "completed":
+            unfinished.append({"schedule_id": sid, "outcome": outcome, "reason": reason or "",
+                               "request_id": decision["request_id"]})
+    return {"job_id": state.job_id, "phase": state.phase, **state.selection.to_dict(),
+            "pages": state.pages, "decided": len(state.decided),
+            "requested": state.counts.get("requested", 0), "counts": counts,
+            "reasons": reasons, "cancel_reason": state.cancel_reason, "unfinished": unfinished}

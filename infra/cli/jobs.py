@@ -1,0 +1,185 @@
+"""``schedfence migrate`` and ``schedfence job status|cancel|list``: batch jobs (infra/jobs.py).
+
+``migrate`` runs or resumes a job: the same command, run again, continues from the job's
+cursor. While it runs, a progress bar (counts, rate, ETA) goes to stderr when stderr is a
+terminal and ``--json`` is off. It ends with the job's report; when the migrations it
+requested could not all be driven to an end, it prints the report and exits 1
+(``not_drained``), as ``worker --until-idle`` does.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from schedfence.domain.job import Selection, describe, parse_rate
+
+from schedfence.infra import jobs
+from schedfence.infra.cli import output as out
+from schedfence.infra.cli.base import destination_label, emit, existing, json_option, service
+from schedfence.infra.worker.drain import DrainReport, NotDrained
+
+EXAMPLES = 5  # schedule ids shown per reason in text
+
+
+@click.command()
+@click.option("--namespace", required=True, help="The namespace the job migrates in.")
+@click.option("--schedule-id", "schedule_ids", multiple=True,
+              help="Only these schedules (repeatable; default: every schedule of the side "
+                   "the job migrates from).")
+@click.option("--match", default=None, help="Only schedule ids matching this glob (* ? [..]).")
+@click.option("--to", "direction", type=click.Choice(["workflow", "source"]), required=True,
+              help="workflow: rollbacks of source schedules; source: forward migrations of "
+                   "the Temporal side's schedules.")
+@click.option("--job-id", required=True, help="Names the job: rerun with it to resume.")
+@click.option("--rate", default=None, help="At most N requests per second (N/s).")
+@click.option("--concurrency", type=click.IntRange(min=1, max=64), default=1,
+              show_default=True, help="Worker threads that drive the requested migrations.")
+@click.option("--dry-run", is_flag=True, help="Say what would be requested and refused; "
+              "write nothing.")
+@click.option("--no-wait", is_flag=True, help="Request only; leave the migrations to workers.")
+@click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@json_option
+def migrate(namespace: str, schedule_ids: tuple[str, ...], match: str | None, direction: str,
+            job_id: str, rate: str | None, concurrency: int, dry_run: bool, no_wait: bool,
+            actor: str, as_json: bool) -> None:
+    """Migrate many schedules as one durable, resumable job.
+
+    The job records each page of its selection before it reads the next; rerunning the same
+    command resumes it without asking any schedule twice. Each schedule's request id is derived
+    from the job id, the direction and the schedule id."""
+    options = jobs.RunOptions(rate=parse_rate(rate), concurrency=concurrency,
+                              dry_run=dry_run, wait=not no_wait, actor=actor).check()
+    svc = service()
+    with _Bar(enabled=not as_json and sys.stderr.isatty()) as bar:
+        doc = jobs.run_job(svc, job_id, namespace, direction, schedule_ids=list(schedule_ids),
+                           match=match, options=options,
+                           on_progress=bar.update if bar.enabled else None)
+    doc["destination"] = destination_label()
+    if dry_run:
+        emit(as_json, doc, dry_run_lines(doc))
+        return
+    drain = doc.get("drain")
+    failure = None if drain is None or drain["drained"] else NotDrained.of(
+        DrainReport(drain["attempts"], tuple(drain["blocked"]), drain["exhausted"]))
+    if failure is not None and as_json:
+        doc["error"] = {"code": failure.code, "message": failure.message}
+    emit(as_json, doc, report_lines(doc))
+    if failure is not None:
+        if as_json:
+            raise click.exceptions.Exit(1)
+        raise failure
+
+
+@click.group()
+def job() -> None:
+    """Batch jobs: their status, cancelling one, listing them."""
+
+
+@job.command()
+@click.option("--job-id", required=True)
+@json_option
+def status(job_id: str, as_json: bool) -> None:
+    """The job's report: where each schedule it decided stands now."""
+    doc = jobs.job_report(existing(), job_id)
+    emit(as_json, doc, report_lines(doc))
+
+
+@job.command()
+@click.option("--job-id", required=True)
+@click.option("--actor", required=True, help="Who cancels (recorded).")
+@click.option("--reason", default="", help="Why (recorded).")
+@json_option
+def cancel(job_id: str, actor: str, reason: str, as_json: bool) -> None:
+    """Stop the job's new requests; the migrations it already requested finish."""
+    doc = jobs.cancel_job(existing(), job_id, actor, reason)
+    emit(as_json, doc, report_lines(doc))
+
+
+@job.command(name="list")
+@json_option
+def list_(as_json: bool) -> None:
+    """Every job, with its selection, phase and decision counts."""
+    rows = jobs.list_jobs(existing())
+    emit(as_json, rows, out.table(
+        ["JOB", "TO", "NAMESPACE", "PHASE", "PAGES", "REQUESTED", "SKIPPED", "BLOCKED"],
+        [[r["job_id"], r["direction"], r["namespace"], r["phase"], r["pages"],
+          r["counts"]["requested"], r["counts"]["skipped"], r["counts"]["blocked"]]
+         for r in rows]))
+
+
+def _selection_text(doc: dict[str, Any]) -> str:
+    return describe(Selection(doc["namespace"], doc["direction"], doc["schedule_ids"],
+                              doc["match"]))
+
+
+def _by_reason(reasons: dict[str, dict[str, int]], items: list[dict[str, str]],
+               kind_key: str) -> list[str]:
+    """One line per (kind, reason): a few of its schedule ids."""
+    lines = []
+    for kind, by in reasons.items():
+        for reason in sorted(by):
+            ids = [x["schedule_id"] for x in items
+                   if x[kind_key] == kind and x["reason"] == reason]
+            more = f" and {len(ids) - EXAMPLES} more" if len(ids) > EXAMPLES else ""
+            lines.append(f"  {kind} {reason}: {', '.join(ids[:EXAMPLES])}{more}")
+    return lines
+
+
+def report_lines(doc: dict[str, Any]) -> list[str]:
+    c = doc["counts"]
+    lines = [f"job {doc['job_id']} ({_selection_text(doc)}): {doc['phase']}, "
+             f"{doc['decided']} decided in {doc['pages']} page(s)",
+             f"completed {c['completed']}, parked {c['parked']}, aborted {c['aborted']}, "
+             f"in progress {c['in_progress']}, blocked {c['blocked']}, skipped {c['skipped']}"]
+    lines += _by_reason(doc["reasons"], doc["unfinished"], "outcome")
+    if doc.get("cancel_reason"):
+        lines.append(f"cancelled: {doc['cancel_reason']}")
+    run = doc.get("this_run")
+    if run:
+        lines.append(f"this run: {run['asked']} request(s) in {run['seconds']:.1f}s "
+                     f"({run['rate_per_second']:.1f}/s)")
+    if doc.get("destination"):
+        lines.append(f"destination: {doc['destination']}")
+    return lines
+
+
+def dry_run_lines(doc: dict[str, Any]) -> list[str]:
+    w = doc["would"]
+    lines = [f"dry run of job {doc['job_id']} ({_selection_text(doc)}): nothing written",
+             f"would request {w['requested']}, skip {w['skipped']}, block {w['blocked']}"]
+    return lines + _by_reason(doc["reasons"], doc["decisions"], "decision")
+
+
+class _Bar:
+    """The progress bar on stderr: decided of total (with ETA) when the total is known,
+    else a counting line; counts and the request rate beside it."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.bar, self.done = enabled, None, 0
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.render_finish()
+        elif self.done:
+            click.echo("", err=True)
+
+    def update(self, p: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        c = p["counts"]
+        text = (f"requested {c['requested']} skipped {c['skipped']} blocked {c['blocked']} "
+                f"{p['rate']:.1f}/s")
+        if p["total"]:
+            if self.bar is None:
+                self.bar = click.progressbar(length=p["total"], file=sys.stderr,
+                                             label="migrating", show_eta=True,
+                                             item_show_func=lambda t: t)
+            self.bar.update(max(p["decided"] - self.bar.pos, 0), text)
+        else:
+            click.echo(f"\rmigrating: {p['decided']} decided, {text}", nl=False, err=True)
+        self.done = p["decided"]

@@ -1,0 +1,168 @@
+"""``schedfence migrate`` and ``schedfence job status|cancel|list`` on a store with the
+simulator kept in it: runs, resumes, dry runs, the error contract, nothing written on a
+refusal."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from schedfence.domain.job import job_request_id
+from schedfence.infra.cli.commands import cli
+from schedfence.infra.cli.jobs import _Bar
+from schedfence.infra.jobs import RunOptions, run_job
+from schedfence.infra.service import MigrationService, open_service
+
+NS = "batch"
+MIGRATE = ["migrate", "--namespace", NS, "--to", "workflow", "--job-id", "j1", "--match", "s*"]
+
+
+@pytest.fixture
+def store(file_store_url: str) -> str:
+    with open_service(file_store_url, "sim") as svc:
+        for i in range(5):
+            svc.create_schedule(NS, f"s{i}")
+        svc.create_schedule(NS, "other")
+    return file_store_url
+
+
+def invoke(store: str, *args: str):
+    return CliRunner().invoke(cli, ["--store", store, *args])
+
+
+def ok(store: str, *args: str) -> dict:
+    result = invoke(store, *args, "--json")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def events(store: str) -> int:
+    with open_service(store, "sim") as svc:
+        return svc.event_count()
+
+
+def refused(store: str, code: str, *args: str) -> str:
+    before = events(store)
+    result = invoke(store, *args)
+    assert result.exit_code == 1, result.stdout
+    assert result.stderr.startswith(f"error: {code}: "), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert events(store) == before, "a refused command wrote events"
+    return result.stderr
+
+
+def test_migrate_runs_the_job_and_its_report_equals_the_store(store):
+    doc = ok(store, *MIGRATE)
+    assert doc["counts"]["completed"] == 5 and doc["phase"] == "selected"
+    assert doc["destination"].startswith("sim")
+    with open_service(store, "sim") as svc:
+        assert svc.stats()["by_state"]["completed"] == 5
+        assert svc.migration(NS, "s3").request_id == job_request_id("j1", "workflow", "s3")
+        assert not svc.schedule(NS, "other").closed
+    text = invoke(store, *MIGRATE)  # the same command again: resumes, asks nothing
+    assert text.exit_code == 0, text.stderr
+    assert "completed 5, parked 0" in text.stdout and "this run: 0 request(s)" in text.stdout
+    assert text.stderr == ""  # no progress bar off a terminal
+
+
+def test_the_text_report_names_the_unfinished_by_reason(store):
+    with open_service(store, "sim") as svc:
+        svc.rollback(NS, "s1", "someone-else")
+        svc.update_schedule(NS, "s2", delete=True)
+    text = invoke(store, *MIGRATE)
+    assert text.exit_code == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert "completed 3, parked 0, aborted 0, in progress 0, blocked 1, skipped 1" in lines
+    assert "  blocked migration_pending: s1" in lines and "  skipped closed: s2" in lines
+
+
+def test_status_list_and_cancel(store):
+    ok(store, *MIGRATE, "--no-wait")
+    status = ok(store, "job", "status", "--job-id", "j1")
+    assert status["counts"]["in_progress"] == 5
+    rows = ok(store, "job", "list")
+    assert [(r["job_id"], r["phase"], r["counts"]["requested"]) for r in rows] == \
+        [("j1", "selected", 5)]
+    listing = invoke(store, "job", "list")
+    assert listing.stdout.splitlines()[0].split()[:4] == ["JOB", "TO", "NAMESPACE", "PHASE"]
+    refused(store, "failed_precondition", "job", "cancel", "--job-id", "j1", "--actor", "bob")
+    refused(store, "not_found", "job", "status", "--job-id", "nope")
+    refused(store, "not_found", "job", "cancel", "--job-id", "nope", "--actor", "bob")
+
+
+def test_cancel_a_job_cut_mid_selection_and_the_rerun_requests_nothing_more(store):
+    def crash(point: str) -> None:
+        if point == "job_page.before_append":
+            raise RuntimeError("killed")
+
+    with open_service(store, "sim", crash_hook=crash) as svc, pytest.raises(RuntimeError):
+        run_job(svc, "j1", NS, "workflow", match="s*", options=RunOptions(page_size=2))
+    doc = ok(store, "job", "cancel", "--job-id", "j1", "--actor", "bob", "--reason", "oops")
+    assert (doc["phase"], doc["decided"], doc["cancel_reason"]) == ("cancelled", 0, "oops")
+    again = ok(store, *MIGRATE)
+    # The two requests the cut page made finish and are the job's; nothing more is asked.
+    assert again["this_run"]["asked"] == 0 and again["phase"] == "cancelled"
+    assert (again["requested"], again["counts"]["completed"]) == (2, 2)
+    with open_service(store, "sim") as svc:
+        assert {k: v for k, v in svc.stats()["by_state"].items() if v} == {"completed": 2}
+
+
+def test_a_dry_run_writes_nothing_and_says_what_it_would_do(store):
+    with open_service(store, "sim") as svc:
+        svc.rollback(NS, "s1", "someone-else")
+    before = events(store)
+    doc = ok(store, *MIGRATE, "--dry-run")
+    assert doc["would"] == {"requested": 4, "skipped": 0, "blocked": 1}
+    assert doc["dry_run"] is True and len(doc["decisions"]) == 5
+    text = invoke(store, *MIGRATE, "--dry-run")
+    assert "nothing written" in text.stdout and "blocked migration_pending: s1" in text.stdout
+    assert events(store) == before
+
+
+def test_refusals_follow_the_error_contract_and_write_nothing(store, monkeypatch):
+    ok(store, *MIGRATE, "--no-wait")
+    assert "another definition" in refused(
+        store, "already_exists", "migrate", "--namespace", NS, "--to", "workflow",
+        "--job-id", "j1")
+    refused(store, "invalid_argument", *MIGRATE[:-4], "--job-id", "j2", "--rate", "fast")
+    refused(store, "invalid_argument", *MIGRATE[:-4], "--job-id", "bad\tid")
+    monkeypatch.setattr(MigrationService, "forward", None, raising=False)
+    assert "not available in this build" in refused(
+        store, "invalid_argument", "migrate", "--namespace", NS, "--to", "source",
+        "--job-id", "f1")
+    as_json = invoke(store, "migrate", "--namespace", NS, "--to", "source", "--job-id", "f1",
+                     "--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["error"]["code"] == "invalid_argument"
+
+
+def test_a_usage_error_exits_2(store):
+    result = invoke(store, "migrate", "--namespace", NS, "--to", "sideways", "--job-id", "j")
+    assert result.exit_code == 2
+
+
+def test_the_progress_line_shows_counts_and_rate(capsys):
+    counts = {"requested": 3, "skipped": 1, "blocked": 0}
+    with _Bar(enabled=True) as bar:
+        bar.update({"decided": 4, "total": None, "counts": counts, "rate": 2.5})
+    err = capsys.readouterr().err
+    assert "4 decided" in err and "requested 3 skipped 1 blocked 0 2.5/s" in err
+    with _Bar(enabled=True) as bar:  # a known total: click's bar (its label, off a terminal)
+        bar.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
+        bar.update({"decided": 9, "total": 9, "counts": counts, "rate": 2.5})
+        assert bar.bar is not None and bar.bar.pos == 9
+    assert "migrating" in capsys.readouterr().err
+    with _Bar(enabled=False) as off:
+        off.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
+    assert capsys.readouterr().err == ""
+
+
+def test_job_reads_never_create_a_store_and_migrate_needs_a_destination(tmp_path, store,
+                                                                        monkeypatch):
+    missing = f"sqlite:///{tmp_path / 'missing.db'}"
+    result = invoke(missing, "job", "list")
+    assert result.exit_code == 1 and result.stderr.startswith("error: invalid_argument: ")
+    assert not (tmp_path / "missing.db").exists()
+    monkeypatch.delenv("SCHEDFENCE_DESTINATION", raising=False)
+    assert "no destination chosen" in refused(store, "invalid_argument", *MIGRATE)
