@@ -23,6 +23,9 @@ from schedfence.infra.views import RollbackResult
 from schedfence.infra.worker.forward import ForwardWorker
 
 FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
+ENDED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
+                                       ForwardMigration.ForwardAborted,
+                                       ForwardMigration.ForwardParked))
 
 
 class ForwardCommands:
@@ -49,19 +52,23 @@ class ForwardCommands:
                 actor: str = "") -> RollbackResult:
         """Ask for a Temporal Schedule to be handed to the source. The request id (the
         caller's, or one derived from the schedule's conflict token now, stable across the
-        caller's retries) is recorded before anything is done to either side."""
+        caller's retries) is recorded before anything is done to either side; a schedule the
+        Temporal side does not hold is refused (``not_found``), writing nothing."""
         validate_destination_key(namespace, schedule_id)
         if request_id is not None:
             validate_request_id(request_id)
         if actor:
             validate_actor(actor)
         self.require_active()
-        origin = "caller"
-        if request_id is None:
-            origin = "derived"
-            request_id = derive_forward_request_id(
-                namespace, schedule_id, self._describe(namespace, schedule_id).conflict_token)
-        rid = request_id
+        if request_id is not None and self.app.find(
+                forward_aggregate_id(namespace, schedule_id, request_id)) is not None:
+            rid, origin = request_id, "caller"  # a retry: the same migration's answer
+        else:
+            self._check_key(namespace, schedule_id)  # the key first: no I/O for a refusal
+            snap = self._describe(namespace, schedule_id)  # none there: refused, unwritten
+            origin = "caller" if request_id is not None else "derived"
+            rid = request_id or derive_forward_request_id(namespace, schedule_id,
+                                                          snap.conflict_token)
         return retry_on_conflict(
             lambda: self._forward_once(namespace, schedule_id, rid, origin, actor),
             AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
@@ -74,14 +81,19 @@ class ForwardCommands:
             outcome = "already_completed" if same.state.phase == "completed" \
                 else "already_pending"
             return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
-        key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
-        current = key.state.current_schedule_id
-        fs.request_check(key.state, self.app.repository.get(current).state if current else None)
+        key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
                                        actor or self.worker_id, self.epoch())
         key.open_forward(str(mig.id))
         self.app.save(mig, key)
         return RollbackResult("accepted", request_id, origin, str(mid))
+
+    def _check_key(self, namespace: str, schedule_id: str) -> ScheduleKey:
+        """The key (new if none), once no migration holds it and no live source runs it."""
+        key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
+        current = key.state.current_schedule_id
+        fs.request_check(key.state, self.app.repository.get(current).state if current else None)
+        return key
 
     def _describe(self, namespace: str, schedule_id: str) -> ScheduleSnapshot:
         try:
@@ -99,8 +111,11 @@ class ForwardCommands:
         return found.state
 
     def open_forward_ids(self) -> list[UUID]:
-        ids = [n.originator_id for n in self.app.notifications(FORWARD_TOPICS)]
-        return [i for i in ids if self.app.repository.get(i).state.is_open]
+        """Forward migrations a worker may move: requested, not completed, aborted or parked
+        (read from the log's topics; no aggregate is loaded)."""
+        ended = {n.originator_id for n in self.app.notifications(ENDED_TOPICS)}
+        return [n.originator_id for n in self.app.notifications(FORWARD_TOPICS)
+                if n.originator_id not in ended]
 
     def abort_forward(self, namespace: str, schedule_id: str, request_id: str, reason: str,
                       actor: str) -> ForwardState:

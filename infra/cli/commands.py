@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import click
 
-from schedfence.infra.cli import admin, reads, schedules
+from schedfence.infra.cli import admin, jobs, reads, schedules
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import CliState, FenceGroup, json_option
+from schedfence.infra.cli.forward import COMMANDS as FORWARD_COMMANDS
 from schedfence.infra.cli.projections import COMMANDS as PROJECTION_COMMANDS
 from schedfence.infra.cli.recovery import recover
+from schedfence.infra.cli.metrics import metrics
 from schedfence.infra.cli.replay import replay
 from schedfence.infra.cli.replicate import promote, replicate
 from schedfence.infra.cli.scheduler import scheduler
+from schedfence.infra.cli.serve import serve
 from schedfence.infra.cli.temporal import destination_worker, leaving_cleanly
+from schedfence.infra.observability import logs
 from schedfence.infra.store.eventstore import DEFAULT_STORE
 
 
@@ -32,10 +36,19 @@ from schedfence.infra.store.eventstore import DEFAULT_STORE
                    "in the store, for trials), sim+STORE_URL (a simulator in a store of its "
                    "own, shared by an active and a standby) or temporal://HOST:PORT/NAMESPACE; "
                    "env SCHEDFENCE_DESTINATION.")
+@click.option("--log-format", type=click.Choice(logs.FORMATS), envvar="SCHEDFENCE_LOG_FORMAT",
+              default="text", show_default=True,
+              help="Log records on stderr: text, or one JSON object per line; env "
+                   "SCHEDFENCE_LOG_FORMAT.")
+@click.option("--log-level", type=click.Choice(logs.LEVELS, case_sensitive=False),
+              envvar="SCHEDFENCE_LOG_LEVEL", default="warning", show_default=True,
+              help="The least severe record logged (info: every event a worker appends); "
+                   "env SCHEDFENCE_LOG_LEVEL.")
 @click.pass_context
-def cli(ctx: click.Context, store: str, worker_id: str | None,
-        destination: str | None) -> None:
+def cli(ctx: click.Context, store: str, worker_id: str | None, destination: str | None,
+        log_format: str, log_level: str) -> None:
     """schedfence: fenced handoff of schedules to a workflow-backed scheduler."""
+    logs.configure(log_format, log_level)
     ctx.obj = CliState(store, worker_id, destination)
 
 
@@ -60,7 +73,8 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
 
 COMMANDS = (schedules.schedule, admin.rollback, admin.abort, admin.worker, reads.status,
             reads.list_, reads.history, reads.verify, demo, recover, replay, replicate, promote,
-            destination_worker, scheduler, *PROJECTION_COMMANDS)
+            destination_worker, scheduler, serve, metrics, jobs.migrate, jobs.job,
+            *FORWARD_COMMANDS, *PROJECTION_COMMANDS)
 for _command in COMMANDS:
     cli.add_command(_command)
 

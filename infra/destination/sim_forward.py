@@ -107,6 +107,8 @@ class SimScheduleHost:
                 raise DestinationNotFound(f"no schedule {namespace}/{schedule_id}")
             head = heads[-1]
         sched = head.get("sched", {})
+        if not head["input"].get("handover"):
+            return []
         stops = [parse_nominal(t) for t in (sched.get("paused_at"), sched.get("deleted_at"))
                  if t] + [now or self.clock()]  # type: ignore[attr-defined]
         return destination_starts(Handover.model_validate(head["input"]["handover"]),

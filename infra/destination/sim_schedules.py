@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, destination_starts
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable, StartWorkflow
 
 Clock = Callable[[], datetime]
@@ -20,8 +21,11 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def carries_handover(run_input: Any) -> bool:
-    return isinstance(run_input, dict) and bool(run_input.get("handover"))
+def creates_schedule(request: StartWorkflow) -> bool:
+    """A rollback's start: on a server, a CreateSchedule (infra/destination/temporal_schedule.py),
+    with a handover or, for a pause-and-notes schedule, without one."""
+    return request.workflow_type == SCHEDULER_WORKFLOW_TYPE and \
+        request.workflow_id.startswith(WORKFLOW_ID_PREFIX) and isinstance(request.input, dict)
 
 
 class SimSchedules:
@@ -64,6 +68,8 @@ class SimSchedules:
         """The destination's record: the nominal times its schedule started by ``now``."""
         with self._state.session() as tx:
             head = self._chain_head(tx, namespace, workflow_id)
+        if not head["input"].get("handover"):
+            return []  # a pause-and-notes schedule never acts
         handover = Handover.model_validate(head["input"]["handover"])
         return destination_starts(handover, parse_nominal(head["created_at"]),
                                   [parse_nominal(t) for t in head.get("settled", [])],

@@ -29,7 +29,7 @@ from schedfence.domain.ports import (
     StopKind,
 )
 from schedfence.infra.destination.sim_forward import SimScheduleHost
-from schedfence.infra.destination.sim_schedules import (Clock, SimSchedules, carries_handover,
+from schedfence.infra.destination.sim_schedules import (Clock, SimSchedules, creates_schedule,
                                                         utc_now)
 from schedfence.infra.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
 
@@ -189,7 +189,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             "deleted": False,
             "by_start": first is None,
         }
-        if first is None and carries_handover(req.input):  # a schedule: when it began
+        if first is None and creates_schedule(req):  # a schedule: when it began
             run["created_at"] = self.clock().isoformat()
         tx.add_run(req.namespace, req.workflow_id, run)
         return run

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from schedfence.domain.decisions import next_step
+from schedfence.domain.decisions import next_step as rollback_next_step
+from schedfence.domain.forward import ForwardState
 from schedfence.projections.narration import narrate, short
 
 # Fields every migration step carries; shown on the step's header line, not as inputs.
@@ -95,6 +96,13 @@ def _generic(e: Any, st: Any) -> str:
               if k not in _CONTEXT or (k == "request_id" and v not in (None, known))}
     shown = ", ".join(f"{k}={short(v)}" for k, v in fields.items()) or "no fields"
     return f"{type(e).__name__}: {shown}"
+
+
+def next_step(state: Any) -> str:
+    """What a worker does next with a migration of either direction."""
+    if isinstance(state, ForwardState):
+        return f"forward {state.phase}" if state.is_open else "nothing (closed)"
+    return rollback_next_step(state)
 
 
 def summary(event: Any, before: Any) -> str:

@@ -12,19 +12,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
-from schedfence.domain.decisions import next_step
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.invariants import Checker, Violation
 from schedfence.domain.migration import MigrationState, evolve_migration
+from schedfence.domain.forward import evolve_forward
 from schedfence.domain.schedule import ScheduleKey, evolve_schedule, latest_migration_id
 
-from schedfence.infra.replay.explain import explain
+from schedfence.infra.replay.explain import explain, next_step
 from schedfence.infra.store.eventstore import FenceApplication
 from schedfence.infra.store.history import key_events, kind_of, topic_of  # noqa: F401
 
+MIGRATION_KINDS = ("migration", "forward")  # a rollback, or a forward migration
 REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
-    "migration": evolve_migration, "schedule": evolve_schedule, "key": ScheduleKey.evolve}
+    "migration": evolve_migration, "schedule": evolve_schedule, "key": ScheduleKey.evolve,
+    "forward": evolve_forward}
 
 
 def as_dict(state: Any) -> dict[str, Any] | None:
@@ -91,7 +93,7 @@ def fold(events: Iterable[tuple[int, Any]]) -> Iterator[Folded]:
 # -- one migration's replay -----------------------------------------------------------------
 def _belongs(f: Folded, mid: str, source_id: str | None) -> str | None:
     """'migration' or 'source' if the replay of ``mid`` shows this step, else None."""
-    if f.kind == "migration" and f.aggregate_id == mid:
+    if f.kind in MIGRATION_KINDS and f.aggregate_id == mid:
         return "migration"
     if f.kind == "schedule" and f.aggregate_id == source_id:
         names_us = str(getattr(f.event, "migration_id", "")) == mid
@@ -143,7 +145,8 @@ def replay_migration(events: Iterable[tuple[int, Any]], migration_id: str,
     so the checker sees what the migration's invariants depend on."""
     events = list(events)
     mid = str(migration_id)
-    if not any(str(e.originator_id) == mid and kind_of(e) == "migration" for _, e in events):
+    if not any(str(e.originator_id) == mid and kind_of(e) in MIGRATION_KINDS
+               for _, e in events):
         raise NotFound(f"migration {mid} not found in this schedule's history")
     cut, source_id = _cut(events, mid, at), _source_of(events, mid)
     folder, steps, ctx = Folder(), [], {}

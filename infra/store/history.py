@@ -12,7 +12,8 @@ from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
 from .eventstore import FenceApplication
 
 PREFIXES = (("schedfence.migration.", "migration"), ("schedfence.schedule_key.", "key"),
-            ("schedfence.schedule.", "schedule"))
+            ("schedfence.schedule.", "schedule"), ("schedfence.forward.", "forward"))
+_MIGRATION_KINDS = ("schedfence.migration.", "schedfence.forward.")  # created naming the key
 
 
 def topic_of(event: Any) -> str:
@@ -26,7 +27,8 @@ def kind_of(event: Any) -> str:
 
 def key_events(app: FenceApplication, namespace: str, schedule_id: str,
                incarnation: int) -> list[tuple[int, Any]]:
-    """Every event of the key, its incarnations and their migrations, decoded, in log order.
+    """Every event of the key, its incarnations and their migrations (both directions),
+    decoded, in log order.
 
     A migration belongs to the key if a source fence names it or its creation names the key;
     both come before the migration's later events, so one pass over the log finds them all."""
@@ -34,7 +36,7 @@ def key_events(app: FenceApplication, namespace: str, schedule_id: str,
         schedule_aggregate_id(namespace, schedule_id, n) for n in range(1, incarnation + 1)}
     out = []
     for note in app.notifications():
-        created = note.originator_version == 1 and note.topic.startswith(PREFIXES[0][0])
+        created = note.originator_version == 1 and note.topic.startswith(_MIGRATION_KINDS)
         if note.originator_id not in ids and not created:
             continue
         event = app.mapper.to_domain_event(note)

@@ -17,9 +17,11 @@ from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      DestinationUnavailable, ScheduleHost, ScheduleSnapshot)
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.observability.calls import latency_of
+from schedfence.infra.observability.logs import appending, get_logger
 from schedfence.infra.worker.attempt import AttemptResult, CrashHook
 
 MAX_STEPS = 10
+LOG = get_logger("worker.forward")
 # Each step's call to the schedule host, by the port method (the latency metric's ``call``).
 CALLS = {"describe": "describe_schedule", "fence": "update_schedule_state",
          "delete": "delete_schedule"}
@@ -34,7 +36,8 @@ class ForwardWorker:
 
     def _save(self, label: str, *aggregates: Any) -> None:
         self.crash_hook(f"forward.{label}.before_append")
-        self.app.save(*aggregates)
+        with appending(LOG, aggregates, self.worker_id):
+            self.app.save(*aggregates)
         self.crash_hook(f"forward.{label}.after_append")
 
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
@@ -51,6 +54,7 @@ class ForwardWorker:
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Steps until the migration needs nothing more now, or must back off."""
         result: AttemptResult = "idle"
+        resent = False
         for _ in range(MAX_STEPS):
             mig = self.app.repository.get(migration_id)
             st = mig.state
@@ -67,12 +71,14 @@ class ForwardWorker:
                     if step.facts and mig.state.is_open:
                         continue  # recorded a step that calls nothing: look again
                     return result
-                done = self._do(step.call, mig)
+                if step.wait and resent:
+                    return "backoff"  # the fence we sent twice is not applied yet
+                resent |= step.wait
+                self._do(step.call, mig)
             except DestinationUnavailable:
                 return "backoff"
-            if step.wait or not done:
-                return "backoff" if step.wait else result
-            result = "progress"
+            if not step.wait:
+                result = "progress"
         return result
 
     def _snapshot(self, st: Any) -> ScheduleSnapshot | None:
@@ -82,7 +88,7 @@ class ForwardWorker:
         except DestinationNotFound:
             return None
 
-    def _do(self, call: str, mig: ForwardMigration) -> bool:
+    def _do(self, call: str, mig: ForwardMigration) -> None:
         st = mig.state
         if call == "fence":
             try:
@@ -91,10 +97,10 @@ class ForwardWorker:
                     forward_marker(st.request_id)))
             except (ConflictTokenMoved, DestinationNotFound):
                 pass  # the next look re-reads it (a fresh fence, or a park)
-            return True
+            return
         if call == "create_source":
             self._create_source(mig)
-            return True
+            return
         if call == "delete":
             try:
                 self._call("delete", lambda: self.host.delete_schedule(st.namespace,
@@ -102,7 +108,7 @@ class ForwardWorker:
             except DestinationNotFound:
                 pass  # gone: our own delete whose answer was lost, or one racing it
             self.complete(mig, "the Temporal schedule is deleted")
-            return True
+            return
         raise ValueError(f"unknown forward call {call!r}")
 
     def _create_source(self, mig: ForwardMigration) -> None:

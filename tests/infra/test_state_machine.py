@@ -3,7 +3,9 @@ destination interleaved at random over several schedules (docs/protocol.md). One
 runs (a spec, an action, a random overlap policy): scheduler passes at a compressed clock,
 triggers, backfills and actions finishing interleave with its rollbacks, so the checker's
 action rules (I1, I17, I18) and the handover's (one boundary settle, I8; each time once, I14)
-are held every step.
+are held every step. Forward migrations (the Temporal side taken back), their aborts and the
+Temporal side's other users (an update, a delete) race the rollbacks, so no ping-pong (I19) and
+the takeover's proof (I20) are held too.
 
 After every step the service's own invariant checker must find nothing, and the destination
 must agree with the event log: a source closed by migration names a chain its migration
@@ -53,7 +55,9 @@ BOUNDARIES = tuple(f"{label}.{when}" for label in
                    for when in ("before_append", "after_append")) + tuple(
     f"{call}.{when}" for call in ("start", "describe", "settle")
     for when in ("before_call", "after_call")) + (
-    "settle.before_append", "before_tick_save", "after_tick_save", "after_start_call")
+    "settle.before_append", "before_tick_save", "after_tick_save", "after_start_call") + tuple(
+    f"forward.{step}.{when}" for step in ("fence", "create", "delete", "complete")
+    for when in ("before_append", "after_append"))
 RUNNING = SIDS[0]  # the schedule with a program
 ACTION_PREFIX = "act"
 
@@ -225,6 +229,26 @@ class RollbackMachine(RuleBasedStateMachine):
             assert got.request_id == request_id and got.request_id_origin == "caller"
         if isinstance(got, SentinelBlocked):
             assert sentinel
+
+    # -- forward migrations (a Temporal Schedule taken back) and the Temporal side's users --
+    @rule(sid=st.sampled_from(SIDS), request_id=st.sampled_from(("f1", "f2")))
+    def forward(self, sid, request_id):
+        self._call(self.svc.forward, NS, sid, request_id)
+
+    @rule(sid=st.sampled_from(SIDS), request_id=st.sampled_from(("f1", "f2")))
+    def forward_abort(self, sid, request_id):
+        self._call(self.svc.abort_forward, NS, sid, request_id, reason="r", actor="oncall")
+
+    @rule(sid=st.sampled_from(SIDS), change=st.sampled_from(["update", "delete"]))
+    def temporal_user(self, sid, change):
+        """Someone else updates (the token moves) or deletes the Temporal schedule."""
+        try:
+            if change == "update":
+                self.sim.user_update(NS, sid, paused=False, notes="theirs")
+            else:
+                self.sim.delete_schedule(NS, sid)
+        except DestinationError:
+            pass  # no schedule there, or an injected fault
 
     @rule(sid=st.sampled_from(SIDS))
     def abort(self, sid):

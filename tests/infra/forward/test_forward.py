@@ -202,3 +202,16 @@ def test_three_round_trips_keep_every_field_and_run_each_time_once(env):
     verdict = check_exactly_once(Owed(SPEC, first, clock.now), started, temporal)
     assert verdict.ok, verdict.describe()
     assert svc.verify() == []
+
+
+def test_history_and_replay_show_the_forward_migration(env):
+    svc, dest, clock = env
+    on_temporal(svc, clock)
+    svc.forward(NS, SID, "F1")
+    svc.run_until_idle(retry_for=0)
+    kinds = [(e.aggregate, e.type.rsplit(".", 1)[-1]) for e in svc.history(NS, SID)]
+    steps = [t for k, t in kinds if k == "forward"]
+    assert steps == ["ForwardRequested", "TemporalFenceIssued", "TemporalFenced",
+                     "SourceCreated", "TemporalDeleteIssued", "ForwardCompleted"]
+    assert ("schedule", "OwnershipTaken") in kinds
+    svc.replay(NS, SID)  # folds every step with today's reducers, the checker at each
