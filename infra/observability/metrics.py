@@ -20,7 +20,7 @@ the log, and a label per job id would grow without bound).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, get_args
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -29,6 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from schedfence.domain.forward import PHASES as FORWARD_PHASES
+from schedfence.domain.job import Decision, Job, JobState
 from schedfence.domain.migration import PHASES as ROLLBACK_PHASES
 from schedfence.projections.metrics import COUNTERS, DIRECTIONS, MetricsSnapshot
 
@@ -78,7 +79,13 @@ class ServiceCollector(Collector):
         yield from _counters(snap, forward)
         yield _due(snap)
         yield from _projection(snap)
+        yield from _jobs(self._job_states())
         yield from latency_of(self.service.destination).histogram.collect()
+
+    def _job_states(self) -> list[JobState]:
+        app = self.service.app
+        return [app.repository.get(n.originator_id).state
+                for n in app.notifications((Job.Defined.TOPIC,))]
 
     def _forward_states(self, ids: list[str]) -> list[Any]:
         repository = self.service.app.repository
@@ -143,3 +150,22 @@ def _projection(snap: MetricsSnapshot) -> Iterator[Metric]:
                             "an event it cannot apply (the logs and `schedfence projection "
                             "status` name it), else 0.",
                             value=0 if snap.stopped is None else 1)
+
+
+def _jobs(jobs: list[JobState]) -> Iterator[Metric]:
+    """Batch job progress (domain/job.py): schedules decided so far by decision, pages, and
+    whether the job has decided its whole selection (or was cancelled)."""
+    decided = GaugeMetricFamily(f"{PREFIX}job_schedules", "Schedules a batch job decided, by "
+                                "decision (requested, skipped, blocked).",
+                                labels=("job_id", "direction", "decision"))
+    pages = GaugeMetricFamily(f"{PREFIX}job_pages", "Pages of its selection a batch job "
+                              "decided.", labels=("job_id",))
+    done = GaugeMetricFamily(f"{PREFIX}job_done", "1 once a batch job decided its whole "
+                             "selection or was cancelled, else 0.", labels=("job_id", "phase"))
+    for job in jobs:
+        for decision in get_args(Decision):
+            decided.add_metric((job.job_id, job.direction, decision),
+                               job.counts.get(decision, 0))
+        pages.add_metric((job.job_id,), job.pages)
+        done.add_metric((job.job_id, job.phase), 0 if job.accepts_requests else 1)
+    yield from (decided, pages, done)

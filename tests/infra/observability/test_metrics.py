@@ -195,3 +195,21 @@ def test_a_stopped_projection_still_answers_and_says_so(world, monkeypatch) -> N
 def test_every_counter_is_exposed_for_both_directions_from_the_start(world, kind) -> None:
     samples = scrape(world.service)
     assert counter(samples, kind, "rollback") == counter(samples, kind, "forward") == 0
+
+
+def test_batch_job_progress_is_scraped_as_the_job_recorded_it(world) -> None:
+    from schedfence.domain.job import job_aggregate_id
+    from schedfence.infra.jobs import run_job
+    svc = world.service
+    for sid in ("a", "b", "c"):
+        svc.create_schedule(NS, sid)
+    svc.create_schedule(NS, "fenced")
+    svc.rollback(NS, "fenced", "R-x")  # pending: the job's own request is blocked
+    report = run_job(svc, "job-1", NS, "workflow")
+    samples = scrape(svc)
+    decided = {dict(k)["decision"]: v for k, v in samples["schedfence_job_schedules"].items()
+               if dict(k)["job_id"] == "job-1"}
+    state = svc.app.repository.get(job_aggregate_id("job-1")).state
+    assert decided == {k: float(v) for k, v in state.counts.items()}
+    assert decided["requested"] == 3 and report is not None
+    assert samples["schedfence_job_done"][(("job_id", "job-1"), ("phase", "selected"))] == 1.0
