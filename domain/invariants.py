@@ -18,22 +18,11 @@ from .forward import FORWARD_TOPIC_PREFIX
 from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
 from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
+from .violation import Violation
 
 M, S = Migration, Schedule
 # Steps that may start the destination, or restore the source, on the strength of the claim.
 _CLAIM_STEPS = (M.StartClaimConsumed, M.DestinationStartIssued, M.StartClaimRearmed)
-
-
-@dataclass(frozen=True)
-class Violation:
-    invariant: str
-    migration_id: str
-    positions: tuple[int, ...]
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"invariant": self.invariant, "migration_id": self.migration_id,
-                "positions": list(self.positions), "message": self.message}
 
 
 @dataclass
@@ -239,7 +228,7 @@ class Checker:
     def _rearm(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         if not t.state.no_commit_proven:
             self.flag("I9", mid, [pos], "claim re-armed while a start may have committed")
-        elif _adopted(t.state) and not _confirmed_no_run(e):
+        elif t.state.unverified and not _confirmed_no_run(e):  # starts outside this log may exist
             self.flag("I9", mid, [pos], "adopted legacy migration re-armed without the "
                       "operator-attested, live-checked absence of a destination run")
 
@@ -249,7 +238,7 @@ class Checker:
         attested = isinstance(t.prev, M.MigrationResolved) and \
             t.prev.resolution == "source_kept"
         if t.state.receipt is not None or not (attested or (
-                t.state.no_commit_proven and not _adopted(t.state))):
+                t.state.no_commit_proven and not t.state.unverified)):
             self.flag("I9", mid, [pos], "source restored after a start that may have committed "
                       "(no proof of no commit and no operator attestation)")
         if (e.restored_paused, e.restored_notes) != (t.state.pre_paused, t.state.pre_notes):
@@ -359,12 +348,6 @@ _STEP_CHECKS = {
     M.LegacyMigrationAdopted: Checker._adopt,
     M.MigrationResolved: Checker._resolve,
 }
-
-
-def _adopted(state: MigrationState) -> bool:
-    """Adopted from a legacy record, or parked after a failover, and not yet verified: starts
-    not in this log may exist, so "no start issued" proves nothing."""
-    return state.unverified
 
 
 def _is_migration(e: Any) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Iterable
 from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
-from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id, schedule_key_id
+from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id
 from .action import nominal_text
 from .model import EvolvingAggregate, Fact, Facts
 from .program import Program

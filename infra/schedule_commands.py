@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable
 
-from schedfence.domain import manual
+from schedfence.domain import manual, scheduling
 from schedfence.domain.action import SchedulePolicies, StartWorkflowAction, nominal_text
 from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPending
 from schedfence.domain.ids import validate_destination_key
@@ -94,6 +94,7 @@ class ScheduleCommands:
             if notes is not None:
                 schedule.set_notes(notes)
             if delete:
+                scheduling.check_phase(schedule.state)  # no start in flight is orphaned (I1)
                 schedule.delete()
 
         return self._change(namespace, schedule_id, update)

@@ -16,7 +16,7 @@ from schedfence.domain.exactly_once import Owed, check_exactly_once
 from schedfence.domain.forward import forward_marker
 from schedfence.domain.ports import DestinationNotFound
 from schedfence.infra.service import open_service
-from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
+from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.e2e.test_temporal_handover_e2e import SPEC, listed, run_source
 
 
@@ -54,3 +54,75 @@ def test_a_schedule_goes_to_temporal_and_back_running_each_time_once(
     verdict = check_exactly_once(Owed(SPEC, first, until), [], [t for t in on_server
                                                                   if t <= until])
     assert verdict.ok, verdict.describe()
+
+
+def on_server(svc, env: TemporalEnv, tag: str) -> str:
+    """A schedule every 2 s handed to a real Temporal Schedule; its id."""
+    sid = f"race-{tag}"
+    svc.create_schedule(NS, sid, notes="theirs before", spec=SPEC,
+                        action=make_action(workflow_type=f"Race{tag}", task_queue=f"q-{tag}",
+                                           workflow_id=f"race-{tag}"),
+                        policies=make_policies(overlap="allow_all"))
+    svc.rollback(NS, sid, f"R-{tag}")
+    svc.run_until_idle(retry_for=10.0)
+    assert svc.migration(NS, sid).state == "completed"
+    return sid
+
+
+def operator_update(env: TemporalEnv, sid: str, notes: str) -> None:
+    """Someone else's UpdateSchedule on the server (the conflict token moves)."""
+    from temporalio.api.workflowservice.v1 import UpdateScheduleRequest
+    desc = env.ops.describe_schedule(sid)
+    schedule = desc.schedule
+    schedule.state.notes = notes
+    env.ops.run(lambda: env.ops.client.workflow_service.update_schedule(UpdateScheduleRequest(
+        namespace=NS, schedule_id=sid, schedule=schedule, identity="operator",
+        request_id=str(uuid.uuid4()))))
+    wait_for(lambda: env.ops.describe_schedule(sid).schedule.state.notes,
+             lambda n: n == notes, 10.0, "the operator's update applied")
+
+
+def test_an_update_by_someone_else_during_the_fence_is_re_read_not_lost(
+        temporal_env: TemporalEnv, tmp_path: Path) -> None:
+    """The token moves between our reading and our UpdateSchedule: the fence is re-issued
+    with a fresh reading, and the source ends with the operator's notes."""
+    tag = uuid.uuid4().hex[:8]
+    moved = [False]
+
+    def hook(point: str) -> None:
+        if point == "forward.fence.before_call" and not moved[0]:
+            moved[0] = True
+            operator_update(temporal_env, sid, "changed by an operator")
+    with open_service(f"sqlite:///{tmp_path / 'fence.db'}", temporal_env.destination,
+                      worker_id="e2e", crash_hook=hook) as svc:
+        sid = on_server(svc, temporal_env, tag)
+        svc.forward(NS, sid, f"F-{tag}")
+        svc.run_until_idle(retry_for=20.0)
+        st = svc.forward_state(NS, sid, f"F-{tag}")
+        assert (st.phase, st.fence_issues, st.pre_notes) == (
+            "completed", 2, "changed by an operator"), st
+        assert svc.load.source(NS, sid).state.notes == "changed by an operator"
+        assert svc.verify() == []
+
+
+def test_a_delete_racing_the_handoff_parks_and_the_source_stays_dormant(
+        temporal_env: TemporalEnv, tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+
+    def hook(point: str) -> None:
+        if point == "forward.create.after_append":
+            temporal_env.ops.delete_schedule(sid)
+    with open_service(f"sqlite:///{tmp_path / 'fence.db'}", temporal_env.destination,
+                      worker_id="e2e", crash_hook=hook) as svc:
+        sid = on_server(svc, temporal_env, tag)
+        svc.forward(NS, sid, f"F-{tag}")
+        wait_for(lambda: (svc.run_until_idle(retry_for=5.0),
+                          svc.forward_state(NS, sid, f"F-{tag}").phase)[1],
+                 lambda phase: phase == "parked", 30.0, "the forward migration parked")
+        st = svc.forward_state(NS, sid, f"F-{tag}")
+        assert st.park_reason == "deleted_elsewhere", st
+        source = svc.load.source(NS, sid).state
+        assert source.migration_pending and source.paused  # dormant: it takes no action
+        svc.run_scheduler()
+        assert svc.load.source(NS, sid).state.issued == []
+        assert svc.verify() == []

@@ -80,3 +80,33 @@ def test_while_fenced_every_change_is_refused_and_nothing_is_written(world):
         with pytest.raises(MigrationPending):
             change()
     assert svc.event_count() == before
+
+
+def test_a_delete_waits_behind_the_phase_gate_so_no_start_lands_after_it(tmp_path):
+    """A start whose answer was lost is still in flight: deleting the schedule then would leave
+    its answer (or its retry) to land on a closed source. The delete is refused
+    (phase_blocked) and writes nothing; once answered, it goes through."""
+    from datetime import timedelta
+
+    from schedfence.domain.action import make_action, make_policies, parse_nominal
+    from schedfence.domain.errors import PhaseBlocked
+    from schedfence.domain.spec import make_spec
+    from schedfence.infra.destination.simulator import SimulatedDestination
+    from schedfence.infra.service import open_service
+    dest = SimulatedDestination()
+    with open_service(f"sqlite:///{tmp_path / 'd.db'}", dest) as svc:
+        svc.create_schedule("ns", "s", spec=make_spec(intervals=[(60, 0)]),
+                            action=make_action(workflow_type="W", task_queue="q",
+                                               workflow_id="a"),
+                            policies=make_policies(overlap="allow_all"))
+        t0 = parse_nominal(svc.load.source("ns", "s").state.cursor)
+        dest.inject("start", "lose_response")
+        svc.run_scheduler(now=t0 + timedelta(minutes=2))
+        before = svc.event_count()
+        with pytest.raises(PhaseBlocked):
+            svc.update_schedule("ns", "s", delete=True)
+        assert svc.event_count() == before
+        svc.run_scheduler(now=t0 + timedelta(minutes=2, seconds=5))  # answered by a dedupe
+        assert svc.update_schedule("ns", "s", delete=True).closed
+        svc.run_scheduler(now=t0 + timedelta(minutes=5))
+        assert svc.verify() == []
