@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from schedfence.domain.errors import NotFound
 from schedfence.projections import narration
 from schedfence.projections.narration import narrate  # noqa: F401 (re-exported)
 
@@ -69,3 +70,36 @@ def verdict(service: MigrationService, also: str | None = None) -> dict[str, Any
 def short(value: object) -> str:
     """A value for one terminal line (``show``), uuids cut to their first 8 hex digits."""
     return narration.short(show(value))
+
+
+# -- the documents `status`, `list` and `history` print with --json (and the HTTP API serves) --
+def status_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
+    view = service.schedule(namespace, schedule_id).to_dict()
+    try:
+        migration: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
+    except NotFound:
+        migration = None
+    return {"schedule": view, "migration": migration}
+
+
+def list_doc(service: MigrationService) -> dict[str, Any]:
+    rows = []
+    for view in service.list_schedules():
+        row = view.to_dict()
+        try:
+            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
+        except NotFound:
+            row["migration_state"] = None
+        rows.append(row)
+    return {"schedules": rows}
+
+
+def history_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
+    events = []
+    for entry in service.history(namespace, schedule_id):
+        doc = entry.to_dict()
+        doc["short_type"] = short_type(entry.type)
+        line = narrate(doc["short_type"], entry.data)
+        doc["summary"] = None if line is None else line.text
+        events.append(doc)
+    return {"namespace": namespace, "schedule_id": schedule_id, "events": events}

@@ -2,13 +2,10 @@
 store as it is (nothing is created, no destination is needed)."""
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from schedfence.domain.errors import NotFound
-
 from schedfence.infra.cli import output as out
+from schedfence.infra.narration import history_doc, list_doc, status_doc
 from schedfence.infra.cli.base import emit, existing, json_option
 
 
@@ -19,30 +16,16 @@ from schedfence.infra.cli.base import emit, existing, json_option
 @json_option
 def status(namespace: str, schedule_id: str, as_json: bool) -> None:
     """Show a schedule and its latest migration."""
-    service = existing()
-    view = service.schedule(namespace, schedule_id).to_dict()
-    try:
-        mig: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
-    except NotFound:
-        mig = None
-    emit(as_json, {"schedule": view, "migration": mig},
-          out.schedule_lines(view) + out.migration_lines(mig))
+    doc = status_doc(existing(), namespace, schedule_id)
+    emit(as_json, doc, out.schedule_lines(doc["schedule"]) + out.migration_lines(doc["migration"]))
 
 
 @click.command("list")
 @json_option
 def list_(as_json: bool) -> None:
     """One row per schedule key (its current incarnation)."""
-    service = existing()
-    rows = []
-    for view in service.list_schedules():
-        row = view.to_dict()
-        try:
-            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
-        except NotFound:
-            row["migration_state"] = None
-        rows.append(row)
-    emit(as_json, {"schedules": rows}, out.list_lines(rows))
+    doc = list_doc(existing())
+    emit(as_json, doc, out.list_lines(doc["schedules"]))
 
 
 @click.command()
@@ -53,15 +36,8 @@ def list_(as_json: bool) -> None:
 @json_option
 def history(namespace: str, schedule_id: str, narrate: bool, as_json: bool) -> None:
     """Events of a schedule and its migrations, in order (JSON: each with its summary)."""
-    entries = []
-    for entry in existing().history(namespace, schedule_id):
-        doc = entry.to_dict()
-        doc["short_type"] = out.short_type(entry.type)
-        line = out.narrate(doc["short_type"], entry.data)
-        doc["summary"] = None if line is None else line.text
-        entries.append(doc)
-    emit(as_json, {"namespace": namespace, "schedule_id": schedule_id, "events": entries},
-          out.history_lines(entries, narrate))
+    doc = history_doc(existing(), namespace, schedule_id)
+    emit(as_json, doc, out.history_lines(doc["events"], narrate))
 
 
 @click.command()

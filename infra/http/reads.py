@@ -9,51 +9,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from schedfence.domain.errors import InvalidArgument, NotFound
+from schedfence.domain.errors import InvalidArgument
 from schedfence.projections import service_views as pv
 from schedfence.projections.queries import MAX_LIMIT
 
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
-from schedfence.infra.narration import narrate, short_type, verdict
-from schedfence.infra.service import MigrationService
+from schedfence.infra.narration import history_doc, list_doc, status_doc, verdict
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
 Namespace = Annotated[str, Query(max_length=20_000)]
 ScheduleId = Annotated[str, Query(max_length=20_000)]
 MAX_PAGE = 1000  # audit entries per page
-
-
-def status_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
-    view = service.schedule(namespace, schedule_id).to_dict()
-    try:
-        migration: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
-    except NotFound:
-        migration = None
-    return {"schedule": view, "migration": migration}
-
-
-def list_doc(service: MigrationService) -> dict[str, Any]:
-    rows = []
-    for view in service.list_schedules():
-        row = view.to_dict()
-        try:
-            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
-        except NotFound:
-            row["migration_state"] = None
-        rows.append(row)
-    return {"schedules": rows}
-
-
-def history_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
-    events = []
-    for entry in service.history(namespace, schedule_id):
-        doc = entry.to_dict()
-        doc["short_type"] = short_type(entry.type)
-        line = narrate(doc["short_type"], entry.data)
-        doc["summary"] = None if line is None else line.text
-        events.append(doc)
-    return {"namespace": namespace, "schedule_id": schedule_id, "events": events}
 
 
 @router.get("/schedules", summary="Every schedule key (list)")

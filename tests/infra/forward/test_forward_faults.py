@@ -15,6 +15,7 @@ from schedfence.domain.runs import ActionStartIssued
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.service import open_service
 from tests.helpers import Crash
+from tests.infra.worker.test_handover_exactly_once import crash_once
 from tests.infra.forward.test_forward import NS, SID, SPEC, Clock, on_temporal
 
 POINTS = tuple(f"forward.{step}.{when}" for step, whens in (
@@ -26,16 +27,6 @@ POINTS = tuple(f"forward.{step}.{when}" for step, whens in (
     ("complete", ("before_append", "after_append"))) for when in whens)
 FAULTS = (("update", "lose_response"), ("delete_schedule", "lose_response"),
           ("describe", "unavailable"), ("update", "unavailable"))
-
-
-def crash_once(point):
-    armed = [True]
-
-    def hook(where):
-        if armed[0] and where == point:
-            armed[0] = False
-            raise Crash(where)
-    return hook
 
 
 def handed_back(tmp_path, point=None, fault=None):
