@@ -30,6 +30,7 @@ from uuid import UUID
 from schedfence.domain.errors import DomainError
 
 from schedfence.infra.observability.logs import get_logger
+from schedfence.infra.worker.forward import ForwardWorker
 from schedfence.infra.worker.attempt import TaskWorker
 
 BATCH = 200  # due migrations read per pass
@@ -196,11 +197,31 @@ class WorkerPool:
             with self._lock:
                 self.stats.attempts += 1
                 self.stats.results[result] += 1
+        progressed += self._forward_pass(worker, index, stop)
         with self._lock:
             self.stats.passes += 1
         if not ids and self._prune_due():
             due.prune()  # idle: a write, so not on every poll of every thread
         return len(ids), progressed
+
+    def _forward_pass(self, worker: TaskWorker, index: int,
+                      stop: threading.Event | None) -> int:
+        """This thread's open forward migrations (domain/forward.py), attempted once each."""
+        fids = [m for m in self.service.open_forward_ids() if self._mine(m, index)]
+        if not fids:
+            return 0
+        forward = ForwardWorker(self.service.app, self.service.host, worker.worker_id,
+                                self.service.crash_hook, self.service.epoch)
+        progressed = 0
+        for mid in fids:
+            if stop is not None and stop.is_set():
+                break
+            result = forward.attempt(mid)
+            progressed += result == "progress"
+            with self._lock:
+                self.stats.attempts += 1
+                self.stats.results[result] += 1
+        return progressed
 
     def _prune_due(self) -> bool:
         with self._lock:

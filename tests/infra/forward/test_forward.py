@@ -215,3 +215,13 @@ def test_history_and_replay_show_the_forward_migration(env):
                      "SourceCreated", "TemporalDeleteIssued", "ForwardCompleted"]
     assert ("schedule", "OwnershipTaken") in kinds
     svc.replay(NS, SID)  # folds every step with today's reducers, the checker at each
+
+
+def test_the_worker_pool_moves_forward_migrations_too(env):
+    """`schedfence worker` (the pool over the due index) finishes a forward migration."""
+    import threading
+    svc, dest, clock = env
+    on_temporal(svc, clock)
+    svc.forward(NS, SID, "F1")
+    svc.run_workers(threading.Event(), concurrency=2, until_idle=True, poll_interval=0)
+    assert svc.forward_state(NS, SID, "F1").phase == "completed"
