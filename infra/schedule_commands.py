@@ -16,7 +16,8 @@ from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPe
 from schedfence.domain.ids import validate_destination_key
 from schedfence.domain.model import Facts
 from schedfence.domain.program import Program, program_of, upcoming
-from schedfence.domain.schedule import Schedule, ScheduleKey, ScheduleState, check_creatable
+from schedfence.domain.schedule import (Schedule, ScheduleKey, ScheduleState, check_creatable,
+                                       check_mutable)
 from schedfence.domain.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 
@@ -94,6 +95,7 @@ class ScheduleCommands:
             if notes is not None:
                 schedule.set_notes(notes)
             if delete:
+                check_mutable(schedule.state)  # closed or fenced: those answers first
                 scheduling.check_phase(schedule.state)  # no start in flight is orphaned (I1)
                 schedule.delete()
 

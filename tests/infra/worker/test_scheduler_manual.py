@@ -4,7 +4,7 @@ overlap policy's stops are carried out, and while fenced every change is refused
 ``migration_pending`` and writes nothing."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -16,8 +16,15 @@ from tests.infra.worker.sched_world import world  # noqa: F401 (the fixture)
 NS, SID = "ns", "s"
 
 
-def create(svc, overlap: str = "allow_all", every: int = 600):
-    svc.create_schedule(NS, SID, spec=make_spec(intervals=[(every, 0)]),
+def away_from_now(every: int) -> int:
+    """An offset that puts the spec's times half an interval from now, so none falls inside
+    a test's few seconds whatever the wall clock (at 12:19:57 one did)."""
+    now = datetime.now(timezone.utc)
+    return int((now.timestamp() + every // 2) % every)
+
+
+def create(svc, overlap: str = "allow_all", every: int = 600, offset: int = 0):
+    svc.create_schedule(NS, SID, spec=make_spec(intervals=[(every, offset)]),
                         action=make_action(workflow_type="W", task_queue="q",
                                            workflow_id="act"),
                         policies=make_policies(overlap=overlap))
@@ -30,9 +37,10 @@ def ids(dest) -> list[str]:
 
 def test_a_trigger_and_a_backfill_start_their_times_once(world):
     svc, dest = world
-    t0 = create(svc)
+    offset = away_from_now(600)
+    t0 = create(svc, offset=offset)
     svc.trigger_schedule(NS, SID, now=t0 + timedelta(seconds=1))
-    start = t0.replace(minute=0, second=0) - timedelta(hours=1)
+    start = t0.replace(minute=0, second=0) - timedelta(hours=2) + timedelta(seconds=offset)
     svc.backfill_schedule(NS, SID, start, start + timedelta(hours=1), now=t0)
     svc.run_scheduler(now=t0 + timedelta(seconds=1))
     svc.run_scheduler(now=t0 + timedelta(seconds=5))  # nothing new: each started once
