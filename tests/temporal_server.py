@@ -108,6 +108,9 @@ def wait_ready(target: str, namespace: str = "default", timeout: float = READY_T
     raise ServerError(f"temporal server at {target} not ready after {timeout}s")
 
 
+EXTRA_NAMESPACE = "payments"  # a second namespace on every test server (routing tests)
+
+
 def start_dev_server(workdir: Path, *, host: str = "127.0.0.1", port: int | None = None,
                      timeout: float = READY_TIMEOUT, tied: bool = True) -> DevServer:
     """Start a headless dev server persisting to ``workdir``; return once 'default' answers.
@@ -119,7 +122,8 @@ def start_dev_server(workdir: Path, *, host: str = "127.0.0.1", port: int | None
     port = port or free_port(host)
     db, log = workdir / "temporal.db", workdir / "temporal.log"
     cmd = [temporal_binary(), "server", "start-dev", "--headless", "--ip", host,
-           "--port", str(port), "--db-filename", str(db), "--log-level", "warn"]
+           "--port", str(port), "--db-filename", str(db), "--log-level", "warn",
+           "--namespace", EXTRA_NAMESPACE]
     with open(log, "ab") as log_file:
         # A session of its own: Ctrl-C on the caller's terminal does not reach the server.
         process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,

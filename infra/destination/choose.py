@@ -5,15 +5,19 @@ an error, not a simulator that "migrates" schedules and closes the real sources.
 
 - ``sim``: the simulator kept in the store itself (rows beside the events), for trials and demos;
 - ``sim+STORE_URL``: a simulator kept in a store of its own, shared by an active and a standby;
-- ``temporal://HOST:PORT/NAMESPACE``: a real Temporal server (the adapter connects on first use).
+- ``temporal://HOST:PORT/NAMESPACE``: a real Temporal server (the adapter connects on first use);
+  several namespaces as ``/NS1,NS2`` (or ``/*``), TLS as ``?tls=1&ca=F&cert=F&key=F`` and an
+  API key in ``SCHEDFENCE_TEMPORAL_API_KEY``.
 
 The Python API also takes any object implementing ``schedfence.domain.ports.Destination``.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlsplit
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
@@ -44,8 +48,30 @@ class OpenedDestination:
     close: Callable[[], None]
 
 
-def parse_destination(url: str) -> tuple[str, str]:
-    """``temporal://HOST:PORT[/NAMESPACE]`` → (``HOST:PORT``, namespace, default ``default``)."""
+@dataclass(frozen=True)
+class TemporalSpec:
+    """A parsed ``temporal://HOST:PORT[/NS[,NS...]|/*][?tls=1&ca=F&cert=F&key=F&server_name=N]``:
+    the namespaces served (the first is the client's own; ``*``: any) and the TLS files."""
+
+    target: str
+    namespaces: tuple[str, ...]
+    tls: tuple[tuple[str, str], ...] = ()  # (option, value), e.g. ("ca", "/etc/ca.pem")
+
+    @property
+    def namespace(self) -> str:
+        return self.namespaces[0] if self.namespaces[0] != "*" else "default"
+
+    @property
+    def label(self) -> str:
+        tls = "" if not self.tls else " (TLS)"
+        return f"temporal://{self.target}/{','.join(self.namespaces)}{tls}"
+
+
+TLS_OPTIONS = ("tls", "ca", "cert", "key", "server_name")
+API_KEY_ENV = "SCHEDFENCE_TEMPORAL_API_KEY"  # never in the URL: a URL is shown in banners
+
+
+def parse_temporal(url: str) -> TemporalSpec:
     if url.startswith(SHARED_SIM_PREFIX):  # never echoed: it may hold a database password
         raise InvalidArgument("a sim+ destination is the simulator, not a Temporal server")
     parts = urlsplit(url)
@@ -57,12 +83,60 @@ def parse_destination(url: str) -> tuple[str, str]:
         port = None
     if port is None:
         raise InvalidArgument(f"destination {url!r} needs a port (Temporal's default is 7233)")
-    if parts.query or parts.fragment:
-        raise InvalidArgument(f"destination {url!r}: no query or fragment is accepted")
-    namespace = parts.path.strip("/") or "default"
-    validate_id("destination namespace", namespace)
+    if parts.fragment:
+        raise InvalidArgument(f"destination {url!r}: no fragment is accepted")
+    names = tuple(n.strip() for n in (parts.path.strip("/") or "default").split(","))
+    for name in names:
+        if name != "*":
+            validate_id("destination namespace", name)
+    if "*" in names and len(names) > 1:
+        raise InvalidArgument("destination namespaces: '*' (every namespace) stands alone")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{host}:{port}", namespace
+    return TemporalSpec(f"{host}:{port}", names, _tls_options(parts.query))
+
+
+def _tls_options(query: str) -> tuple[tuple[str, str], ...]:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise InvalidArgument("destination: its query does not parse") from None
+    seen = dict(pairs)
+    unknown = sorted(set(seen) - set(TLS_OPTIONS))
+    if unknown or len(seen) != len(pairs):
+        raise InvalidArgument(f"destination: unknown or repeated option(s) {unknown or pairs}; "
+                              f"known: {', '.join(TLS_OPTIONS)} (an API key goes in "
+                              f"{API_KEY_ENV})")
+    if seen.get("tls", "1") not in ("0", "1"):
+        raise InvalidArgument("destination: tls is 1 or 0")
+    if ("cert" in seen) != ("key" in seen):
+        raise InvalidArgument("destination: cert and key go together (a client certificate)")
+    for option in ("ca", "cert", "key"):
+        if option in seen and not Path(seen[option]).is_file():
+            raise InvalidArgument(f"destination: {option} file {seen[option]!r} is not a "
+                                  "readable file")
+    if seen.get("tls") == "0" and len(seen) > 1:
+        raise InvalidArgument("destination: tls=0 with certificate options")
+    return tuple(sorted(seen.items())) if seen and seen.get("tls") != "0" else ()
+
+
+def tls_config(options: tuple[tuple[str, str], ...]) -> Any:
+    """temporalio's TLS setting for the parsed options (False: plain text)."""
+    if not options:
+        return False
+    from temporalio.service import TLSConfig
+    files = dict(options)
+
+    def read(option: str) -> bytes | None:
+        return Path(files[option]).read_bytes() if option in files else None
+    return TLSConfig(server_root_ca_cert=read("ca"), client_cert=read("cert"),
+                     client_private_key=read("key"), domain=files.get("server_name"))
+
+
+def parse_destination(url: str) -> tuple[str, str]:
+    """``temporal://HOST:PORT[/NAMESPACE]`` → (``HOST:PORT``, the first namespace, default
+    ``default``); ``parse_temporal`` gives every option."""
+    spec = parse_temporal(url)
+    return spec.target, spec.namespace
 
 
 def check_spec(spec: str | None) -> str:
@@ -89,12 +163,14 @@ def open_destination(spec: str | None, store: StoreURL, **options: Any) -> Opene
         from schedfence.infra.destination.shared_sim import open_shared_sim
         shared = open_shared_sim(spec)
         return OpenedDestination(shared, shared.label, shared.close)
-    target, namespace = parse_destination(spec)
+    parsed = parse_temporal(spec)
     # Imported here, so temporalio stays off every other path.
     from schedfence.infra.destination.temporal import TemporalDestination
     _used_temporal = True
-    adapter = TemporalDestination(target, namespace, **options)
-    return OpenedDestination(adapter, f"temporal://{target}/{namespace}", adapter.close)
+    adapter = TemporalDestination(parsed.target, parsed.namespace,
+                                  namespaces=parsed.namespaces, tls=tls_config(parsed.tls),
+                                  api_key=os.environ.get(API_KEY_ENV) or None, **options)
+    return OpenedDestination(adapter, parsed.label, adapter.close)
 
 
 class NoDestination:

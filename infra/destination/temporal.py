@@ -222,12 +222,20 @@ def create_request_id(request_id_infos: Any) -> str:
 
 
 class TemporalDestination(TemporalScheduleHost):
-    """``domain.ports.ActionRunner`` on one namespace of a Temporal server."""
+    """``domain.ports.ActionRunner`` on a Temporal server: ``namespace`` and any of
+    ``namespaces`` (``("*",)``: every namespace). A call for a namespace it does not serve is
+    ``DestinationUnavailable`` (another worker may serve it: back off, never park). ``tls``
+    (``temporalio.service.TLSConfig``, or True for the system's roots) and ``api_key`` are
+    handed to the connection and never shown."""
 
     def __init__(self, target: str, namespace: str = "default", *,
+                 namespaces: tuple[str, ...] = (), tls: Any = False,
+                 api_key: str | None = None,
                  task_queue: str = DEFAULT_TASK_QUEUE, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
                  identity: str = "schedfence") -> None:
         self.target, self.namespace, self.task_queue = target, namespace, task_queue
+        self.namespaces = frozenset((namespace, *namespaces))
+        self._tls, self._api_key = tls, api_key
         self.rpc_timeout, self.identity = rpc_timeout, identity
         self._loop: LoopThread | None = LoopThread(f"temporal-destination:{target}")
         self._client: Client | None = None
@@ -242,7 +250,8 @@ class TemporalDestination(TemporalScheduleHost):
                 try:
                     self._client = await Client.connect(
                         self.target, namespace=self.namespace, identity=self.identity,
-                        connect_timeout=timedelta(seconds=self.rpc_timeout))
+                        connect_timeout=timedelta(seconds=self.rpc_timeout), tls=self._tls,
+                        api_key=self._api_key)
                 except RuntimeError as exc:  # the bridge reports connect failures this way
                     # No connection, so no request of ours left this process.
                     raise DestinationNotReached(
@@ -272,10 +281,17 @@ class TemporalDestination(TemporalScheduleHost):
         except concurrent.futures.TimeoutError:
             raise DestinationUnavailable(f"{what}: no answer within {self.rpc_timeout}s") from None
 
+    def serves(self, namespace: str) -> bool:
+        return "*" in self.namespaces or namespace in self.namespaces
+
     def _check_namespace(self, namespace: str) -> None:
-        if namespace != self.namespace:
-            raise InvalidStartRequest(f"this destination serves namespace {self.namespace!r}, "
-                                      f"not {namespace!r}")
+        """Before any call: a namespace this destination does not serve is unavailable here
+        (back off; a worker that serves it moves it), never a refusal that would park. Nothing
+        left this process, so it is ``DestinationNotReached``: a claim it cost is re-armed."""
+        if not self.serves(namespace):
+            raise DestinationNotReached(f"this destination serves namespace(s) "
+                                         f"{', '.join(sorted(self.namespaces))}, not "
+                                         f"{namespace!r}")
 
     @property
     def _deadline(self) -> timedelta:
@@ -306,10 +322,8 @@ class TemporalDestination(TemporalScheduleHost):
 
     def describe(self, namespace: str, workflow_id: str,
                  run_id: str | None = None) -> RunDescription:
-        if namespace != self.namespace:
-            # Not NotFound: a namespace we do not serve says nothing about its workflows.
-            raise DestinationUnavailable(f"this destination serves namespace "
-                                         f"{self.namespace!r}, not {namespace!r}")
+        # Not NotFound: a namespace we do not serve says nothing about its workflows.
+        self._check_namespace(namespace)
         rpc = DescribeWorkflowExecutionRequest(
             namespace=namespace,
             execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""))
@@ -334,8 +348,8 @@ class TemporalDestination(TemporalScheduleHost):
         Returning means the server accepted the stop, or had nothing to stop (no such workflow,
         or its current run closed): a repeated stop is a no-op. An accepted cancel only
         *asks*: the run stays running until its workflow code honours the request. Raises
-        ``ValueError`` for a bad kind and ``InvalidStartRequest`` for another namespace, both
-        before any call; ``InvalidStartRequest`` when the server refuses (e.g. an empty id);
+        ``ValueError`` for a bad kind and ``DestinationUnavailable`` for a namespace not served,
+        both before any call; ``InvalidStartRequest`` when the server refuses (e.g. an empty id);
         ``DestinationNotReached`` / ``DestinationUnavailable`` as for start (see ``stop_error``).
         """
         if kind not in STOP_KINDS:

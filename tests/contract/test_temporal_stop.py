@@ -120,9 +120,9 @@ def test_the_cancel_request_id_of_an_earlier_run_does_not_block_the_next(tempora
     dest.stop_workflow(NS, wid, "terminate")
 
 
-def test_another_namespace_is_refused_without_asking_the_server(temporal_env, wid):
-    with pytest.raises(InvalidStartRequest):
-        temporal_env.destination.stop_workflow("payments", wid, "terminate")
+def test_a_namespace_not_served_is_unavailable_without_asking_the_server(temporal_env, wid):
+    with pytest.raises(DestinationUnavailable, match="not 'elsewhere'"):
+        temporal_env.destination.stop_workflow("elsewhere", wid, "terminate")
 
 
 @pytest.mark.parametrize("kind", ["cancel", "terminate"])

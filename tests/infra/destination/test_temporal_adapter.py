@@ -117,10 +117,28 @@ def test_destination_urls(url, expected):
 
 
 @pytest.mark.parametrize("url", ["http://h:1/ns", "temporal://h/ns", "temporal://h:x/ns",
-                                 "temporal://:7233/ns", "temporal://h:1/ns?tls=1"])
+                                 "temporal://:7233/ns", "temporal://h:1/ns?tls=2",
+                                 "temporal://h:1/ns?api_key=secret", "temporal://h:1/a,*",
+                                 "temporal://h:1/ns?cert=/nonexistent&key=/nonexistent",
+                                 "temporal://h:1/ns?tls=1&tls=1", "temporal://h:1/a,,b"])
 def test_bad_destination_urls_are_invalid_arguments(url):
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as info:
         parse_destination(url)
+    assert "secret" not in str(info.value) or "api_key" in url  # named, never a value echoed
+
+
+def test_several_namespaces_tls_files_and_the_label(tmp_path):
+    from schedfence.infra.destination.choose import parse_temporal, tls_config
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+    spec = parse_temporal(f"temporal://h:7233/default,payments?ca={ca}&server_name=tmprl")
+    assert (spec.target, spec.namespaces, spec.namespace) == ("h:7233", ("default", "payments"),
+                                                              "default")
+    assert spec.label == "temporal://h:7233/default,payments (TLS)"
+    config = tls_config(spec.tls)
+    assert (config.server_root_ca_cert, config.domain) == (ca.read_bytes(), "tmprl")
+    assert tls_config(parse_temporal("temporal://h:1/*?tls=0").tls) is False
+    assert parse_temporal("temporal://h:1/*").namespaces == ("*",)
 
 
 # -- deadlines and connection loss ---------------------------------------------------------
@@ -159,11 +177,14 @@ def test_a_closed_adapter_refuses_calls_and_closes_twice(temporal_env):
         dest.describe(NS, "w")
 
 
-def test_another_namespace_is_refused_without_asking_the_server(temporal_env):
-    with pytest.raises(InvalidStartRequest):
-        temporal_env.destination.start_workflow(request("w", namespace="payments"))
+def test_a_namespace_not_served_is_unavailable_never_a_refusal(temporal_env):
+    """A worker for one namespace meeting another's migration backs off (another worker may
+    serve it); a refusal would park it as start_rejected."""
     with pytest.raises(DestinationUnavailable):
-        temporal_env.destination.describe("payments", "w")
+        temporal_env.destination.start_workflow(request("temporal-sys-scheduler:w",
+                                                        namespace="elsewhere"))
+    with pytest.raises(DestinationUnavailable):
+        temporal_env.destination.describe("elsewhere", "w")
 
 
 def test_dedupe_survives_a_server_restart_and_the_adapter_reconnects(tmp_path: Path):
