@@ -68,7 +68,8 @@ def verdict(service: MigrationService, also: str | None = None) -> dict[str, Any
 
 
 def short(value: object) -> str:
-    """A value for one terminal line (``show``), uuids cut to their first 8 hex digits."""
+    """A value for one terminal line (``show``); ids whole (UUIDv7 ids share their first 8
+    hex digits, so a prefix would print two runs alike)."""
     return narration.short(show(value))
 
 

@@ -15,9 +15,10 @@ from typing import Any, Callable, NamedTuple
 from schedfence.domain.migration import PARK_MEANING
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-# Set by ``narrate(..., full_ids=True)`` while it narrates: the web page shows whole ids
-# (Temporal's UUIDv7 run ids share their first 8 digits), a terminal line their prefixes.
-_FULL_IDS: ContextVar[bool] = ContextVar("narrate_full_ids", default=False)
+# Cleared by ``narrate(..., full_ids=False)`` while it narrates. Ids are whole by default, on
+# the web page and the terminal alike: UUIDv7 run ids (Temporal's) share their first 8 digits,
+# so a prefix can print a foreign run and ours alike.
+_FULL_IDS: ContextVar[bool] = ContextVar("narrate_full_ids", default=True)
 
 
 class Line(NamedTuple):
@@ -26,8 +27,8 @@ class Line(NamedTuple):
 
 
 def short(value: object) -> str:
-    """Uuids shortened to their first 8 hex digits (whole under ``narrate(..., full_ids=True)``);
-    other values whole; none as ``-``."""
+    """Values whole (uuids cut to their first 8 hex digits only under ``narrate(...,
+    full_ids=False)``); none as ``-``."""
     text = "-" if value in (None, "") else str(value)
     return text[:8] if _UUID.match(text) and not _FULL_IDS.get() else text
 
@@ -198,9 +199,9 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
 }
 
 
-def narrate(event_type: str, fields: dict[str, Any], *, full_ids: bool = False) -> Line | None:
+def narrate(event_type: str, fields: dict[str, Any], *, full_ids: bool = True) -> Line | None:
     """The event's line, or None for a type this release does not narrate (or whose fields
-    do not fit: a record of a later release, say). ``full_ids``: uuids whole, not shortened."""
+    do not fit: a record of a later release, say). ``full_ids=False``: uuids cut to 8 digits."""
     fn = _NARRATE.get(event_type)
     if fn is None:
         return None

@@ -48,54 +48,71 @@ def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> 
     return None
 
 
+CONFIRM = "--confirm-no-destination-run"
+
+
+def commands(ns_id: str, allowed: dict[str, str]) -> dict[str, list[str]]:
+    """Operator action → the complete commands it may run as (every required flag present;
+    YOU, WHY and FIRST_RUN_ID are the operator's values)."""
+    base = f"schedfence recover {{}} {ns_id} --actor YOU --reason WHY"
+    rearm = base.format("rearm") + (f" {CONFIRM}" if CONFIRM in allowed["rearm"] else "")
+    return {"abort": [base.format("abort")],
+            "rearm": [rearm],
+            "resolve": [base.format("resolve") + " --resolution source_kept",
+                        base.format("resolve") + " --resolution destination_owns "
+                                                 "--first-run-id FIRST_RUN_ID"],
+            "adopt": [base.format("adopt") + " --request-id NEW"]}
+
+
 def actions(state: MigrationState, ns_id: str, idle_seconds: float,
             allowed: dict[str, str]) -> list[str]:
-    """Advice lines, most useful first; ``ns_id`` is the "NAMESPACE SCHEDULE" argument pair."""
-    who = "--actor YOU --reason WHY"
-    cmd = {"abort": f"schedfence abort {ns_id} {who}",
-           "rearm": f"schedfence recover rearm {ns_id} {who}",
-           "resolve": f"schedfence recover resolve {ns_id} {who} --resolution ..."}
-    lines = _situation(state, ns_id, idle_seconds)
-    for action in ("abort", "rearm", "resolve"):
-        if allowed[action] == ALLOWED:
-            lines.append(f"{action} allowed: {cmd[action]}")
-        elif allowed[action].startswith("allowed"):
-            lines.append(f"{action} {allowed[action]}: {cmd[action]}")
+    """Advice lines, most useful first; ``ns_id`` is the "NAMESPACE SCHEDULE" argument pair.
+
+    A line names at most one command, complete and at its end after ": "; the situation line
+    only describes, the action lines below it carry the commands."""
+    lines = _situation(state, idle_seconds)
+    cmd = commands(ns_id, allowed)
+    for action in ("adopt", "rearm", "abort", "resolve"):
+        verdict = allowed[action]
+        if action == "resolve" and allowed["rearm"] == ALLOWED:
+            continue  # nothing committed, proven: re-arm or abort, no manual attestation
+        if verdict.startswith(ALLOWED):
+            lines += [f"{action} {verdict}: {c}" for c in cmd[action]]
     return lines
 
 
-def _situation(state: MigrationState, ns_id: str, idle_seconds: float) -> list[str]:
+def _situation(state: MigrationState, idle_seconds: float) -> list[str]:
     idle = f"{idle_seconds:.0f}s"
     if state.phase == "legacy_pending":
-        return [f"identity-less (legacy): recover adopt --request-id NEW (schedfence recover "
-                f"adopt {ns_id} --actor YOU --reason WHY --request-id NEW); an older release "
-                "may have started the destination, so it cannot be aborted"]
+        return ["identity-less (legacy): an older release may have started the destination, "
+                "so it cannot be aborted; adopt it with a new request id (it then parks "
+                "adopted_unverified)"]
     if state.phase == "pending":
-        return [f"no worker has claimed it for {idle}: check that a worker runs "
-                "(schedfence worker)"]
+        return [f"no worker has claimed it for {idle}: check that a worker runs against this "
+                "store"]
     if state.phase == "claimed":
         return [f"claim consumed {idle} ago, no receipt: reconcile only, never restart; check "
                 "the worker and the destination's availability"]
     if state.phase == "receipted":
         return [f"ownership receipted {idle} ago but the source is not closed: check that a "
-                "worker runs; the close needs no destination call"]
+                "worker runs against this store; the close needs no destination call"]
     return _parked(state)
 
 
 # What an operator does about each park reason (what the reason means: PARK_MEANING).
 _PARK_ACTION = {
-    "foreign_destination": "re-arm only after proving nothing committed (recover rearm) or "
-                           "resolve manually",
-    "head_missing": "re-arm only after proving nothing committed (recover rearm) or resolve "
-                    "manually (recover resolve)",
-    "no_first_run_identity": "verify the chain by hand, then resolve manually "
-                             "(recover resolve)",
-    "start_rejected": "fix the cause, then abort and roll back again with a new --request-id",
-    "adopted_unverified": "check the destination by hand, then recover rearm "
-                          "--confirm-no-destination-run, or recover resolve",
-    "failover_unverified": "check the destination by hand, then recover rearm "
-                           "--confirm-no-destination-run (no run there), or recover resolve "
-                           "(source_kept / destination_owns)",
+    "foreign_destination": "re-arm only after proving nothing committed, or resolve after a "
+                           "manual check",
+    "head_missing": "re-arm only after proving nothing committed, or resolve after a manual "
+                    "check",
+    "no_first_run_identity": "verify the chain by hand, then resolve",
+    "start_rejected": "fix the cause, then re-arm (the same request id starts again); "
+                      "abort instead to give the rollback up",
+    "adopted_unverified": "check the destination by hand, then re-arm confirming no "
+                          "destination run, or resolve",
+    "failover_unverified": "check the destination by hand, then re-arm confirming no "
+                           "destination run (none there), or resolve (source_kept / "
+                           "destination_owns)",
 }
 
 

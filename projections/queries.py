@@ -1,6 +1,8 @@
 """Operator queries, answered from the projection's indexed tables (never by scanning the log)."""
 from __future__ import annotations
 
+import shlex
+
 import json
 import re
 import time
@@ -203,7 +205,8 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
         items.append(OnCallItem(
             kind, row, abort == oc.ALLOWED, abort.removeprefix("refused: ")
             if abort != oc.ALLOWED else "", verdicts,
-            oc.actions(state, f"{row.namespace} {row.schedule_id}", row.idle_seconds, verdicts)))
+            oc.actions(state, f"{shlex.quote(row.namespace)} {shlex.quote(row.schedule_id)}",
+                       row.idle_seconds, verdicts)))
     rank = {"parked": 0, "legacy": 1, "stuck": 2}
     return sorted(items, key=lambda i: rank[i.category])  # stable: oldest first within
 

@@ -3,7 +3,6 @@ group is infra/cli/schedules.py)."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import signal
 import threading
@@ -76,7 +75,8 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
     """Run migration tasks from the due-work index.
 
     Without --until-idle, poll until Ctrl-C or SIGTERM, printing one line per pass that made
-    progress (with --json: one JSON object per such line). Several workers, in this process
+    progress (with --json: JSON Lines, one object per line: ``"event": "started"``, then
+    ``"pass"`` per such pass, then ``"stopped"`` with the summary). Several workers, in this process
     (--concurrency) or others, may share a store: the store decides every race. Events name
     each thread WORKER_ID#RANDOM[/THREAD], so processes sharing a --worker-id stay distinct.
 
@@ -108,9 +108,12 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
     doc = dict(summary, destination=destination_label(),
                events_written=svc.app.events_since(before),
                migrations=out.migration_states(svc))
-    if not until_idle and not as_json:
-        click.echo(f"worker stopped after {summary['passes']} passes, "
-                   f"{summary['attempts']} attempts")
+    if not until_idle:  # the stream's last line
+        if as_json:
+            out.emit_json_line("stopped", doc)
+        else:
+            click.echo(f"worker stopped after {summary['passes']} passes, "
+                       f"{summary['attempts']} attempts")
         return
     failure = NotDrained.of(report) if report is not None and not report.drained else None
     if failure is not None and as_json:  # one JSON document: the summary carries the error
@@ -138,12 +141,18 @@ def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
             line = {"pass": n, "thread": thread, "progressed": progressed,
                     "log_position": service.event_count(),
                     "migrations": out.migration_states(service)}
-            click.echo(json.dumps(line) if as_json else
-                       f"{time.strftime('%H:%M:%S')} pass {n}: thread {thread} progressed "
+            if as_json:
+                out.emit_json_line("pass", line)
+                return
+            click.echo(f"{time.strftime('%H:%M:%S')} pass {n}: thread {thread} progressed "
                        f"{progressed} migration(s); log at {line['log_position']}; "
                        f"migrations: {out.states_summary(line['migrations'])}")
 
-    if not until_idle and not as_json:
+    if not until_idle and as_json:
+        out.emit_json_line("started", {"worker": service.worker_id, "threads": concurrency,
+                                       "destination": destination_label(),
+                                       "poll_interval": interval})
+    elif not until_idle:
         click.echo(f"worker {service.worker_id}: {concurrency} thread(s), destination "
                    f"{destination_label()}, polling every {interval:g}s (Ctrl-C stops)")
     return service.run_workers(stop, concurrency, until_idle=until_idle,

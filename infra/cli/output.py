@@ -1,10 +1,13 @@
-"""Output of the ``schedfence`` CLI: aligned text, JSON documents, one-line errors.
+"""Output of the ``schedfence`` CLI: aligned text, JSON documents, JSON Lines, one-line errors.
+
+Ids (run, request, migration) are printed whole: UUIDv7 ids share their first 8 characters.
 
 Kept apart from the command definitions so ``cli.py`` only wires commands to the service.
 """
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -26,6 +29,13 @@ _MAX_VALUE = 60
 
 def emit_json(doc: Any) -> None:
     click.echo(json.dumps(doc, indent=2, default=str))
+
+
+def emit_json_line(event: str, doc: dict[str, Any]) -> None:
+    """One object of a streaming command's ``--json`` output (JSON Lines): compact, on one
+    line, flushed at once, its kind under ``event`` (a follower reads line by line)."""
+    click.echo(json.dumps(dict(doc, event=event), default=str))
+    sys.stdout.flush()
 
 
 def emit_error(code: str, message: str, as_json: bool) -> None:

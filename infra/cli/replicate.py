@@ -7,11 +7,11 @@ URLs are shown without their password.
 """
 from __future__ import annotations
 
-import json
 import time
 
 import click
 
+from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import emit, json_option, service
 from schedfence.infra.replication.follower import (BATCH, ReplicationReport, follow,
                                                    replicate as copy_log)
@@ -48,9 +48,10 @@ class _Progress:
         if not self.following or report.copied == self.printed_at:
             return
         self.printed_at = report.copied
-        doc = dict(report.to_dict(), event="copied")
-        click.echo(json.dumps(doc) if self.as_json else
-                   f"{time.strftime('%H:%M:%S')} standby at source position "
+        if self.as_json:
+            out.emit_json_line("copied", report.to_dict())
+            return
+        click.echo(f"{time.strftime('%H:%M:%S')} standby at source position "
                    f"{report.position} ({report.copied} events copied so far)")
 
 
@@ -75,12 +76,13 @@ def replicate(source: str, standby: str, keep_following: bool, poll_interval: fl
     stopped. Refused (failed_precondition) if the standby holds events not copied from this
     source, or if the source does not continue what was copied. Then
     `schedfence --store STANDBY --destination sim+... worker` (or the real destination) takes
-    over from the replicated state alone; see README, "Failover"."""
+    over from the replicated state alone; see README, "Failover". With --json, JSON Lines:
+    one object per line, ``"event": "copied"`` (per pass with --follow), ``"stopped"`` last."""
     progress = _Progress(as_json, keep_following)
     if not keep_following:
         report = copy_log(source, standby, batch_size=batch_size, on_batch=progress.batch)
         if as_json:
-            click.echo(json.dumps(report.to_dict()))
+            out.emit_json_line("copied", report.to_dict())
         else:
             for line in _summary(report):
                 click.echo(line)
@@ -114,8 +116,10 @@ def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
         # Every batch commits with its position, so stopping anywhere loses nothing.
         report = state.get("report")
         copied = report.copied if report else 0
-        click.echo(json.dumps({"event": "stopped", "copied": copied}) if as_json else
-                   f"follower stopped after copying {copied} events")
+        if as_json:
+            out.emit_json_line("stopped", {"copied": copied})
+        else:
+            click.echo(f"follower stopped after copying {copied} events")
 
 
 

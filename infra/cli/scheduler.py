@@ -2,7 +2,6 @@
 program (infra/worker/scheduler.py), until Ctrl-C or SIGTERM, or ``--once``."""
 from __future__ import annotations
 
-import json
 import math
 import signal
 import threading
@@ -26,8 +25,12 @@ LOG = get_logger("scheduler")
 def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
     """Run the source scheduler: tick schedules, start due actions, watch them close.
 
+    Until stopped it prints a line per pass that did something; with --json, JSON Lines: one
+    object per line: ``"event": "started"``, ``"pass"`` (the pass's counts), ``"stopped"``.
+
     Needs --destination (the action runner: the simulator or Temporal). A schedule held by a
     migration's fence takes no action (I1); a rollback waits while a start is in flight."""
+    from schedfence.infra.cli import output as out
     if not math.isfinite(poll_interval):
         raise InvalidArgument("--poll-interval must be a number of seconds")
     svc = service()
@@ -40,7 +43,10 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
         return
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if not as_json:
+    if as_json:
+        out.emit_json_line("started", {"destination": destination_label(),
+                                       "poll_interval": poll_interval})
+    else:
         click.echo(f"scheduler: destination {destination_label()}, a pass every "
                    f"{poll_interval:g}s (Ctrl-C stops)")
     try:
@@ -48,14 +54,18 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
             report = svc.run_scheduler().to_dict()
             if any(report[k] for k in ("ticks", "started", "failed", "retrying", "closed",
                                        "stops", "errors")):
-                click.echo(json.dumps(report) if as_json else
-                           f"{time.strftime('%H:%M:%S')} started {report['started']}, "
+                if as_json:
+                    out.emit_json_line("pass", report)
+                else:
+                    click.echo(f"{time.strftime('%H:%M:%S')} started {report['started']}, "
                            f"failed {report['failed']}, retrying {report['retrying']}, "
-                           f"closed {report['closed']}, stops {report['stops']}, "
-                           f"ticks {report['ticks']}, unavailable {report['unavailable']}, "
-                           f"errors {len(report['errors'])}")
+                               f"closed {report['closed']}, stops {report['stops']}, "
+                               f"ticks {report['ticks']}, unavailable "
+                               f"{report['unavailable']}, errors {len(report['errors'])}")
                 for error in report["errors"]:  # the line counts them; each is a record
                     LOG.warning("scheduler: error: %s", error, extra={"worker": svc.worker_id})
             stop.wait(poll_interval)
     except KeyboardInterrupt:
         pass
+    if as_json:
+        out.emit_json_line("stopped", {"destination": destination_label()})

@@ -107,7 +107,7 @@ def test_stats_table_and_json(store: str) -> None:
 def test_oncall_table_and_json(store: str) -> None:
     text = ok(store, "oncall")
     assert text.splitlines()[0].split()[:3] == ["KIND", "SCHEDULE", "MIGRATION"]
-    assert "default/foreign (parked):" in text and "recover adopt --request-id NEW" in text
+    assert "default/foreign (parked):" in text and "--request-id NEW" in text
     assert "default/pending" not in text  # not stuck yet under the default threshold
     doc = json.loads(ok(store, "oncall", "--stuck-after", "0", "--json"))
     kinds = {i["migration"]["schedule_id"]: i["category"] for i in doc["items"]}

@@ -103,11 +103,12 @@ def test_oncall_advice_follows_the_domain_decisions(hist: Histories) -> None:
     assert any("re-arms automatically when the foreign run closes" in a
                for a in foreign.actions)
     assert not gone.abort_allowed and "no answer proves" in gone.abort_refusal
-    assert any("re-arm only after proving nothing committed (recover rearm) or resolve "
-               "manually" in a for a in gone.actions)
+    assert any("re-arm only after proving nothing committed, or resolve after a manual "
+               "check" in a for a in gone.actions)
     assert gone.verdicts["rearm"].startswith("refused")
     assert not legacy.abort_allowed and legacy.verdicts["adopt"] == "allowed"
-    assert any("recover adopt --request-id NEW" in a for a in legacy.actions)
+    assert any(a.endswith("recover adopt default legacy --actor YOU --reason WHY "
+                          "--request-id NEW") for a in legacy.actions)
     assert items["adopted"].verdicts["rearm"].startswith("allowed with")
     assert any("reconcile only, never restart" in a for a in items["claimed"].actions)
     assert any("check that a worker runs" in a for a in items["pending"].actions)

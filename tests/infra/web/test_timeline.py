@@ -32,15 +32,15 @@ def test_an_id_is_linked_only_where_it_stands_whole() -> None:
     assert Linker({})("nothing known") == [Segment("nothing known")]
 
 
-def test_the_narration_shows_whole_ids_when_asked_and_prefixes_otherwise() -> None:
+def test_the_narration_shows_whole_ids_unless_asked_for_prefixes() -> None:
     answer = {"kind": "created", "run_id": RUN_A, "first_execution_run_id": RUN_A,
               "status": "running", "detail": "", "proves_no_commit": False,
               "start_request_id": ""}
     whole = narrate("DestinationAnswered", answer, full_ids=True)
-    cut = narrate("DestinationAnswered", answer)
+    cut = narrate("DestinationAnswered", answer, full_ids=False)
     assert whole is not None and cut is not None
     assert RUN_A in whole.text and RUN_A not in cut.text and RUN_A[:8] in cut.text
-    assert narrate("DestinationAnswered", answer).text == cut.text  # the default is unchanged
+    assert narrate("DestinationAnswered", answer).text == whole.text  # whole by default
 
 
 def entry(event_type: str, data: dict, position: int = 7) -> HistoryEntry:
