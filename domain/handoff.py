@@ -83,8 +83,12 @@ def change(source: Sequence[Fact] = (), migration: Sequence[Fact] = (), **kw: An
 
 def _open(source: ScheduleState, mig: MigrationState | None) -> MigrationState:
     if mig is None:
-        raise RecoveryRefused(f"schedule {source.namespace}/{source.schedule_id} has no open "
-                              "migration")
+        held = source.fence_migration_id
+        raise RecoveryRefused(
+            f"schedule {source.namespace}/{source.schedule_id} has no open migration" +
+            (f" to roll back; forward migration {held} holds it (forward-status, "
+             "forward-abort)"
+             if held else ""))
     return mig
 
 

@@ -225,3 +225,19 @@ def test_the_worker_pool_moves_forward_migrations_too(env):
     svc.forward(NS, SID, "F1")
     svc.run_workers(threading.Event(), concurrency=2, until_idle=True, poll_interval=0)
     assert svc.forward_state(NS, SID, "F1").phase == "completed"
+
+
+def test_a_rollback_abort_on_a_dormant_source_names_the_forward_migration(env):
+    from schedfence.domain.errors import RecoveryRefused
+    svc, dest, clock = env
+    on_temporal(svc, clock)
+    svc.forward(NS, SID, "F1")
+    worker = svc.forward_worker
+    worker.crash_hook = lambda p: (_ for _ in ()).throw(RuntimeError(p)) \
+        if p == "forward.create.after_append" else None
+    with pytest.raises(RuntimeError):
+        worker.attempt(svc.open_forward_ids()[0])
+    before = svc.event_count()
+    with pytest.raises(RecoveryRefused, match="forward migration .* holds it"):
+        svc.abort(NS, SID, reason="r", actor="a")
+    assert svc.event_count() == before
