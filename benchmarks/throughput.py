@@ -128,8 +128,9 @@ PAYLOAD = b'{"x":"' + b"y" * 300 + b'"}'  # about the size of one stored event
 
 def _raw_share(kind: str, target: str, count: int, start: Any, done: Any) -> None:
     if kind == "sqlite":
+        # WAL was set once when the table was made (_raw_table): switching the journal mode
+        # needs the whole file, so two shares switching it at once failed "database is locked".
         conn: Any = sqlite3.connect(target, timeout=60, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
         sql = "INSERT INTO raw_events (originator_id, originator_version, topic, state) " \
               "VALUES (?, ?, ?, ?)"
     else:
@@ -173,6 +174,7 @@ def _raw_table(kind: str, store: str) -> str:
     if kind == "sqlite":
         path = store[len("sqlite:///"):]
         with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")  # persistent: every share writes in WAL
             conn.execute(ddl.format(uuid="text", blob="blob", serial="integer"))
         return path
     import psycopg
