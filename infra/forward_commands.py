@@ -5,6 +5,7 @@ infra/worker/forward.py.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 from uuid import UUID
 
@@ -19,13 +20,15 @@ from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable
 from schedfence.domain.schedule_key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.store.eventstore import retry_on_conflict
+from schedfence.projections import forward_oncall as fo
 from schedfence.infra.views import RollbackResult
 from schedfence.infra.worker.forward import ForwardWorker
 
 FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
-ENDED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
-                                       ForwardMigration.ForwardAborted,
-                                       ForwardMigration.ForwardParked))
+CLOSED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
+                                        ForwardMigration.ForwardAborted))
+PARKED_TOPICS = (ForwardMigration.ForwardParked.TOPIC,)
+ENDED_TOPICS = CLOSED_TOPICS + PARKED_TOPICS  # nothing left for a worker to do
 
 
 class ForwardCommands:
@@ -36,6 +39,7 @@ class ForwardCommands:
     require_active: Callable[[], None]
     epoch: Callable[[], int]
     crash_hook: Any
+    oncall: Callable[[float], list[Any]]
 
     @property
     def host(self) -> ScheduleHost:
@@ -116,6 +120,26 @@ class ForwardCommands:
         ended = {n.originator_id for n in self.app.notifications(ENDED_TOPICS)}
         return [n.originator_id for n in self.app.notifications(FORWARD_TOPICS)
                 if n.originator_id not in ended]
+
+    def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:
+        """Forward migrations that need an operator (parked, or open and idle for
+        ``stuck_after_seconds``), each with what may be done about it."""
+        closed = {n.originator_id for n in self.app.notifications(CLOSED_TOPICS)}
+        parked = [n.originator_id for n in self.app.notifications(PARKED_TOPICS)
+                  if n.originator_id not in closed]
+        now, items = time.time(), []
+        for mid in dict.fromkeys(self.open_forward_ids() + parked):
+            mig = self.app.repository.get(mid)
+            found = fo.item(mig.state, max(now - mig.modified_on.timestamp(), 0.0),
+                            stuck_after_seconds)
+            if found is not None:
+                items.append(found)
+        return items
+
+    def oncall_doc(self, stuck_after_seconds: float) -> dict[str, Any]:
+        """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
+        items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
+        return fo.oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds))
 
     def abort_forward(self, namespace: str, schedule_id: str, request_id: str, reason: str,
                       actor: str) -> ForwardState:

@@ -17,7 +17,7 @@ from schedfence.domain.migration import PARK_MEANING, WORKER_PHASES, MigrationSt
 ALLOWED = "allowed"
 
 
-def _dry_run(decide: Callable[[], object]) -> str:
+def dry_run(decide: Callable[[], object]) -> str:
     try:
         decide()
     except DomainError as exc:
@@ -27,14 +27,14 @@ def _dry_run(decide: Callable[[], object]) -> str:
 
 def verdicts(state: MigrationState) -> dict[str, str]:
     """Operator action → ``allowed`` or ``refused: <the decision's reason>``."""
-    rearm = _dry_run(lambda: r.check_rearm(state, confirmed=False))
-    if rearm != ALLOWED and _dry_run(lambda: r.check_rearm(state, confirmed=True)) == ALLOWED:
+    rearm = dry_run(lambda: r.check_rearm(state, confirmed=False))
+    if rearm != ALLOWED and dry_run(lambda: r.check_rearm(state, confirmed=True)) == ALLOWED:
         rearm = "allowed with --confirm-no-destination-run, after checking the destination"
     return {
-        "abort": _dry_run(lambda: d.decide_abort(state, "oncall", "dry-run")),
+        "abort": dry_run(lambda: d.decide_abort(state, "oncall", "dry-run")),
         "rearm": rearm,
-        "resolve": _dry_run(lambda: r.check_resolve(state, "source_kept", None)),
-        "adopt": _dry_run(lambda: r.decide_adopt(state, "oncall", "dry-run", "dry-run", None)),
+        "resolve": dry_run(lambda: r.check_resolve(state, "source_kept", None)),
+        "adopt": dry_run(lambda: r.decide_adopt(state, "oncall", "dry-run", "dry-run", None)),
     }
 
 

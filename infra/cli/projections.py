@@ -15,6 +15,7 @@ import click
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
 from schedfence.projections import queries as q
+from schedfence.projections.forward_oncall import oncall_doc
 from schedfence.projections import service_views as pv
 from schedfence.projections.records import EPOCH, MICROSECOND
 
@@ -120,15 +121,19 @@ def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cl
         if not math.isfinite(stuck_after) or stuck_after > MAX_STUCK_AFTER:
             raise InvalidArgument(f"--stuck-after must be a number of seconds from 0 to "
                                   f"{MAX_STUCK_AFTER}")
-        items = service().oncall(stuck_after_seconds=stuck_after)
-        emit(as_json, {"stuck_after_seconds": stuck_after,
-                       "items": [i.to_dict() for i in items]}, oncall_lines(items))
+        svc = service()
+        items = svc.oncall(stuck_after_seconds=stuck_after)
+        forward = svc.forward_oncall(stuck_after)
+        emit(as_json, oncall_doc(stuck_after, items, forward), oncall_lines(items, forward))
     return oncall
 
 
-def oncall_lines(items: list[Any]) -> list[str]:
-    if not items:
+def oncall_lines(items: list[Any], forward: list[Any] | None = None) -> list[str]:
+    forward = forward or []
+    if not items and not forward:
         return ["nothing needs an operator"]
+    if not items:
+        return forward_oncall_lines(forward)
     body = [[i.category, f"{i.migration.namespace}/{i.migration.schedule_id}",
              out.short(i.migration.migration_id), out.short(i.migration.request_id),
              i.migration.park_reason or i.migration.state, i.migration.attempts,
@@ -142,6 +147,21 @@ def oncall_lines(items: list[Any]) -> list[str]:
         lines += [f"  - {out.one_line(a)}" for a in i.actions]
         if not i.abort_allowed:
             lines.append(f"  - abort refused: {out.one_line(i.abort_refusal)}")
+    return lines + (["", *forward_oncall_lines(forward)] if forward else [])
+
+
+def forward_oncall_lines(items: list[Any]) -> list[str]:
+    """Forward migrations (Temporal Schedule → source) that need an operator."""
+    body = [[i.category, f"{i.migration['namespace']}/{i.migration['schedule_id']}",
+             i.migration["migration_id"], i.migration["request_id"],
+             i.migration["park_reason"] or i.migration["phase"],
+             f"{i.migration['idle_seconds']:.0f}s"] for i in items]
+    lines = ["forward migrations:", *out.table(["KIND", "SCHEDULE", "MIGRATION", "REQUEST",
+                                                "PHASE/REASON", "IDLE"], body)]
+    for i in items:
+        lines += ["", f"{i.migration['namespace']}/{i.migration['schedule_id']} (forward, "
+                      f"{i.category}):"]
+        lines += [f"  - {out.one_line(a)}" for a in i.actions]
     return lines
 
 

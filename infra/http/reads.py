@@ -108,8 +108,7 @@ def oncall(request: Request, _: Reader,
            stuck_after: Annotated[float, Query(ge=0)] = pv.STUCK_AFTER) -> dict[str, Any]:
     if not math.isfinite(stuck_after):
         raise InvalidArgument("stuck_after must be a number of seconds")
-    items = call(request, lambda s: s.oncall(stuck_after_seconds=stuck_after))
-    return {"stuck_after_seconds": stuck_after, "items": [i.to_dict() for i in items]}
+    return call(request, lambda s: s.oncall_doc(stuck_after))
 
 
 @router.get("/migrations", summary="Migrations by state, most recently changed first")

@@ -127,6 +127,7 @@ class _Pages:
                                       "seconds") from None
             states = {m.migration_id: m.state for m in service.migrations_by_state()}
             return "index.html", {"items": service.oncall(seconds),
+                                  "forward": service.forward_oncall(seconds),
                                   "schedules": service.list_schedules(), "states": states,
                                   "stuck_after": seconds}
         return self._page(request, build)
