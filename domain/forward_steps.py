@@ -80,14 +80,13 @@ def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
     if snap is None:
         return park(st, "schedule_not_found", "no Temporal schedule at the key")
     if snap.program.get("unsupported") and st.phase == "requested":
-        return park(st, "unsupported_schedule", str(snap.program["unsupported"]))
+        return park(st, *_unsupported(snap))
     if fenced_by_us(st, snap):
         if st.phase == "requested":  # our marker, but no record of the reading before it
             return park(st, "marker_without_issue", "the schedule carries this request's "
                         "marker, but its pre-fence pause and notes were never recorded")
         if snap.buffered:
-            return park(st, "buffered_starts", f"{snap.buffered} buffered start(s) on the "
-                        "Temporal side cannot be read back; abort, let them run, retry")
+            return park(st, *_buffered(snap))
         return Step([Fact(F.TemporalFenced, {"request_id": st.request_id,
                                              "conflict_token": snap.conflict_token,
                                              "handover": handover_doc(st, snap)})])
@@ -99,6 +98,25 @@ def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
     return Step([Fact(F.TemporalFenceIssued, {
         "request_id": st.request_id, "conflict_token": snap.conflict_token,
         "pre_paused": snap.paused, "pre_notes": snap.notes, "worker": ""})], call="fence")
+
+
+def _unsupported(snap: ScheduleSnapshot) -> tuple[str, str]:
+    return "unsupported_schedule", str(snap.program["unsupported"])
+
+
+def _buffered(snap: ScheduleSnapshot) -> tuple[str, str]:
+    return "buffered_starts", (f"{snap.buffered} buffered start(s) on the Temporal side "
+                               "cannot be read back; abort, let them run, retry")
+
+
+def predicted_park(snap: ScheduleSnapshot) -> tuple[str, str] | None:
+    """(reason, detail) a forward migration asked now would park on, as far as the schedule
+    shows now (a dry run's prediction: the worker decides again on what it reads then)."""
+    if snap.program.get("unsupported"):
+        return _unsupported(snap)
+    if snap.buffered:
+        return _buffered(snap)
+    return None
 
 
 def handover_doc(st: ForwardState, snap: ScheduleSnapshot) -> dict[str, Any]:

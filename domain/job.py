@@ -223,14 +223,15 @@ def describe(selection: Selection) -> str:
     return f"--to {selection.direction} in {selection.namespace}: {which}{match}"
 
 
-def requested(schedule_id: str, request_id: str, outcome: str,
-              predicted: bool = False) -> dict[str, str]:
-    """A request the service took (or, ``predicted``, would take: a dry run may not know
-    the answer without acting, ``unchecked``)."""
-    if outcome not in REQUESTED_OUTCOMES + (("unchecked",) if predicted else ()):
+def requested(schedule_id: str, request_id: str, outcome: str, predicted: bool = False,
+              park: tuple[str, str] | None = None) -> dict[str, str]:
+    """A request the service took (or, ``predicted``, would take, and the park (reason,
+    detail) the schedule as it stands would lead to)."""
+    if outcome not in REQUESTED_OUTCOMES or (park is not None and not predicted):
         raise ValueError(f"not a request outcome: {outcome!r}")
+    reason, detail = park or ("", "")
     return {"schedule_id": schedule_id, "decision": "requested", "request_id": request_id,
-            "outcome": outcome, "reason": "", "detail": ""}
+            "outcome": outcome, "reason": reason, "detail": detail}
 
 
 def refused(schedule_id: str, request_id: str, error: DomainError) -> dict[str, str]:
@@ -298,11 +299,13 @@ def plan_summary(plan: list[dict[str, str]]) -> dict[str, Any]:
     """A dry run's decisions counted: what ``would`` be requested, skipped, blocked, and the
     reasons of the refusals."""
     would = dict.fromkeys(get_args(Decision), 0)
-    reasons: dict[str, dict[str, int]] = {"skipped": {}, "blocked": {}}
+    reasons: dict[str, dict[str, int]] = {"skipped": {}, "blocked": {}, "would_park": {}}
     for x in plan:
         would[x["decision"]] += 1
         if x["decision"] in reasons:
             _count(reasons[x["decision"]], x["reason"])
+        elif x["reason"]:  # requested, predicted to park
+            _count(reasons["would_park"], x["reason"])
     return {"would": would, "reasons": reasons}
 
 

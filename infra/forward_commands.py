@@ -77,6 +77,19 @@ class ForwardCommands:
             lambda: self._forward_once(namespace, schedule_id, rid, origin, actor),
             AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
 
+    def predict_forward(self, namespace: str, schedule_id: str,
+                        request_id: str) -> tuple[str, tuple[str, str] | None]:
+        """What ``forward`` with ``request_id`` would answer now, and the park the schedule as
+        it stands would lead to, read only: refusals raise as ``forward`` raises them."""
+        validate_destination_key(namespace, schedule_id)
+        validate_request_id(request_id)
+        same = self.app.find(forward_aggregate_id(namespace, schedule_id, request_id))
+        if same is not None:
+            return ("already_completed" if same.state.phase == "completed"
+                    else "already_pending"), None
+        self._check_key(namespace, schedule_id)
+        return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
+
     def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
                       actor: str) -> RollbackResult:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)

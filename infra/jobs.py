@@ -143,7 +143,8 @@ def request_one(service: MigrationService, sel: j.Selection, job_id: str, schedu
             outcome = _predict_rollback(service, ns, schedule_id, rid) if dry_run else \
                 service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome
         elif dry_run:
-            outcome = "unchecked"  # the forward gate reads the Temporal side: only when asked
+            outcome, park = service.predict_forward(ns, schedule_id, rid)  # type: ignore[attr-defined]
+            return j.requested(schedule_id, rid, outcome, predicted=True, park=park)
         else:
             outcome = service.forward(ns, schedule_id, request_id=rid,  # type: ignore[attr-defined]
                                       actor=actor).outcome

@@ -120,8 +120,9 @@ def _by_reason(reasons: dict[str, dict[str, int]], items: list[dict[str, str]],
     lines = []
     for kind, by in reasons.items():
         for reason in sorted(by):
+            of = "requested" if kind == "would_park" else kind  # a dry run's predicted park
             ids = [x["schedule_id"] for x in items
-                   if x[kind_key] == kind and x["reason"] == reason]
+                   if x[kind_key] == of and x["reason"] == reason]
             more = f" and {len(ids) - EXAMPLES} more" if len(ids) > EXAMPLES else ""
             lines.append(f"  {kind} {reason}: {', '.join(ids[:EXAMPLES])}{more}")
     return lines

@@ -3,6 +3,8 @@ page boundary without doubling a request, cancel, dry run, rate limit, the repor
 the store's own counts."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -353,11 +355,25 @@ def test_a_round_trip_by_jobs_workflow_then_source():
         clock.now += timedelta(minutes=2)
         dry = jobs.run_job(svc, "back", NS, "source",
                            options=jobs.RunOptions(page_size=2, dry_run=True))
-        assert {d["outcome"] for d in dry["decisions"]} == {"unchecked"}
-        assert dry["would"]["requested"] == 5
+        assert {d["outcome"] for d in dry["decisions"]} == {"accepted"}
+        assert dry["would"]["requested"] == 5 and dry["reasons"]["would_park"] == {}
+        # A schedule someone deleted meanwhile is refused as the real request would be,
+        # one with a buffered start is predicted to park; nothing was written.
+        dest.delete_schedule(NS, "r0")
+        real = dest.describe_schedule  # the simulator buffers nothing: r1 shows one
+        dest.describe_schedule = lambda ns, sid: replace(real(ns, sid), buffered=int(sid == "r1"))
+        before = svc.event_count()
+        dry = jobs.run_job(svc, "back", NS, "source", schedule_ids=["r0", "r1", "r2"],
+                           options=jobs.RunOptions(dry_run=True))
+        dest.describe_schedule = real
+        assert svc.event_count() == before
+        by_id = {d["schedule_id"]: d for d in dry["decisions"]}
+        assert (by_id["r0"]["decision"], by_id["r0"]["reason"]) == ("skipped", "not_found")
+        assert (by_id["r1"]["outcome"], by_id["r1"]["reason"]) == ("accepted", "buffered_starts")
+        assert dry["reasons"]["would_park"] == {"buffered_starts": 1}
         back = jobs.run_job(svc, "back", NS, "source", options=opts)
-        assert back["counts"]["completed"] == 5 and back["pages"] == 3
-        assert [svc.schedule(NS, f"r{i}").incarnation for i in range(5)] == [2] * 5
+        assert back["counts"]["completed"] == 4 and back["pages"] == 2
+        assert [svc.schedule(NS, f"r{i}").incarnation for i in range(1, 5)] == [2] * 4
         assert dest.list_schedules(NS) == ([], None)
         assert svc.verify() == []
     finally:
