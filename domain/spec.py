@@ -116,6 +116,12 @@ def cron_fields(expression: str) -> str:
         raise _refuse("cron", f"{expression!r} is not a cron string ({why}); five fields "
                               "(minute hour day month weekday) or one of "
                               f"{' '.join(MACROS)}")
+    fields = text.split()
+    if not fields[2].startswith("*") and not fields[4].startswith("*"):
+        raise _refuse("cron", f"{expression!r} restricts both the day of month and the day of "
+                              "week: cron runs on days where either matches, Temporal's "
+                              "scheduler where both do, so a handover would change its times; "
+                              "restrict one of them (or use two schedules)")
     return text
 
 

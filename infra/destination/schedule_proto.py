@@ -29,6 +29,7 @@ from schedfence.domain import spec as ds
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import SECOND, Handover, PatchPlan
 from schedfence.domain.invoker import OVERLAPS
+from schedfence.infra.destination.calendar_cron import calendar_crons
 
 MEMO_KEY = "schedfence.handover"
 OVERLAP = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
@@ -161,11 +162,8 @@ def program_docs(schedule: Schedule) -> dict[str, Any]:
     """What a Temporal Schedule runs, as the source's JSON documents (None where absent)."""
     has = schedule.action.HasField("start_workflow")
     spec = schedule.spec
-    if spec.calendar or spec.structured_calendar or spec.exclude_calendar or \
-            spec.exclude_structured_calendar:
-        raise ValueError("spec: calendar specs (what the server keeps of a cron string) have "
-                         "no form on the source yet; only intervals do")
-    empty = not (spec.interval or spec.cron_string)
+    empty = not (spec.interval or spec.cron_string or spec.structured_calendar or
+                 spec.calendar)
     p, state = schedule.policies, schedule.state
     return {
         "spec": None if empty or not has else _spec_back(spec).model_dump(mode="json"),
@@ -178,13 +176,14 @@ def program_docs(schedule: Schedule) -> dict[str, Any]:
 
 
 def _spec_back(spec: ScheduleSpec) -> ds.ScheduleSpec:
-    return ds.ScheduleSpec(
-        intervals=tuple(ds.IntervalSpec(every=i.interval.seconds, offset=i.phase.seconds)
-                        for i in spec.interval),
-        cron_expressions=tuple(spec.cron_string),
+    """The source's spec, checked as a new schedule's is (``ValueError`` or a refusal,
+    ``invalid_argument``: the source cannot run it the same)."""
+    crons = tuple(spec.cron_string) + calendar_crons(spec)
+    return ds.make_spec(
+        intervals=[(i.interval.seconds, i.phase.seconds) for i in spec.interval], cron=crons,
         start_at=_time(spec.start_time) if spec.HasField("start_time") else None,
         end_at=_time(spec.end_time) if spec.HasField("end_time") else None,
-        jitter=spec.jitter.seconds, time_zone=spec.timezone_name)
+        jitter=spec.jitter.seconds, time_zone=spec.timezone_name or "UTC")
 
 
 def _action_back(action: ScheduleAction) -> da.StartWorkflowAction:

@@ -17,6 +17,7 @@ from temporalio.api.workflowservice.v1 import (DeleteScheduleRequest, DescribeSc
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import StartWorkflowAction, action_workflow_id, nominal_text
+from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      ScheduleSnapshot)
 from schedfence.domain.spec import ScheduleSpec, times_between
@@ -59,8 +60,8 @@ class TemporalScheduleHost:
         resp = self._raw_describe(namespace, schedule_id)
         try:
             program = program_docs(resp.schedule)
-        except ValueError as exc:
-            program = {"unsupported": str(exc)}
+        except (ValueError, InvalidArgument) as exc:  # no form on the source says the same
+            program = {"unsupported": getattr(exc, "message", None) or str(exc)}
         info, state = resp.info, resp.schedule.state
         recent = tuple({"nominal": nominal_text(r.schedule_time.ToDatetime(tzinfo=timezone.utc)),
                         "origin": "auto",
