@@ -7,7 +7,8 @@ an error, not a simulator that "migrates" schedules and closes the real sources.
 - ``sim+STORE_URL``: a simulator kept in a store of its own, shared by an active and a standby;
 - ``temporal://HOST:PORT/NAMESPACE``: a real Temporal server (the adapter connects on first use);
   several namespaces as ``/NS1,NS2`` (or ``/*``), TLS as ``?tls=1&ca=F&cert=F&key=F`` and an
-  API key in ``SCHEDFENCE_TEMPORAL_API_KEY``.
+  API key in ``SCHEDFENCE_TEMPORAL_API_KEY`` (refused over plain text unless the URL says
+  ``tls=0``).
 
 The Python API also takes any object implementing ``schedfence.domain.ports.Destination``.
 """
@@ -56,6 +57,7 @@ class TemporalSpec:
     target: str
     namespaces: tuple[str, ...]
     tls: tuple[tuple[str, str], ...] = ()  # (option, value), e.g. ("ca", "/etc/ca.pem")
+    plain: bool = False  # the URL said tls=0: plain text even with an API key
 
     @property
     def namespace(self) -> str:
@@ -92,7 +94,8 @@ def parse_temporal(url: str) -> TemporalSpec:
     if "*" in names and len(names) > 1:
         raise InvalidArgument("destination namespaces: '*' (every namespace) stands alone")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return TemporalSpec(f"{host}:{port}", names, _tls_options(parts.query))
+    plain = ("tls", "0") in parse_qsl(parts.query, keep_blank_values=True)
+    return TemporalSpec(f"{host}:{port}", names, _tls_options(parts.query), plain)
 
 
 def _tls_options(query: str) -> tuple[tuple[str, str], ...]:
@@ -132,6 +135,22 @@ def tls_config(options: tuple[tuple[str, str], ...]) -> Any:
                      client_private_key=read("key"), domain=files.get("server_name"))
 
 
+def api_key_for(spec: TemporalSpec) -> str | None:
+    """The API key (from ``API_KEY_ENV``) to send to ``spec``'s server. Never in plain text by
+    accident: a URL with no TLS option needs an explicit ``tls=0`` to send one."""
+    api_key = os.environ.get(API_KEY_ENV) or None
+    if api_key and not spec.tls and not spec.plain:
+        raise InvalidArgument(f"{API_KEY_ENV} is set but the destination has no TLS: add "
+                              "?tls=1 to its URL (or tls=0 to send the key in plain text)")
+    return api_key
+
+
+def temporal_credentials(spec: TemporalSpec) -> tuple[Any, str | None]:
+    """The TLS setting and the API key to connect to ``spec``'s server with."""
+    api_key = api_key_for(spec)
+    return tls_config(spec.tls), api_key
+
+
 def parse_destination(url: str) -> tuple[str, str]:
     """``temporal://HOST:PORT[/NAMESPACE]`` → (``HOST:PORT``, the first namespace, default
     ``default``); ``parse_temporal`` gives every option."""
@@ -144,7 +163,7 @@ def check_spec(spec: str | None) -> str:
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgument(CHOOSE)
     if spec != SIM and not spec.startswith(SHARED_SIM_PREFIX):
-        parse_destination(spec)
+        api_key_for(parse_temporal(spec))  # refused before anything is opened
     return spec
 
 
@@ -167,9 +186,9 @@ def open_destination(spec: str | None, store: StoreURL, **options: Any) -> Opene
     # Imported here, so temporalio stays off every other path.
     from schedfence.infra.destination.temporal import TemporalDestination
     _used_temporal = True
-    adapter = TemporalDestination(parsed.target, parsed.namespace,
-                                  namespaces=parsed.namespaces, tls=tls_config(parsed.tls),
-                                  api_key=os.environ.get(API_KEY_ENV) or None, **options)
+    tls, api_key = temporal_credentials(parsed)
+    adapter = TemporalDestination(parsed.target, parsed.namespace, namespaces=parsed.namespaces,
+                                  tls=tls, api_key=api_key, **options)
     return OpenedDestination(adapter, parsed.label, adapter.close)
 
 

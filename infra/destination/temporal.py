@@ -35,6 +35,7 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, Destin
                                      DestinationUnavailable, InvalidStartRequest, RunDescription,
                                      StartAccepted, StartWorkflow, StopKind)
 
+from schedfence.infra.destination.temporal_connect import connect_client
 from schedfence.infra.destination.temporal_schedule import create_schedule, settle_handover
 from schedfence.infra.destination.temporal_forward import TemporalScheduleHost
 
@@ -247,15 +248,10 @@ class TemporalDestination(TemporalScheduleHost):
         # Connect lazily and again after a failure, so a server that comes up later is used.
         async with self._connecting:
             if self._client is None:
-                try:
-                    self._client = await Client.connect(
-                        self.target, namespace=self.namespace, identity=self.identity,
-                        connect_timeout=timedelta(seconds=self.rpc_timeout), tls=self._tls,
-                        api_key=self._api_key)
-                except RuntimeError as exc:  # the bridge reports connect failures this way
-                    # No connection, so no request of ours left this process.
-                    raise DestinationNotReached(
-                        f"cannot connect to {self.target}: {exc}") from exc
+                # DestinationNotReached on failure: no request of ours left this process.
+                self._client = await connect_client(
+                    self.target, self.namespace, identity=self.identity, tls=self._tls,
+                    api_key=self._api_key, connect_timeout=self.rpc_timeout)
             return self._client
 
     def _rpc(self, what: str, method: str, rpc: Any,
