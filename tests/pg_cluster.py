@@ -37,6 +37,27 @@ class Cluster:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
+    def init(self, socket_dir: Path, *conf: str) -> None:
+        """``initdb`` (trust auth), then our settings: port, loopback only, no fsync (a
+        SIGKILL of the server keeps what it wrote: the kernel has it), ``conf`` lines."""
+        self._run("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust",
+                  "-E", "UTF8")
+        self.configure(socket_dir, "fsync = off", *conf)
+
+    def configure(self, socket_dir: Path, *conf: str) -> None:
+        """Append settings to postgresql.conf (a later line wins), with this port."""
+        with open(self.datadir / "postgresql.conf", "a") as out:
+            out.write("\n" + "\n".join((f"port = {self.port}", "listen_addresses = '127.0.0.1'",
+                                        f"unix_socket_directories = '{socket_dir}'", *conf))
+                      + "\n")
+
+    def postmaster_pid(self) -> int | None:
+        """The running server's pid: the first line of postmaster.pid (None: no file)."""
+        try:
+            return int((self.datadir / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (FileNotFoundError, ValueError):
+            return None
+
     def url(self, dbname: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
 
@@ -59,23 +80,31 @@ class Cluster:
         return self.url(name)
 
 
-@contextmanager
-def private_cluster() -> Iterator[Cluster]:
+def server_bindir() -> Path:
+    """The server binaries; skips without them (fails in CI)."""
     bindir = _bindir()
     if bindir is None:
         message = "no PostgreSQL server binaries (initdb) on this machine"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
+    return bindir
+
+
+def private_base() -> Path:
+    """A new temporary directory the server's user owns (for data directories, sockets)."""
     base = Path(tempfile.mkdtemp(prefix="schedfence-pg-"))
-    datadir = base / "data"
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
-    cluster = Cluster(bindir, datadir, free_port())
-    cluster._run("initdb", "-D", str(datadir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-    with open(datadir / "postgresql.conf", "a") as conf:
-        conf.write(f"\nport = {cluster.port}\nlisten_addresses = '127.0.0.1'\n"
-                   f"unix_socket_directories = '{base}'\nfsync = off\n")
+    return base
+
+
+@contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    bindir = server_bindir()
+    base = private_base()
+    cluster = Cluster(bindir, base / "data", free_port())
+    cluster.init(base)
     cluster.start()
     try:
         yield cluster
