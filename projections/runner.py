@@ -72,21 +72,29 @@ class Projector:
     def position(self) -> int:
         return self.view.max_tracking_id(self.app.name) or 0
 
-    def catch_up(self) -> int:
-        """Apply every event not yet applied; returns how many. Cheap when nothing is new."""
+    def catch_up(self, on_batch: Callable[[Batch], None] | None = None) -> int:
+        """Apply every event not yet applied; returns how many. Cheap when nothing is new.
+
+        ``on_batch`` is called with each batch once it has committed (its ``position``, how
+        many events it ``applied``, and ``mono_us``, the newest event time through it), also
+        with the part of a batch committed before a stop."""
         applied = 0
         with self._lock:
             while True:
                 try:
-                    n = self._one_batch()
+                    batch, problem = self._one_batch()
                 except (DBAPIError, PersistenceError) as exc:  # a timeout names itself
                     timed_out = self.timeout_error(exc)
                     if timed_out is None:
                         raise
                     raise timed_out from None
-                if n == 0:
+                applied += batch.applied
+                if batch.applied and on_batch is not None:
+                    on_batch(batch)
+                if problem is not None:
+                    raise problem
+                if batch.applied == 0:
                     return applied
-                applied += n
 
     def rebuild(self) -> int:
         """Drop the views and project the whole log from position 0."""
@@ -95,7 +103,8 @@ class Projector:
             self.view.create_tables()
             return self.catch_up()
 
-    def _one_batch(self) -> int:
+    def _one_batch(self) -> tuple[Batch, DomainError | None]:
+        """One committed batch, and the error that stopped it early (if any)."""
         for _ in range(CONFLICT_RETRIES):
             batch = self.view.begin_batch(self.app.name)
             try:
@@ -106,9 +115,7 @@ class Projector:
                 continue  # another projector got there first: read from its position
             finally:
                 self.view.end_batch()
-            if problem is not None:
-                raise problem
-            return batch.applied
+            return batch, problem
         raise ProjectionStopped("the projection kept changing under concurrent projectors; "
                                 "retry", self.position + 1)
 
