@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from schedfence.domain.errors import NotFound
+from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.migration import MigrationState
 from schedfence.domain.read_shape import ReadShape, read_shape
 from schedfence.domain.schedule import ScheduleState
@@ -90,6 +92,39 @@ class HistoryEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def schedule_list(service: Any, namespace: str | None = None, limit: int = 1000,
+                  after: str | None = None) -> dict[str, Any]:
+    """A page of ``list``: one row per schedule key (its current incarnation and the state of
+    its migration, as ``status`` shows them), keys in creation order; ``next_cursor`` is set
+    while more keys match (pass it back as ``after``). One definition for the CLI and HTTP.
+
+    The keys, their incarnations and migration states come from the operator projection; only
+    each listed key's current incarnation is loaded from the log."""
+    page = service.views.schedule_keys(namespace, limit, after)
+    views = [ScheduleView.of(s.state, s.version) for s in (
+        service.app.repository.get(schedule_aggregate_id(ns, sid, n))
+        for ns, sid, n in page.keys)]
+    states = service.views.migration_states(sorted({v.migration_id for v in views
+                                                    if v.migration_id}))
+    rows = []
+    for view in views:
+        row = view.to_dict()
+        row["migration_state"] = states.get(view.migration_id) if view.migration_id else \
+            _older_migration_state(service, view)
+        rows.append(row)
+    return {"schedules": rows, "next_cursor": page.next_cursor}
+
+
+def _older_migration_state(service: Any, view: ScheduleView) -> str | None:
+    """A later incarnation with no migration yet shows its predecessors' latest (``status``)."""
+    if view.incarnation <= 1:
+        return None
+    try:
+        return service.migration(view.namespace, view.schedule_id).state
+    except NotFound:
+        return None
 
 
 def operator_views(app: FenceApplication) -> OperatorViews:

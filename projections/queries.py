@@ -1,16 +1,17 @@
 """Operator queries, answered from the projection's indexed tables (never by scanning the log)."""
 from __future__ import annotations
 
-import shlex
-
+import base64
+import binascii
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
@@ -18,12 +19,14 @@ from schedfence.domain.ids import validate_id
 from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
                                          MigrationState)
 from schedfence.domain.read_shape import READ_FIELDS
+from schedfence.domain.schedule_key import ScheduleKey
 
 from . import oncall as oc
 from . import tables as t
 from .records import (AuditEntry, AuditPage, MigrationRow, OnCallItem, from_us, to_us)
 
 MAX_LIMIT = 10_000
+MAX_CURSOR = 10_000  # characters: a list cursor holds a key (two ids of up to 1000 characters)
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -60,6 +63,71 @@ def parse_schedule(text: str) -> tuple[str, str]:
     return namespace, schedule_id
 
 
+# -- pages -------------------------------------------------------------------------------------
+# One definition of a page for the CLI and the HTTP API: at most ``limit`` rows in a fixed order
+# and, while more match, an opaque cursor naming the last row returned (keyset paging: the next
+# page starts after it, so a row is returned once across pages however the log grows).
+def encode_cursor(kind: str, *values: Any) -> str:
+    raw = json.dumps([kind, *values], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[Any]:
+    """The values ``encode_cursor(kind, ...)`` put in ``token``; anything else is refused."""
+    value: Any = None
+    if isinstance(token, str) and token.isascii() and 0 < len(token) <= MAX_CURSOR:
+        try:
+            value = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            value = None
+    if not (isinstance(value, list) and len(value) == len(types) + 1 and value[0] == kind
+            and all(type(v) is t for v, t in zip(value[1:], types))):
+        raise InvalidArgument(f"cursor {str(token)[:40]!r} was not returned by a {kind} page "
+                              "(pass next_cursor back unchanged, with the same filters)")
+    return value[1:]
+
+
+@dataclass(frozen=True)
+class AuditRow(AuditEntry):
+    """An audit entry and the reason its event gives (an operator's, or a park's), if any."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CursorAuditPage(AuditPage):
+    next_cursor: str | None = None  # set while more entries match: the next page's ``after``
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(super().to_dict(), next_cursor=self.next_cursor)
+
+
+@dataclass(frozen=True)
+class MigrationPage:
+    rows: list[MigrationRow]
+    next_cursor: str | None  # set while more migrations match
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"migrations": [r.to_dict() for r in self.rows], "next_cursor": self.next_cursor}
+
+
+@dataclass(frozen=True)
+class KeyPage:
+    keys: list[tuple[str, str, int]]  # namespace, schedule id, current incarnation
+    next_cursor: str | None
+
+
+def check_limit(limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+
+
+def check_text(label: str, value: object, most: int = 1000) -> None:
+    if not isinstance(value, str) or not value or len(value) > most:
+        raise InvalidArgument(f"{label} must be a non-empty string of at most {most} "
+                              "characters")
+
+
 @dataclass(frozen=True)
 class AuditQuery:
     schedule: tuple[str, str] | None = None
@@ -70,10 +138,18 @@ class AuditQuery:
     until_us: int | None = None
     newest_first: bool = False
     limit: int = 100
+    namespace: str | None = None
+    event_types: tuple[str, ...] = ()  # class names (MigrationAborted) or topics
+    after: str | None = None  # a cursor a previous page returned
 
     def check(self) -> None:
-        if not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_LIMIT:
-            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+        check_limit(self.limit)
+        if self.namespace is not None:
+            validate_id("namespace", self.namespace)
+        for event_type in self.event_types:
+            check_text("event type", event_type, 200)
+        if self.after is not None:
+            self.after_position()
         if self.since_us is not None and self.until_us is not None \
                 and self.since_us > self.until_us:
             raise InvalidArgument("since is after until")
@@ -81,11 +157,20 @@ class AuditQuery:
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidArgument(f"{label} must be a non-empty string")
 
+    def after_position(self) -> int | None:
+        if self.after is None:
+            return None
+        position, newest_first = decode_cursor("audit", self.after, (int, bool))
+        if newest_first != self.newest_first:
+            raise InvalidArgument("cursor was returned in the other order: pass "
+                                  "--newest-first (newest_first) as on the first page")
+        return position
 
-def audit(engine: Engine, q: AuditQuery, projected_through: int) -> AuditPage:
+
+def audit(engine: Engine, q: AuditQuery, projected_through: int) -> CursorAuditPage:
     q.check()
     c = t.audit.c
-    conds = []
+    conds = _audit_filters(q)
     with engine.connect() as conn:
         if q.schedule is not None:
             _require_schedule(conn, *q.schedule)
@@ -99,13 +184,27 @@ def audit(engine: Engine, q: AuditQuery, projected_through: int) -> AuditPage:
             conds.append(c.actor == q.actor)
         window = _position_window(conn, q.since_us, q.until_us)
         if window is None:
-            return AuditPage([], False, projected_through)
+            return CursorAuditPage([], False, projected_through)
         conds += window
         order = c.position.desc() if q.newest_first else c.position.asc()
         rows = conn.execute(select(t.audit).where(*conds).order_by(order)
                             .limit(q.limit + 1)).mappings().all()
     entries = [_entry(r) for r in rows[:q.limit]]
-    return AuditPage(entries, len(rows) > q.limit, projected_through)
+    more = len(rows) > q.limit
+    return CursorAuditPage(entries, more, projected_through, encode_cursor(
+        "audit", entries[-1].position, q.newest_first) if more else None)
+
+
+def _audit_filters(q: AuditQuery) -> list[Any]:
+    c, conds = t.audit.c, []
+    if q.namespace is not None:
+        conds.append(c.namespace == q.namespace)
+    if q.event_types:
+        conds.append(or_(c.event_type.in_(q.event_types), c.topic.in_(q.event_types)))
+    after = q.after_position()
+    if after is not None:
+        conds.append(c.position < after if q.newest_first else c.position > after)
+    return conds
 
 
 def _position_window(conn: Any, since: int | None, until: int | None) -> list[Any] | None:
@@ -142,8 +241,8 @@ def _require_migration(conn: Any, migration_id: str) -> None:
         raise NotFound(f"migration {migration_id} not found")
 
 
-def _entry(r: Any) -> AuditEntry:
-    return AuditEntry(r["position"], from_us(r["ts_us"]), r["namespace"], r["schedule_id"],
+def _entry(r: Any) -> AuditRow:
+    return AuditRow(r["position"], from_us(r["ts_us"]), r["namespace"], r["schedule_id"],
                       r["aggregate"], r["aggregate_id"], r["version"], r["migration_id"],
                       r["request_id"], r["actor"], r["event_type"], r["topic"])
 
@@ -163,21 +262,84 @@ def stats(engine: Engine, projected_through: int) -> dict[str, Any]:
             "by_state": by_state, "by_namespace": by_namespace}
 
 
-def migrations_by_state(engine: Engine, state: str | None, limit: int,
-                        now: float | None = None) -> list[MigrationRow]:
+def migrations_page(engine: Engine, state: str | None, limit: int, after: str | None = None,
+                    now: float | None = None) -> MigrationPage:
+    """Migrations (of ``state``, or all, grouped by state), most recently changed first. A
+    migration that changes between two pages moves in this order (as on the HTTP API)."""
     if state is not None and state not in PHASES:
         raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
-    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
+    check_limit(limit)
     c = t.migrations.c
-    query = select(t.migrations).order_by(c.state, c.updated_us.desc(), c.migration_id)
-    if state is not None:
-        query = select(t.migrations).where(c.state == state).order_by(
-            c.updated_us.desc(), c.migration_id)
+    conds = [] if state is None else [c.state == state]
+    if after is not None:
+        last_state, updated, mid = decode_cursor("migrations", after, (str, int, str))
+        if state is not None and last_state != state:
+            raise InvalidArgument("cursor was returned for another --state: pass the same "
+                                  "filters as on the first page")
+        tail = or_(c.updated_us < updated, and_(c.updated_us == updated, c.migration_id > mid))
+        conds.append(tail if state is not None else
+                     or_(c.state > last_state, and_(c.state == last_state, tail)))
+    order = ([] if state is not None else [c.state]) + [c.updated_us.desc(), c.migration_id]
     with engine.connect() as conn:
-        rows = conn.execute(query.limit(limit)).mappings().all()
+        rows = conn.execute(select(t.migrations).where(*conds).order_by(*order)
+                            .limit(limit + 1)).mappings().all()
     now_us = to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
-    return [_row(r, now_us)[0] for r in rows]
+    last = rows[limit - 1] if len(rows) > limit else None
+    return MigrationPage([_row(r, now_us)[0] for r in rows[:limit]], None if last is None else
+                         encode_cursor("migrations", last["state"], last["updated_us"],
+                                       last["migration_id"]))
+
+
+def migrations_by_state(engine: Engine, state: str | None, limit: int,
+                        now: float | None = None) -> list[MigrationRow]:
+    """The first page of ``migrations_page``."""
+    return migrations_page(engine, state, limit, None, now).rows
+
+
+def schedule_keys(engine: Engine, namespace: str | None, limit: int,
+                  after: str | None = None) -> KeyPage:
+    """Schedule keys that have an incarnation, in the order they were created (the position
+    of their key's creation in the log), with their current incarnation."""
+    check_limit(limit)
+    if namespace is not None:
+        validate_id("namespace", namespace)
+    c = t.audit.c
+    conds = [c.topic == ScheduleKey.Created.TOPIC]
+    if namespace is not None:
+        conds.append(c.namespace == namespace)
+    if after is not None:
+        conds.append(c.position > decode_cursor("schedules", after, (int,))[0])
+    with engine.connect() as conn:
+        rows = conn.execute(select(c.position, c.namespace, c.schedule_id).where(*conds)
+                            .order_by(c.position).limit(limit + 1)).all()
+        incarnations = _incarnations(conn, [(r.namespace, r.schedule_id) for r in rows[:limit]])
+    keys = [(r.namespace, r.schedule_id, incarnations[(r.namespace, r.schedule_id)])
+            for r in rows[:limit] if incarnations.get((r.namespace, r.schedule_id))]
+    more = len(rows) > limit
+    return KeyPage(keys, encode_cursor("schedules", rows[limit - 1].position) if more else None)
+
+
+def migration_states(engine: Engine, ids: list[str]) -> dict[str, str]:
+    """The state of each of these (rollback) migrations the projection holds."""
+    c, found = t.migrations.c, {}
+    with engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            found.update(conn.execute(select(c.migration_id, c.state).where(
+                c.migration_id.in_(ids[start:start + 500]))).all())
+    return found
+
+
+def _incarnations(conn: Any, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """The newest incarnation of each key (its schedule aggregates' highest number)."""
+    a, found = t.aggregates.c, {}
+    for start in range(0, len(keys), 500):  # bound the size of the IN lists
+        chunk = keys[start:start + 500]
+        wanted = set(chunk)
+        rows = conn.execute(select(a.namespace, a.schedule_id, func.max(a.incarnation)).where(
+            a.kind == "schedule", a.namespace.in_({k[0] for k in chunk}),
+            a.schedule_id.in_({k[1] for k in chunk})).group_by(a.namespace, a.schedule_id))
+        found.update({(ns, sid): n for ns, sid, n in rows if (ns, sid) in wanted and n})
+    return found
 
 
 def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,

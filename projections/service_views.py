@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime
-from typing import Any, Callable
+from dataclasses import replace
+from typing import Any, Callable, Sequence
 from uuid import UUID
 
 from sqlalchemy.engine import Engine
@@ -20,7 +21,7 @@ from schedfence.domain.migration import PHASES
 from . import metrics as pm
 from . import queries as q
 from .projection import FenceProjection
-from .records import AuditPage, MigrationRow, OnCallItem
+from .records import AuditPage, MigrationRow, OnCallItem  # noqa: F401 (re-exported)
 from .runner import ProjectionStopped, Projector
 from .view import FenceViews
 
@@ -75,20 +76,47 @@ class OperatorViews:
     def audit(self, *, schedule: str | None = None, request_id: str | None = None,
               migration_id: str | UUID | None = None, actor: str | None = None,
               since: str | datetime | None = None, until: str | datetime | None = None,
-              newest_first: bool = False, limit: int = 100) -> AuditPage:
-        """Events matching every given filter, in log order (``newest_first`` reverses it).
+              newest_first: bool = False, limit: int = 100, namespace: str | None = None,
+              event_types: Sequence[str] = (), after: str | None = None) -> q.CursorAuditPage:
+        """Events matching every given filter, in log order (``newest_first`` reverses it),
+        a page of at most ``limit``: while more match, ``next_cursor`` is set; pass it back as
+        ``after`` with the same filters for the next page.
 
         ``schedule`` is ``NAMESPACE/ID`` (the key: all incarnations and their migrations);
-        ``since``/``until`` are inclusive, ISO 8601 or a duration ago (``15m``, ``2h``)."""
+        ``event_types`` class names (``MigrationAborted``) or topics, any of them;
+        ``since``/``until`` are inclusive, ISO 8601 or a duration ago (``15m``, ``2h``).
+        Each entry carries the ``reason`` its event gives (an operator's, a park's), if any."""
         query = q.AuditQuery(
             schedule=q.parse_schedule(schedule) if schedule is not None else None,
             request_id=request_id, migration_id=_migration_id(migration_id), actor=actor,
             since_us=q.parse_time(since, "since") if since is not None else None,
             until_us=q.parse_time(until, "until") if until is not None else None,
-            newest_first=bool(newest_first), limit=limit)
+            newest_first=bool(newest_first), limit=limit, namespace=namespace,
+            event_types=tuple(event_types), after=after)
         query.check()  # bad arguments fail before any catch-up work
         p = self._fresh()
-        return q.audit(p.view.engine, query, p.position)
+        page = q.audit(p.view.engine, query, p.position)
+        reasons = self._reasons(page.entries)
+        return replace(page, entries=[replace(e, reason=reasons.get(e.position))
+                                      for e in page.entries])
+
+    def _reasons(self, entries: Sequence[Any]) -> dict[int, str]:
+        """The ``reason`` field of the events at these positions, read from the log in runs of
+        nearby positions (the audit index does not hold it)."""
+        positions = sorted(e.position for e in entries)
+        topics = sorted({e.topic for e in entries})
+        found: dict[int, str] = {}
+        wanted = set(positions)
+        for first, last in _runs(positions):
+            notes = self.app.recorder.select_notifications(
+                start=first, limit=last - first + 1, stop=last, topics=topics)
+            for note in notes:
+                if note.id not in wanted:
+                    continue
+                reason = getattr(self.app.mapper.to_domain_event(note), "reason", None)
+                if isinstance(reason, str) and reason:
+                    found[note.id] = reason
+        return found
 
     def stats(self) -> dict[str, Any]:
         p = self._fresh()
@@ -107,6 +135,26 @@ class OperatorViews:
         if state is not None and state not in PHASES:  # before any catch-up work
             raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
         return q.migrations_by_state(self._fresh().view.engine, state, limit)
+
+    def migrations_page(self, state: str | None = None, limit: int = MAX_ROWS,
+                        after: str | None = None) -> q.MigrationPage:
+        """``migrations_by_state``, a page at a time: ``after`` is a page's ``next_cursor``."""
+        if state is not None and state not in PHASES:  # before any catch-up work
+            raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+        if after is not None:
+            q.decode_cursor("migrations", after, (str, int, str))
+        return q.migrations_page(self._fresh().view.engine, state, limit, after)
+
+    def schedule_keys(self, namespace: str | None = None, limit: int = MAX_ROWS,
+                      after: str | None = None) -> q.KeyPage:
+        """A page of schedule keys in creation order, with their current incarnation."""
+        q.check_limit(limit)
+        if after is not None:
+            q.decode_cursor("schedules", after, (int,))
+        return q.schedule_keys(self._fresh().view.engine, namespace, limit, after)
+
+    def migration_states(self, ids: list[str]) -> dict[str, str]:
+        return q.migration_states(self._fresh().view.engine, ids)
 
     def metrics(self, now: float | None = None) -> pm.MetricsSnapshot:
         """The metrics' numbers (projections/metrics.py), caught up first. The lag is the one
@@ -131,6 +179,17 @@ class OperatorViews:
         return {"projection": FenceProjection.name, "projected_through": p.position,
                 "log_position": self.app.event_count(),
                 "tables": q.count_rows(p.view.engine)}
+
+
+def _runs(positions: list[int], gap: int = 32) -> list[tuple[int, int]]:
+    """Sorted positions as (first, last) runs whose neighbours lie at most ``gap`` apart."""
+    runs: list[tuple[int, int]] = []
+    for p in positions:
+        if runs and p - runs[-1][1] <= gap:
+            runs[-1] = (runs[-1][0], p)
+        else:
+            runs.append((p, p))
+    return runs
 
 
 def _migration_id(value: str | UUID | None) -> str | None:

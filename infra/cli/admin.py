@@ -18,7 +18,7 @@ from schedfence.infra.cli.base import (CliState, destination_label, emit, existi
                                        service)
 from schedfence.infra.service import MigrationService
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
-from schedfence.infra.worker.drain import RETRY_FOR, NotDrained
+from schedfence.infra.worker.drain import RETRY_FOR, NotDrained, reporting
 from schedfence.infra.worker.pool import MAX_POLL_INTERVAL, unique_worker_id
 
 
@@ -95,7 +95,7 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
     report = None
     if until_idle and concurrency == 1:
         svc.worker.worker_id = unique_worker_id(svc.worker_id)  # a pool does its own
-        report = svc.run_until_idle(max_attempts, retry_for)
+        report = _drain(svc, max_attempts, retry_for)
         summary: dict[str, Any] = report.to_dict()
     else:
         stats = _run_pool(svc, concurrency, until_idle, poll_interval, as_json)
@@ -103,7 +103,7 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         if until_idle:  # what the pool backed off from: drained here, its claims all returned
             svc.worker.worker_id = unique_worker_id(svc.worker_id)
             svc.worker.own_prefix = stats.identity
-            report = svc.run_until_idle(max_attempts, retry_for)
+            report = _drain(svc, max_attempts, retry_for)
             summary.update(report.to_dict(), attempts=stats.attempts + int(report))
     doc = dict(summary, destination=destination_label(),
                events_written=svc.app.events_since(before),
@@ -126,6 +126,12 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         if as_json:
             raise click.exceptions.Exit(1)
         raise failure
+
+
+def _drain(svc: MigrationService, max_attempts: int | None, retry_for: float) -> Any:
+    """``run_until_idle`` with a bar (settled migrations, rate, ETA) on a terminal's stderr."""
+    with out.progress("draining", "migrations") as update, reporting(update):
+        return svc.run_until_idle(max_attempts, retry_for)
 
 
 def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,

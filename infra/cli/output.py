@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import click
 
@@ -66,6 +67,71 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     # The last column is ragged, so its rule only spans its header.
     rule = ["-" * w for w in widths[:-1]] + ["-" * len(headers[-1])]
     return [line(headers), line(rule)] + [line(r) for r in cells]
+
+
+def rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
+               empty: str) -> list[str]:
+    """A table drawn by rich: a header, a rule, one line per row; cells are never cut or
+    wrapped (ids stay whole however wide), and no colour or escape codes are written."""
+    if not rows:
+        return [empty]
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="",
+                 highlight=False)
+    for header in headers:
+        grid.add_column(header, no_wrap=True, overflow="ignore")
+    for row in rows:
+        grid.add_row(*[show(c) for c in row])
+    buffer = io.StringIO()
+    Console(file=buffer, width=1_000_000, color_system=None, force_terminal=False,
+            highlight=False, markup=False, emoji=False).print(grid)
+    return [line.rstrip() for line in buffer.getvalue().splitlines()]
+
+
+def more_hint(next_cursor: str | None, shown: int, command: str) -> list[str]:
+    """What text output says when a page is not the last: how to get the next one."""
+    if next_cursor is None:
+        return []
+    return [f"({shown} shown; more match: next page: {command} --after {next_cursor})"]
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+@contextmanager
+def progress(description: str, unit: str,
+             total: int | None = None) -> Iterator[Callable[[int, int | None], None]]:
+    """``update(done, total)`` draws a bar with rate and ETA on stderr, only when stderr is a
+    terminal (so --json and piped output stay clean); otherwise it does nothing. The bar is
+    erased when the block ends."""
+    if not stderr_is_terminal():
+        yield lambda done, total=None: None
+        return
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                               TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+    rate = TextColumn("{task.fields[rate]}")
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                   MofNCompleteColumn(), rate, TimeElapsedColumn(), TextColumn("ETA"),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                   redirect_stdout=False, redirect_stderr=False)
+    with bar:
+        task = bar.add_task(description, total=total, rate="")
+
+        def update(done: int, new_total: int | None = None) -> None:
+            speed = bar.tasks[0].speed
+            bar.update(task, completed=done, total=new_total if new_total is not None
+                       else bar.tasks[0].total,
+                       rate=f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s")
+        yield update
 
 
 def short_time(iso: str) -> str:
@@ -163,13 +229,31 @@ def rollback_lines(result: dict[str, Any]) -> list[str]:
 
 
 def list_lines(rows: list[dict[str, Any]]) -> list[str]:
-    if not rows:
-        return ["no schedules"]
     headers = ["NAMESPACE", "SCHEDULE", "INC", "PAUSED", "CLOSED", "MIGRATION PENDING",
                "MIGRATION"]
     body = [[r["namespace"], r["schedule_id"], r["incarnation"], r["paused"], r["closed"],
              r["migration_pending"], r["migration_state"]] for r in rows]
-    return table(headers, body)
+    return rich_table(headers, body, "no schedules")
+
+
+def audit_lines(page: Any) -> list[str]:
+    """``audit``: one row per event, with the reason its event gives."""
+    body = [[e.position, short_time(e.time),
+             f"{e.namespace}/{e.schedule_id}" if e.namespace else "-", e.aggregate, e.type,
+             e.actor, short(e.request_id), short(e.migration_id), one_line(e.reason or "")]
+            for e in page.entries]
+    return rich_table(["POS", "TIME", "SCHEDULE", "AGGREGATE", "TYPE", "ACTOR", "REQUEST",
+                       "MIGRATION", "REASON"], body,
+                      f"no matching events (projected through position "
+                      f"{page.projected_through})")
+
+
+def migrations_table(rows: list[Any]) -> list[str]:
+    body = [[r.state, f"{r.namespace}/{r.schedule_id}", short(r.migration_id),
+             short(r.request_id), r.park_reason, r.attempts, r.last_answer,
+             short_time(r.updated_at)] for r in rows]
+    return rich_table(["STATE", "SCHEDULE", "MIGRATION", "REQUEST", "PARK REASON", "ATTEMPTS",
+                       "LAST ANSWER", "UPDATED"], body, "no migrations")
 
 
 def history_lines(entries: list[dict[str, Any]], sentences: bool = False) -> list[str]:

@@ -1,4 +1,5 @@
-"""``schedfence audit | stats | oncall | migrations | projection``: the operator read models.
+"""``schedfence stats | oncall | projection``: the operator read models (``audit`` and
+``migrations`` page in infra/cli/reads.py).
 
 The commands are built from the CLI's shared helpers (infra/cli/base.py) and registered on the
 group by ``infra/cli/commands.py``.
@@ -7,17 +8,19 @@ Every answer comes from the projection, caught up with the log first.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+import signal
+import sys
+import threading
+import time
 from typing import Any, Callable
 
 import click
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.ids import validate_id
-from schedfence.projections import queries as q
+from schedfence.projections.follow import (MODES, POLL_INTERVAL, SAFETY_INTERVAL, Applied,
+                                           Follower)
 from schedfence.projections.forward_oncall import oncall_doc
 from schedfence.projections import service_views as pv
-from schedfence.projections.records import EPOCH, MICROSECOND
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import emit, existing, json_option
@@ -27,64 +30,7 @@ MAX_STUCK_AFTER = 100 * 366 * 86400  # seconds: beyond that, microsecond arithme
 
 def _commands() -> tuple[click.Command, ...]:
     return tuple(build(json_option, existing, emit)
-                 for build in (_audit, _stats, _oncall, _migrations, _projection))
-
-
-# -- audit ---------------------------------------------------------------------------------------
-def _audit(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
-    @click.command("audit")
-    @click.option("--schedule", default=None, metavar="NS/ID",
-                  help="Events of a schedule key (all incarnations and their migrations).")
-    @click.option("--request-id", default=None, help="Events carrying this request id.")
-    @click.option("--migration", "migration_id", default=None, help="Events of one migration.")
-    @click.option("--actor", default=None, help="Worker id or operator identity.")
-    @click.option("--since", default=None, metavar="T",
-                  help="ISO 8601 (naive = UTC) or a duration ago: 90s, 15m, 2h, 7d.")
-    @click.option("--until", default=None, metavar="T", help="Same formats as --since.")
-    @click.option("--newest-first", is_flag=True, help="Newest events first.")
-    @click.option("--limit", type=int, default=100, show_default=True,
-                  help="At most this many events.")
-    @json_option
-    def audit(schedule: str | None, request_id: str | None, migration_id: str | None,
-              actor: str | None, since: str | None, until: str | None, newest_first: bool,
-              limit: int, as_json: bool) -> None:
-        """Who did what, when: events from the audit index, in log order.
-
-        Filters combine (AND); the answer comes from the projection's indexes."""
-        for label, value in (("request id", request_id), ("actor", actor)):
-            if value is not None:
-                validate_id(label, value)  # a filter value the store can compare at all
-        page = service().audit(schedule=schedule, request_id=request_id,
-                               migration_id=migration_id, actor=actor,
-                               since=_moment(since, "since"), until=_moment(until, "until"),
-                               newest_first=newest_first, limit=limit)
-        emit(as_json, page.to_dict(), audit_lines(page))
-    return audit
-
-
-def _moment(text: str | None, name: str) -> datetime | None:
-    """``--since``/``--until`` as a time the projection's integer microseconds can hold."""
-    if text is None:
-        return None
-    try:
-        return EPOCH + q.parse_time(text, name) * MICROSECOND
-    except (OverflowError, ValueError):
-        raise InvalidArgument(f"{name} is out of range (years 1 to 9999)") from None
-
-
-def audit_lines(page: pv.AuditPage) -> list[str]:
-    if not page.entries:
-        return [f"no matching events (projected through position {page.projected_through})"]
-    body = [[e.position, out.short_time(e.time),
-             f"{e.namespace}/{e.schedule_id}" if e.namespace else "-", e.aggregate,
-             e.type, e.actor, out.short(e.request_id), out.short(e.migration_id)]
-            for e in page.entries]
-    lines = out.table(["POS", "TIME", "SCHEDULE", "AGGREGATE", "TYPE", "ACTOR", "REQUEST",
-                       "MIGRATION"], body)
-    if page.truncated:
-        lines.append(f"(first {len(page.entries)} shown; more match: narrow the filters or "
-                     "raise --limit)")
-    return lines
+                 for build in (_stats, _oncall, _projection))
 
 
 # -- stats -----------------------------------------------------------------------------------------
@@ -165,31 +111,11 @@ def forward_oncall_lines(items: list[Any]) -> list[str]:
     return lines
 
 
-# -- migrations by state ---------------------------------------------------------------------------
-def _migrations(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
-    @click.command("migrations")
-    @click.option("--state", default=None, help="Only this state (pending, claimed, receipted, "
-                  "completed, parked, legacy_pending, aborted).")
-    @click.option("--limit", type=int, default=pv.MAX_ROWS, show_default=True)
-    @json_option
-    def migrations(state: str | None, limit: int, as_json: bool) -> None:
-        """Migrations by state, most recently changed first."""
-        rows = service().migrations_by_state(state, limit)
-        body = [[r.state, f"{r.namespace}/{r.schedule_id}", out.short(r.migration_id),
-                 out.short(r.request_id), r.park_reason, r.attempts, r.last_answer,
-                 out.short_time(r.updated_at)] for r in rows]
-        emit(as_json, {"migrations": [r.to_dict() for r in rows]},
-             out.table(["STATE", "SCHEDULE", "MIGRATION", "REQUEST", "PARK REASON",
-                        "ATTEMPTS", "LAST ANSWER", "UPDATED"], body) if rows
-             else ["no migrations"])
-    return migrations
-
-
 # -- the projection itself -------------------------------------------------------------------------
 def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Group:
     @click.group("projection")
     def projection() -> None:
-        """The operator projection: status, catch-up, rebuild from zero."""
+        """The operator projection: status, catch-up, follow, rebuild from zero."""
 
     def _report(as_json: bool, applied: int | None) -> None:
         doc = service().views.status()
@@ -220,7 +146,77 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
         """Drop the projection's tables and project the whole log again."""
         _report(as_json, service().views.rebuild())
 
+    @projection.command("follow")
+    @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+                  help="How new events are noticed: subscribe (the store's LISTEN/NOTIFY "
+                  "subscription, PostgreSQL), poll, or auto (subscribe where the store has "
+                  "one, else poll).")
+    @click.option("--interval", type=click.FloatRange(min=0.05, max=86400), default=None,
+                  help=f"Seconds between checks: default {POLL_INTERVAL:g} when polling; a "
+                  f"safety re-check, default {SAFETY_INTERVAL:g}, under a subscription.")
+    @json_option
+    def follow(mode: str, interval: float | None, as_json: bool) -> None:
+        """Keep the projection current until Ctrl-C or SIGTERM.
+
+        A line per applied batch; with --json, JSON Lines: ``"event": "started"`` (mode),
+        ``"batch"`` (position, events, lag_seconds: from the newest event's time to the
+        batch's commit), ``"stopped"``. A gap or an undecodable event stops it with the
+        projection's error, everything before it applied."""
+        if interval is not None and not math.isfinite(interval):
+            raise InvalidArgument("--interval must be a number of seconds")
+        svc = service()
+        follower = Follower(lambda: svc.views.projector, svc.app.recorder, mode=mode,
+                            interval=interval, on_batch=lambda a: _batch_line(as_json, a))
+        _run_until_signalled(follower, lambda: _started(as_json, follower))
+        if as_json:
+            out.emit_json_line("stopped", {"position": follower.applied_through})
+        else:
+            click.echo(f"stopped at position {follower.applied_through}")
+
     return projection
+
+
+def _started(as_json: bool, follower: Follower) -> None:
+    mode = "subscribe" if follower.waker is not None else "poll"
+    if as_json:
+        out.emit_json_line("started", {"mode": mode, "interval": follower.interval})
+    else:
+        click.echo(f"following the log ({mode}, a check every {follower.interval:g}s; "
+                   "Ctrl-C stops)")
+
+
+def _batch_line(as_json: bool, applied: Applied) -> None:
+    if as_json:
+        out.emit_json_line("batch", applied.to_dict())
+    else:
+        click.echo(f"{time.strftime('%H:%M:%S')} applied {applied.events} events through "
+                   f"position {applied.position} (lag {applied.lag_seconds:.3f}s)")
+        sys.stdout.flush()
+
+
+def _run_until_signalled(follower: Follower, started: Callable[[], None]) -> None:
+    """``follower.run`` in a thread; SIGINT and SIGTERM stop it after its batch in hand. The
+    handlers only set the follower's events: this thread never holds their locks."""
+    failed: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            follower.run(started)
+        except BaseException as exc:  # noqa: BLE001  (raised again in this thread)
+            failed.append(exc)
+
+    previous = {s: signal.signal(s, lambda *_: follower.stop_now())
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        thread = threading.Thread(target=body, name="projection-follow")
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.2)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if failed:
+        raise failed[0]
 
 
 COMMANDS = _commands()  # registered on the group by infra/cli/commands.py

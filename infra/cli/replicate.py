@@ -80,7 +80,12 @@ def replicate(source: str, standby: str, keep_following: bool, poll_interval: fl
     one object per line, ``"event": "copied"`` (per pass with --follow), ``"stopped"`` last."""
     progress = _Progress(as_json, keep_following)
     if not keep_following:
-        report = copy_log(source, standby, batch_size=batch_size, on_batch=progress.batch)
+        with out.progress("copying", "events") as update:
+            def on_batch(report: ReplicationReport) -> None:
+                progress.batch(report)
+                update(report.position - report.from_position,
+                       max(report.source_head - report.from_position, 0))
+            report = copy_log(source, standby, batch_size=batch_size, on_batch=on_batch)
         if as_json:
             out.emit_json_line("copied", report.to_dict())
         else:

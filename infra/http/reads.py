@@ -11,11 +11,13 @@ from fastapi import APIRouter, Query, Request
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.projections import service_views as pv
-from schedfence.projections.queries import MAX_LIMIT
+from schedfence.domain.ids import validate_id
+from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
 
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
-from schedfence.infra.narration import history_doc, list_doc, status_doc, verdict
+from schedfence.infra.narration import history_doc, status_doc, verdict
+from schedfence.infra.views import schedule_list
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
 Namespace = Annotated[str, Query(max_length=20_000)]
@@ -23,9 +25,16 @@ ScheduleId = Annotated[str, Query(max_length=20_000)]
 MAX_PAGE = 1000  # audit entries per page
 
 
-@router.get("/schedules", summary="Every schedule key (list)")
-def list_schedules(request: Request, _: Reader) -> dict[str, Any]:
-    return call(request, list_doc)
+@router.get("/schedules", summary="Schedule keys, a page at a time (list)")
+def list_schedules(request: Request, _: Reader, namespace: Namespace | None = None,
+                   limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = pv.MAX_ROWS,
+                   after: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None
+                   ) -> dict[str, Any]:
+    """One row per key, in creation order; while more match, ``next_cursor`` is set: pass it
+    back as ``after`` with the same namespace for the next page (as the CLI's ``list``)."""
+    if namespace is not None:
+        validate_id("namespace", namespace)
+    return call(request, lambda s: schedule_list(s, namespace, limit, after))
 
 
 @router.get("/schedule", summary="A schedule and its latest migration (status)")
@@ -61,10 +70,14 @@ def verify(request: Request, _: Reader) -> dict[str, Any]:
     return call(request, verdict)
 
 
-@router.get("/audit", summary="Who did what, when, a page at a time (audit)")
+@router.get("/audit", summary="Who did what, when and why, a page at a time (audit)")
 def audit(request: Request, _: Reader,
           schedule: Annotated[str | None, Query(max_length=20_000,
                                                 description="NAMESPACE/SCHEDULE_ID")] = None,
+          namespace: Namespace | None = None,
+          type: Annotated[list[str], Query(max_length=200, description="Event type "
+                                           "(class name or topic); repeat for any of "
+                                           "several")] = [],  # noqa: B006 (FastAPI copies)
           request_id: Annotated[str | None, Query(max_length=20_000)] = None,
           migration: Annotated[str | None, Query(max_length=20_000)] = None,
           actor: Annotated[str | None, Query(max_length=20_000)] = None,
@@ -72,30 +85,17 @@ def audit(request: Request, _: Reader,
           until: Annotated[str | None, Query(max_length=100)] = None,
           newest_first: bool = False,
           limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-          page_token: Annotated[str | None, Query(max_length=20)] = None) -> dict[str, Any]:
+          page_token: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None
+          ) -> dict[str, Any]:
     """Filters combine as on the CLI. A page holds at most ``limit`` entries; while more match,
-    ``next_page_token`` is set: pass it back with the same filters for the next page. Pages
-    are stable in log order (new events only append); newest first, events written between
-    two calls shift the pages."""
-    offset = _offset(page_token)
-    if offset + limit > MAX_LIMIT:
-        raise InvalidArgument(f"audit pages reach at most {MAX_LIMIT} entries deep; narrow "
-                              "the filters (since, until, schedule)")
+    ``next_page_token`` (the CLI's ``next_cursor``, also here) is set: pass it back with the
+    same filters for the next page. Pages continue after the last entry returned, so no entry
+    is returned twice however the log grows."""
     page = call(request, lambda s: s.audit(
         schedule=schedule, request_id=request_id, migration_id=migration, actor=actor,
-        since=since, until=until, newest_first=newest_first, limit=offset + limit))
-    doc = page.to_dict()
-    doc["entries"] = doc["entries"][offset:]
-    doc["next_page_token"] = str(offset + limit) if page.truncated else None
-    return doc
-
-
-def _offset(token: str | None) -> int:
-    if token is None:
-        return 0
-    if not token.isascii() or not token.isdigit() or int(token) >= MAX_LIMIT:
-        raise InvalidArgument("page_token: not a token this API returned")
-    return int(token)
+        since=since, until=until, newest_first=newest_first, limit=limit,
+        namespace=namespace, event_types=tuple(type), after=page_token))
+    return dict(page.to_dict(), next_page_token=page.next_cursor)
 
 
 @router.get("/stats", summary="Migrations per namespace and state (stats)")
@@ -114,10 +114,10 @@ def oncall(request: Request, _: Reader,
 @router.get("/migrations", summary="Migrations by state, most recently changed first")
 def migrations(request: Request, _: Reader,
                state: Annotated[str | None, Query(max_length=100)] = None,
-               limit: Annotated[int, Query(ge=1, le=pv.MAX_ROWS)] = pv.MAX_ROWS
+               limit: Annotated[int, Query(ge=1, le=pv.MAX_ROWS)] = pv.MAX_ROWS,
+               after: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None
                ) -> dict[str, Any]:
-    rows = call(request, lambda s: s.migrations_by_state(state, limit))
-    return {"migrations": [r.to_dict() for r in rows]}
+    return call(request, lambda s: s.views.migrations_page(state, limit, after)).to_dict()
 
 
 @router.get("/projection", summary="How far the operator projection is (projection status)")

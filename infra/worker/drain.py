@@ -10,14 +10,32 @@ migration ``claimed`` behind a call that returned.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from uuid import UUID
 
 from schedfence.domain.errors import DomainError
 
 RETRY_FOR = 5.0  # seconds one migration that cannot progress is retried within one drain
 FIRST_WAIT, MAX_WAIT = 0.1, 1.0
+
+# progress(settled, seen): migrations this drain has seen, and how many of them are no longer
+# open (done, parked, legacy) or were given up (blocked). Called once per pass and at the end.
+Progress = Callable[[int, int], None]
+_REPORTING: ContextVar[Progress | None] = ContextVar("drain_progress", default=None)
+
+
+@contextmanager
+def reporting(progress: Progress) -> Iterator[None]:
+    """Every drain run in this block (in this thread) reports to ``progress``, for callers
+    that reach ``drain`` through ``run_until_idle`` (the CLI's bar)."""
+    token = _REPORTING.set(progress)
+    try:
+        yield
+    finally:
+        _REPORTING.reset(token)
 
 
 class DrainReport(int):
@@ -76,11 +94,38 @@ class _Waiting:
 def drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
           max_attempts: int | None = None, retry_for: float = RETRY_FOR,
           clock: Callable[[], float] = time.monotonic,
-          sleep: Callable[[float], None] = time.sleep) -> DrainReport:
+          sleep: Callable[[float], None] = time.sleep,
+          progress: Progress | None = None) -> DrainReport:
+    report = _Reporter(progress or _REPORTING.get())
+    try:
+        return _drain(attempt, open_ids, max_attempts, retry_for, clock, sleep, report)
+    finally:
+        report.end()
+
+
+class _Reporter:
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress, self.seen = progress, set()  # type: ignore[var-annotated]
+
+    def pass_starts(self, ids: list[UUID], blocked: set[UUID]) -> None:
+        if self.progress is not None:
+            self.seen.update(ids)
+            self.progress(len(self.seen) - len(set(ids) - blocked), len(self.seen))
+
+    def end(self) -> None:
+        if self.progress is not None:
+            self.progress(len(self.seen), len(self.seen))
+
+
+def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
+           max_attempts: int | None, retry_for: float, clock: Callable[[], float],
+           sleep: Callable[[float], None], report: _Reporter) -> DrainReport:
     attempts, waiting, blocked = 0, {}, set()  # type: ignore[var-annotated]
     while True:
         progressed = False
-        for mid in open_ids():
+        ids = open_ids()
+        report.pass_starts(ids, blocked)
+        for mid in ids:
             w = waiting.get(mid)
             if mid in blocked or (w is not None and w.due_at > clock()):
                 continue

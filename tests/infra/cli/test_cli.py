@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import MigrationService
 
 from tests.infra.cli.cli_runs import (event_count, events_in, ok, ok_json, run,  # noqa: F401
                                       store, subprocess_cli)
@@ -174,11 +173,11 @@ def test_a_file_that_is_not_a_store_is_invalid_argument(tmp_path: Path) -> None:
 
 
 def test_unexpected_exception_is_one_internal_line(store: str, monkeypatch) -> None:
-    def boom(self):
+    def boom(*_args, **_kwargs):
         raise RuntimeError("boom\nsecond line")
 
     ok(store, "schedule", "create", "ns", "a")
-    monkeypatch.setattr(MigrationService, "list_schedules", boom)
+    monkeypatch.setattr("schedfence.infra.cli.reads.schedule_list", boom)
     result = run(store, "list")
     assert result.exit_code == 1
     assert result.stderr == "error: internal: RuntimeError: boom second line\n"

@@ -102,7 +102,9 @@ def test_a_record_that_is_not_a_json_object_is_named_on_every_read(store, state,
     position, topic = _corrupt_first(store, state)
     url, mid = store["url"], store["mid"]
     where = f"{topic} at log position {position} (aggregate {mid} version 1)"
-    for args in (("status", NS, "a"), ("list",)):
+    # (``list`` reads migration states from the projection, built before the damage; it
+    # loads only each key's current source from the log, which is intact here.)
+    for args in (("status", NS, "a"),):
         line = _cli_error(url, *args)
         assert line.startswith("error: undecodable_event: ") and what in line, line
         assert f"{topic} (aggregate {mid} version 1)" in line, line
@@ -169,7 +171,9 @@ def test_a_deleted_middle_record_names_the_aggregate_and_the_missing_version(sto
     position, version, _ = store["rows"][2]
     _sql(url, "DELETE FROM {events} WHERE {pos} = ?", position)
     next_topic = store["rows"][3][2]
-    for args in (("status", NS, "a"), ("list",)):
+    # (``list`` reads migration states from the projection, built before the damage; it
+    # loads only each key's current source from the log, which is intact here.)
+    for args in (("status", NS, "a"),):
         line = _cli_error(url, *args)
         assert line.startswith("error: corrupt_history: "), line
         assert f"aggregate {mid}: version {version} is missing" in line, line

@@ -1,0 +1,90 @@
+"""Long commands (worker --until-idle, replicate, verify) draw a progress bar with rate and ETA
+on stderr, and only when stderr is a terminal: piped or --json output never carries it."""
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+from schedfence.infra.service import open_service
+from schedfence.infra.worker.drain import drain, reporting
+
+from tests.infra.cli.cli_runs import ROOT, run, store  # noqa: F401 (store: a fixture)
+
+
+def _fill(store: str, n: int = 3) -> None:  # noqa: F811 (the fixture's value)
+    with open_service(store, "sim") as service:
+        for i in range(n):
+            service.create_schedule("ns", f"s{i}")
+            service.rollback("ns", f"s{i}", request_id=f"req-{i}", actor="admin")
+
+
+def _on_a_terminal(store: str, *args: str) -> tuple[str, str]:  # noqa: F811
+    """Run the CLI with stderr on a pseudo-terminal; its stdout (a pipe) and what the
+    terminal showed."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "schedfence.infra.cli", "--store", store,
+                             *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=slave,
+                            env=dict(os.environ, COLUMNS="160"))
+    os.close(slave)
+    shown = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown.append(chunk)
+    stdout = proc.stdout.read().decode()
+    assert proc.wait(timeout=60) == 0, stdout
+    os.close(master)
+    return stdout, b"".join(shown).decode(errors="replace")
+
+
+def test_nothing_on_stderr_when_it_is_not_a_terminal(store: str, tmp_path) -> None:  # noqa
+    _fill(store)
+    for args in (["worker", "--until-idle", "--json"], ["verify", "--json"],
+                 ["replicate", "--from", store, "--to", f"sqlite:///{tmp_path / 'b.db'}",
+                  "--json"]):
+        result = run(store, *args)
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr == "", args
+        for line in ([result.stdout] if args[0] != "replicate" else
+                     result.stdout.splitlines()):
+            json.loads(line)  # valid JSON, nothing mixed in
+
+
+def test_a_terminal_sees_rate_and_eta_and_stdout_stays_json(store: str, tmp_path) -> None:  # noqa
+    _fill(store)
+    # --max-attempts: every migration goes through the drain (no batch pass before it)
+    stdout, shown = _on_a_terminal(store, "worker", "--until-idle", "--max-attempts", "1000",
+                                   "--json")
+    assert json.loads(stdout)["migrations"] == {"completed": 3}
+    assert "draining" in shown and "migrations/s" in shown and "ETA" in shown
+    assert "3/3" in shown  # every migration settled when the bar ends
+    stdout, shown = _on_a_terminal(store, "replicate", "--from", store, "--to",
+                                   f"sqlite:///{tmp_path / 'standby.db'}", "--json")
+    copied = json.loads(stdout)["copied"]
+    assert "copying" in shown and "events/s" in shown and f"{copied}/{copied}" in shown
+    stdout, shown = _on_a_terminal(store, "verify")
+    assert stdout.startswith("invariants: OK") and "checking invariants" in shown
+    assert "checking invariants" not in stdout
+
+
+def test_drain_reports_settled_migrations_per_pass() -> None:
+    open_now = [["a", "b", "c"], ["b", "c"], ["c"], []]
+    seen: list[tuple[int, int]] = []
+
+    def attempt(_mid: str) -> str:
+        return "progress"
+
+    with reporting(lambda settled, total: seen.append((settled, total))):
+        report = drain(attempt, lambda: open_now.pop(0) if open_now else [])
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3), (3, 3)]
+    assert report.drained
+    explicit: list[tuple[int, int]] = []
+    drain(lambda _m: "progress", lambda: [], progress=lambda s, t: explicit.append((s, t)))
+    assert explicit == [(0, 0), (0, 0)]
