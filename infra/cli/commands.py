@@ -5,25 +5,78 @@ Every failure leaves through ``FenceGroup.invoke`` (infra/cli/base.py): one
 and a non-zero exit, never a traceback. Exit codes: 0 ok, 1 domain error or invariant
 violations, 2 usage error. The commands live in their families' modules, which import
 ``base``, never this module.
+
+Registered by name (``COMMANDS``): a command's module is imported when that command runs, or
+when ``--help`` lists them all, so ``schedfence status`` imports the module of ``status`` and
+not those of the worker, jobs, replication, the HTTP server or the destination worker
+(benchmarks/cli_startup.py measures it; tests/infra/cli/test_cli_imports.py checks it).
 """
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
+
 import click
 
-from schedfence.infra.cli import admin, jobs, reads, schedules
-from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import CliState, FenceGroup, json_option
-from schedfence.infra.cli.forward import COMMANDS as FORWARD_COMMANDS
-from schedfence.infra.cli.projections import COMMANDS as PROJECTION_COMMANDS
-from schedfence.infra.cli.recovery import recover
-from schedfence.infra.cli.metrics import metrics
-from schedfence.infra.cli.replay import replay
-from schedfence.infra.cli.replicate import promote, replicate
-from schedfence.infra.cli.scheduler import scheduler
-from schedfence.infra.cli.serve import serve
-from schedfence.infra.cli.temporal import destination_worker, leaving_cleanly
 from schedfence.infra.observability import logs
 from schedfence.infra.store.eventstore import DEFAULT_STORE
+
+# name -> (module of schedfence.infra.cli, attribute): a command, or a tuple holding it by name.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "schedule": ("schedules", "schedule"), "rollback": ("admin", "rollback"),
+    "abort": ("admin", "abort"), "worker": ("admin", "worker"), "status": ("reads", "status"),
+    "list": ("reads", "list_"), "history": ("reads", "history"), "verify": ("reads", "verify"),
+    "recover": ("recovery", "recover"), "replay": ("replay", "replay"),
+    "replicate": ("replicate", "replicate"), "promote": ("replicate", "promote"),
+    "destination-worker": ("temporal", "destination_worker"),
+    "scheduler": ("scheduler", "scheduler"), "serve": ("serve", "serve"),
+    "metrics": ("metrics", "metrics"), "migrate": ("jobs", "migrate"), "job": ("jobs", "job"),
+    "forward": ("forward", "forward"), "forward-status": ("forward", "forward_status"),
+    "forward-abort": ("forward", "forward_abort"),
+    "forward-take-over": ("forward", "forward_take_over"),
+    "audit": ("reads", "audit"), "stats": ("projections", "COMMANDS"),
+    "oncall": ("projections", "COMMANDS"), "migrations": ("reads", "migrations"),
+    "projection": ("projections", "COMMANDS"),
+}
+
+
+def load_command(name: str, where: tuple[str, str]) -> click.Command:
+    """Import the command ``name`` from its module (``where``)."""
+    module, attribute = where
+    found = getattr(importlib.import_module(f"schedfence.infra.cli.{module}"), attribute)
+    if isinstance(found, tuple):
+        found = next((c for c in found if c.name == name), None)
+    if not isinstance(found, click.Command) or found.name != name:
+        raise LookupError(f"schedfence.infra.cli.{module}.{attribute} holds no command {name!r}")
+    return found
+
+
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The group's ``commands``: a mapping whose entries are imported on first lookup (click
+    lists them with ``sorted(commands)`` and finds one with ``commands.get(name)``); a command
+    added with ``add_command`` replaces its lazy entry."""
+
+    def __init__(self, lazy: dict[str, tuple[str, str]]) -> None:
+        self._entries: dict[str, click.Command | tuple[str, str]] = dict(lazy)
+
+    def __getitem__(self, name: str) -> click.Command:
+        entry = self._entries[name]
+        if isinstance(entry, tuple):
+            entry = self._entries[name] = load_command(name, entry)
+        return entry
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._entries[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 @click.group(cls=FenceGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,6 +115,7 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
 
     Each failure mode of docs/protocol.md that applies to rollback runs on its own schedule;
     exits 1 if any outcome differs from the protocol or the invariant checker finds a violation."""
+    from schedfence.infra.cli import output as out
     from schedfence.infra.demo.run import run_demo  # the demo is the only user of its scenario code
 
     report = run_demo(demo_store, (lambda line: None) if as_json else click.echo)
@@ -71,15 +125,13 @@ def demo(ctx: click.Context, demo_store: str | None, as_json: bool) -> None:
         ctx.exit(1)
 
 
-COMMANDS = (schedules.schedule, admin.rollback, admin.abort, admin.worker, reads.status,
-            reads.list_, reads.history, reads.verify, demo, recover, replay, replicate, promote,
-            destination_worker, scheduler, serve, metrics, jobs.migrate, jobs.job,
-            *FORWARD_COMMANDS, *PROJECTION_COMMANDS)
-for _command in COMMANDS:
-    cli.add_command(_command)
+cli.commands = LazyCommands(COMMANDS)
+cli.add_command(demo)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (standalone mode: click turns exits and usage errors into codes)."""
+    from schedfence.infra.cli.temporal import leaving_cleanly
+
     with leaving_cleanly():  # os._exit after a Temporal client was used (sdk-python#300)
         cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
