@@ -310,11 +310,12 @@ class _Runner:
             self.job = _record_page(self.service, self.job, st.cursor, st.cursor, False, found)
 
     def _request_page(self, ids: list[str]) -> list[dict[str, str]]:
+        todo = [sid for sid in ids if sid not in self.job.state.decided]
+        if self.bucket is None and self.sel.direction == "workflow" and len(todo) > 1:
+            return self._rollback_page(todo)
         decisions: list[dict[str, str]] = []
         looked = time.monotonic()
-        for sid in ids:
-            if sid in self.job.state.decided:
-                continue
+        for sid in todo:
             if time.monotonic() - looked >= CANCEL_CHECK_EVERY:
                 looked = time.monotonic()
                 if _changed(self.service, self.job):
@@ -327,6 +328,19 @@ class _Runner:
                                          self.actor, False))
             self.asked += 1
             self._progress(decisions)
+        return decisions
+
+    def _rollback_page(self, sids: list[str]) -> list[dict[str, str]]:
+        """No rate limit: the page's rollbacks in one append (MigrationService.rollback_many),
+        each answer the decision its own ``rollback`` would have given."""
+        rids = [j.job_request_id(self.job.state.job_id, "workflow", sid) for sid in sids]
+        answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor)
+        decisions = [j.requested(sid, rid, a.outcome) if not isinstance(a, DomainError) else
+                     j.refused(sid, rid, _held_by_another(self.service, self.sel, sid, a)
+                               if isinstance(a, AlreadyExists) else a)
+                     for sid, rid, a in zip(sids, rids, answers)]
+        self.asked += len(sids)
+        self._progress(decisions)
         return decisions
 
     def _progress(self, page: list[dict[str, str]]) -> None:

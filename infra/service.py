@@ -5,29 +5,24 @@ import os
 import socket
 import threading
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
 
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
-from schedfence.domain.errors import (AlreadyExists, InvalidArgument, NotFound, RecoveryRefused,
-                                      Unavailable)
+from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument, NotFound,
+                                      RecoveryRefused, Unavailable)
 from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch, check_active
 from schedfence.domain.ids import (destination_workflow_id, validate_destination_key,
                                    validate_request_id)
-from schedfence.domain.invariants import Violation, check_histories, check_history
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from schedfence.domain.schedule import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 from schedfence.projections import service_views as pv
 
-from schedfence.infra.recovery import recover as recover_migration
-from schedfence.infra.replay.replayer import check_at, replay_key
 from schedfence.infra.store.aggregates import Aggregates
-from schedfence.infra.store.history import key_events, kind_of, topic_of
-from schedfence.infra.replication.standby import PREFIX, replica_positions
 from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
 from schedfence.infra.views import (HistoryEntry, MigrationView, RollbackResult,
@@ -35,10 +30,17 @@ from schedfence.infra.views import (HistoryEntry, MigrationView, RollbackResult,
 from schedfence.infra.worker.due import DueWork
 from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
-from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook, TaskWorker
-from schedfence.infra.worker.pool import PoolStats, WorkerPool
+from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook
+from schedfence.infra.worker.batch import BATCH_SIZE, BatchWorker, leased_batch
+from schedfence.infra.worker.lease import Leases
 from schedfence.infra.schedule_commands import ScheduleCommands
 from schedfence.infra.forward_commands import ForwardCommands
+
+if TYPE_CHECKING:
+    from schedfence.domain.invariants import Violation
+    from schedfence.infra.worker.pool import PoolStats
+# Imported where used: what a command such as `status` never runs (the invariant checker,
+# recovery, replay, replication, the worker pool) stays out of its start-up.
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 
@@ -59,9 +61,10 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.load = Aggregates(app)
         self.crash_hook = crash_hook
-        self.worker = TaskWorker(app, destination, self.worker_id, crash_hook, claim_grace)
+        self.worker = BatchWorker(app, destination, self.worker_id, crash_hook, claim_grace)
         self.views = operator_views(app)
         self.due = DueWork(self.views, self.epoch)
+        self.leases = Leases(self.due.engine)
         self._on_close = on_close
         self._active = False  # proven not to be an unpromoted standby (require_active)
 
@@ -89,6 +92,14 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         return retry_on_conflict(
             lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
             AlreadyExists("the schedule kept changing under concurrent rollbacks; retry"))
+
+    def rollback_many(self, namespace: str, schedule_ids: list[str],
+                      request_ids: list[str] | None = None,
+                      actor: str = "") -> list[RollbackResult | DomainError]:
+        """Roll back many schedules of one namespace, every accepted one in one append; one
+        answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
+        from schedfence.infra.bulk_commands import rollback_many
+        return rollback_many(self, namespace, schedule_ids, request_ids, actor)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
                        actor: str) -> RollbackResult:
@@ -132,6 +143,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         may have been used on the active already (domain/failover.py)."""
         if self._active:
             return
+        from schedfence.infra.replication.standby import PREFIX, replica_positions
         found = self.app.read_retrying(lambda: self.app.find(STORE_EPOCH_ID))
         copied = self.app.read_retrying(lambda: replica_positions(self.app))
         check_active(copied, found.state if found is not None else None,
@@ -143,6 +155,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         epoch. Every migration accepted before it reconciles before it may act again."""
         validate_actor(actor)
         validate_reason(reason)
+        from schedfence.infra.replication.standby import replica_positions
 
         def record() -> int:
             store_epoch = self.app.find(STORE_EPOCH_ID) or StoreEpoch.start()
@@ -173,6 +186,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
                 request_id: str | None = None, **options: Any) -> MigrationView:
         """Operator recovery: rearm | abort | adopt | resolve (infra/recovery.py)."""
+        from schedfence.infra.recovery import recover as recover_migration
         self.require_active()
         return recover_migration(self, kind, namespace, schedule_id, actor=actor,
                                  reason=reason, request_id=request_id, **options)
@@ -188,6 +202,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
                     on_error: Callable[[int, str], None] | None = None) -> PoolStats:
         """What ``schedfence worker --concurrency N`` runs: N threads over the due index,
         safe beside any number of other workers on the same store."""
+        from schedfence.infra.worker.pool import WorkerPool
         self.require_active()
         pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass,
                           on_error=on_error)
@@ -204,12 +219,35 @@ class MigrationService(ScheduleCommands, ForwardCommands):
             raise_invalid("max_attempts must be at least 1")
         wait = self.retry_for if retry_for is None else _valid_retry_for(retry_for)
         self.require_active()
-        report = drain(self.worker.attempt, self.open_migration_ids, max_attempts, wait)
+        batched = self._batch_pass(max_attempts)
+        unseen = set(batched)  # batched ones the drain never asked for (finished)
+
+        def attempt(mid: UUID) -> str:  # a batched migration's first attempt was the batch's
+            unseen.discard(mid)
+            return batched.pop(mid, None) or self.worker.attempt(mid)
+        report = drain(attempt, self.open_migration_ids, max_attempts, wait)
+        report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
         if not self.open_forward_ids():
             return report
         forward = drain(self.forward_worker.attempt, self.open_forward_ids, max_attempts, wait)
         return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
                            report.exhausted or forward.exhausted)
+
+    def _batch_pass(self, max_attempts: int | None) -> dict[UUID, str]:
+        """The due migrations' happy path in batches (infra/worker/batch.py), each one's
+        result; the drain counts it as that migration's first attempt and finishes the rest
+        one by one. Skipped when attempts are counted (``max_attempts``)."""
+        results: dict[UUID, str] = {}
+        if max_attempts is not None:
+            return results
+        while True:  # page by page: finished ones leave the due list, others are not re-read
+            due = [mid for mid, _ in self.due.due(BATCH_SIZE * 10) if mid not in results]
+            if not due:
+                return results
+            for start in range(0, len(due), BATCH_SIZE):
+                chunk = due[start:start + BATCH_SIZE]
+                results.update(dict.fromkeys(chunk, "idle"))  # leased elsewhere: drain's
+                results.update(leased_batch(self.worker, self.leases, chunk))
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:
@@ -223,6 +261,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
 
     def history(self, namespace: str, schedule_id: str) -> list[HistoryEntry]:
         """Every event of the key, its incarnations and their migrations, in log order."""
+        from schedfence.infra.store.history import key_events, kind_of, topic_of
         source = self.load.source(namespace, schedule_id)
         return [HistoryEntry(position, kind_of(e), str(e.originator_id), e.originator_version,
                              topic_of(e), e.timestamp.isoformat(), e.payload())
@@ -235,6 +274,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def verify(self, also: str | None = None) -> list[Violation]:
         """The checker over this store; with ``also`` (another copy of it, e.g. the old
         active after a failover), over both, and across them (I4: one chain per migration)."""
+        from schedfence.domain.invariants import check_histories, check_history
         if also is None:
             return check_history(_decoded(self.app))
         from schedfence.infra.replication.follower import open_copy
@@ -267,6 +307,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def replay(self, namespace: str, schedule_id: str, at: int | None = None,
                migration_id: str | None = None) -> dict[str, Any]:
         """Forensic replay of a migration from the stored events alone (infra/replay/replayer.py)."""
+        from schedfence.infra.replay.replayer import check_at, replay_key
         check_at(at)  # bad arguments before NotFound
         incarnation = self.schedule(namespace, schedule_id).incarnation
         return replay_key(self.app, namespace, schedule_id, incarnation, at, migration_id)

@@ -163,11 +163,16 @@ class TaskWorker:
             return "progress"  # another worker already proved the chain and took it on
         mig, head = recorded
         if head is not None:
-            obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
-                                     outcome.run_id, outcome.status)
-            self._commit("chain", mig, h.chain(self._source(mig).state, mig.state, obs, attempt,
-                                               self.worker_id))
+            self._verify_head(mig, head, outcome, attempt)
         return "backoff" if outcome.kind in ("unavailable", "not_sent") else "progress"
+
+    def _verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
+                     attempt: int) -> None:
+        """A start answered with a run our id may not have created: prove the chain head."""
+        obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
+                                 outcome.run_id, outcome.status)
+        self._commit("chain", mig, h.chain(self._source(mig).state, mig.state, obs, attempt,
+                                           self.worker_id))
 
     def _claim_if_ours(self, migration_id: UUID, before: Any, attempt: int,
                        exc: Exception) -> Migration:

@@ -1,11 +1,13 @@
 """A pool of worker threads over the due-work index (``schedfence worker --concurrency N``).
 
-Any number of pools, in any number of processes, may run on one store at once. They compete
-for the same due migrations; nothing is leased. Every attempt reloads its migration and the
-store's optimistic concurrency decides each race (one claim consumed once, one receipt, one
-close): a loser's append fails, it reloads, and continues from what the winner wrote. Inside
-one pool, thread ``i`` of ``N`` takes the migrations whose id hashes to ``i``, so threads of
-one process do not race each other; across processes the due list is shuffled per pass.
+Any number of pools, in any number of processes, may run on one store at once. A pass reads
+the due migrations, leases them a batch at a time (infra/worker/lease.py: a migration another
+process holds is left to it) and attempts each batch together (infra/worker/batch.py). Leases
+only spare wasted work: every attempt reloads its migration and the store's optimistic
+concurrency decides each race (one claim consumed once, one receipt, one close): a loser's
+append fails, it reloads, and continues from what the winner wrote. Inside one pool, thread
+``i`` of ``N`` takes the migrations whose id hashes to ``i``, so threads of one process do not
+race each other; across processes the due list is shuffled per pass.
 
 Each thread works under its own identity, ``<worker id>#<pool token>/<thread>``: the claim
 grace trusts only a claim recorded under the attempting thread's own identity, so two
@@ -31,7 +33,7 @@ from schedfence.domain.errors import DomainError
 
 from schedfence.infra.observability.logs import get_logger
 from schedfence.infra.worker.forward import ForwardWorker
-from schedfence.infra.worker.attempt import TaskWorker
+from schedfence.infra.worker.batch import BATCH_SIZE, BatchWorker, leased_batch
 
 BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
@@ -98,11 +100,11 @@ class WorkerPool:
         self._pruned_at = 0.0
         self._deaths: dict[int, BaseException] = {}
 
-    def _worker(self, index: int) -> TaskWorker:
+    def _worker(self, index: int) -> BatchWorker:
         base = self.service.worker
         wid = unique_worker_id(base.worker_id, None if self.concurrency == 1 else index,
                                self.token)
-        return TaskWorker(base.app, base.destination, wid, base.crash_hook, base.claim_grace)
+        return BatchWorker(base.app, base.destination, wid, base.crash_hook, base.claim_grace)
 
     def run(self, stop: threading.Event, until_idle: bool = False) -> PoolStats:
         """Run until ``stop`` is set (or, with ``until_idle``, until a pass finds nothing).
@@ -150,7 +152,7 @@ class WorkerPool:
             if not progressed:
                 stop.wait(self.poll_interval)
 
-    def _guarded_pass(self, worker: TaskWorker, index: int, stop: threading.Event) -> int:
+    def _guarded_pass(self, worker: BatchWorker, index: int, stop: threading.Event) -> int:
         """One pass and its callbacks; an exception of any of them is one error line."""
         try:
             progressed = self.one_pass(worker, index, stop)[1]
@@ -175,28 +177,22 @@ class WorkerPool:
         except Exception:  # noqa: BLE001 - nowhere left to report to (stderr gone): go on
             pass
 
-    def one_pass(self, worker: TaskWorker, index: int,
+    def one_pass(self, worker: BatchWorker, index: int,
                  stop: threading.Event | None = None) -> tuple[int, int]:
         """Attempt this thread's due migrations once; returns (found, progressed).
 
-        ``stop`` is checked before every attempt: once it is set no new claim is taken."""
+        ``stop`` is checked before every batch: once it is set no new claim is taken."""
         due = self.service.due
         ids = [(m, backed) for m, backed in due.due(BATCH) if self._mine(m, index)]
         self._rng.shuffle(ids)  # processes that read the same list start in different places
+        backed = {m for m, b in ids if b}
         progressed = 0
-        for mid, backed_off in ids:
+        for start in range(0, len(ids), BATCH_SIZE):
             if stop is not None and stop.is_set():
                 break
-            result = worker.attempt(mid)
-            if result == "progress":
-                progressed += 1
-                if backed_off:
-                    due.clear(mid)
-            else:
-                due.back_off(mid, result)
-            with self._lock:
-                self.stats.attempts += 1
-                self.stats.results[result] += 1
+            chunk = [m for m, _ in ids[start:start + BATCH_SIZE]]
+            for mid, result in leased_batch(worker, self.service.leases, chunk).items():
+                progressed += self._account(mid, result, mid in backed)
         progressed += self._forward_pass(worker, index, stop)
         with self._lock:
             self.stats.passes += 1
@@ -204,7 +200,20 @@ class WorkerPool:
             due.prune()  # idle: a write, so not on every poll of every thread
         return len(ids), progressed
 
-    def _forward_pass(self, worker: TaskWorker, index: int,
+    def _account(self, mid: UUID, result: str, backed_off: bool) -> bool:
+        """Record one attempt's result (the due-work backoff, the stats); whether it moved."""
+        due = self.service.due
+        if result == "progress":
+            if backed_off:
+                due.clear(mid)
+        else:
+            due.back_off(mid, result)
+        with self._lock:
+            self.stats.attempts += 1
+            self.stats.results[result] += 1
+        return result == "progress"
+
+    def _forward_pass(self, worker: BatchWorker, index: int,
                       stop: threading.Event | None) -> int:
         """This thread's open forward migrations (domain/forward.py), attempted once each."""
         fids = [m for m in self.service.open_forward_ids() if self._mine(m, index)]

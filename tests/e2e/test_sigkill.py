@@ -37,7 +37,8 @@ from tests.pgtools import fresh_database
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = int(os.environ.get("SCHEDFENCE_SIGKILL_MIGRATIONS", "200"))
 KILLS = int(os.environ.get("SCHEDFENCE_SIGKILL_KILLS", "50"))
-PROCESSES = 3
+PROCESSES = 4
+LEASE = 3.0  # seconds a killed worker's leases keep its batch from the others
 GRACE = "1.0"  # short claim grace, so killed claims are reconciled within the test
 NS = "kill"
 STARTUP = 5.0  # seconds a new worker process may take to import and install its handlers
@@ -51,6 +52,7 @@ class Workers:
         self.procs: list[subprocess.Popen] = []
         self.born: list[float] = []
         self.started = self.kills = 0
+        self.killed: set[str] = set()  # the --worker-id of every SIGKILLed process
         for _ in range(PROCESSES):
             self.procs.append(self._spawn())
             self.born.append(time.monotonic())
@@ -62,13 +64,15 @@ class Workers:
             [sys.executable, "-m", "schedfence.infra.cli", "--store", self.store,
              "--worker-id", f"proc{self.started}", "worker", "--concurrency", "2",
              "--poll-interval", "0.05", "--claim-grace", GRACE],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log,
+            env={**os.environ, "SCHEDFENCE_LEASE_SECONDS": str(LEASE)})
 
     def kill_one(self, rng: random.Random) -> None:
         i = rng.randrange(len(self.procs))
         victim = self.procs[i]
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=30)
+        self.killed.add(victim.args[victim.args.index("--worker-id") + 1])
         self.kills += 1
         self.procs[i] = self._spawn()
         self.born[i] = time.monotonic()
@@ -127,6 +131,7 @@ def test_sigkilled_workers_never_lose_or_duplicate_a_schedule(tmp_path: Path) ->
         try:
             _check_outcome(svc, dest, sids, by_state)
             assert workers.kills >= KILLS and codes == [0] * PROCESSES, codes
+            _check_leases(svc, workers.killed)
             print(f"{workers.kills} kills, {workers.started} worker processes, {by_state}, "
                   f"{_handed_over(svc, sids)} migrations finished by another process")
         finally:
@@ -153,6 +158,15 @@ def _check_outcome(svc, dest, sids: list[str], by_state: dict[str, int]) -> None
             assert runs == [], (sid, runs)  # never started: nothing at the destination
     assert svc.verify() == []
     assert by_state.get("completed", 0) > 0
+
+
+def _check_leases(svc, killed: set[str]) -> None:
+    """A worker stopped cleanly gave its leases back; a killed one's expire, and then no
+    lease is held at all (settled work is never leased again)."""
+    held = svc.leases.held()
+    assert {holder.split("#")[0] for _, holder, _ in held} <= killed, held
+    time.sleep(LEASE + 0.5)
+    assert svc.leases.held() == []
 
 
 def _handed_over(svc, sids: list[str]) -> int:

@@ -111,11 +111,11 @@ def test_refusals_are_reported_by_reason_and_parks_come_from_the_store(world):
 # -- resume after a crash at each boundary -------------------------------------------------------
 @pytest.mark.parametrize("point, nth", [
     ("job_define.after_append", 1),  # defined, no page yet
-    ("rollback.after_append", 5),  # mid-page 2: two of its requests made, unrecorded
+    ("rollback.after_append", 2),  # page 2's requests made (one append), unrecorded
     ("job_page.before_append", 2),  # page 2 requested, not recorded
     ("job_page.after_append", 2),  # page 2 recorded, not driven
     ("job_page.after_append", 3),  # the last page recorded, nothing driven
-    ("close.after_append", 4),  # while driving page 2
+    ("close.after_append", 2),  # while driving page 2 (a page's closes: one append)
 ])
 def test_a_crashed_job_resumes_in_one_rerun_without_doubling_a_request(world, point, nth):
     populate(world)
@@ -245,7 +245,7 @@ def test_cancel_stops_new_requests_and_started_ones_finish(world, monkeypatch):
             world.hooks.once("rollback.after_append", cancel_after_third)
 
     world.hooks.once("rollback.after_append", cancel_after_third)
-    report = run(world)
+    report = run(world, replace(SMALL, rate=1000.0))  # paced: one request at a time
     assert report["phase"] == "cancelled" and report["cancel_reason"] == "wrong batch"
     assert report["requested"] == 3 and report["counts"]["completed"] == 3
     assert store_states(world) == {"completed": 3}

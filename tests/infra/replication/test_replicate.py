@@ -74,7 +74,9 @@ def test_copy_is_byte_identical_in_order_and_a_rerun_copies_nothing(source: str,
                        on_batch=lambda r: positions.append(r.position))
     total = len(log(source))
     assert (report.copied, report.from_position, report.position) == (total, 0, total)
-    assert report.caught_up and report.batches == len(positions) >= total // 7
+    assert report.caught_up and report.batches == len(positions) > 1
+    # Batches end at transaction boundaries (a worker's batch appends many events at once).
+    assert positions == sorted(set(positions)) and positions[-1] == total
     assert_exact_copy(source, standby)
 
     again = replicate(source, standby)

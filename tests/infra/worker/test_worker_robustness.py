@@ -141,19 +141,24 @@ def test_a_stop_ends_the_pass_while_the_destination_hangs(store: str) -> None:
         svc.run_workers(stop, concurrency=2, poll_interval=0.01)
         returned = time.monotonic()
         assert returned - stopped_at[0] < deadline + 1.0, returned - stopped_at[0]
-        after_stop = [c for c in dest.calls if c >= stopped_at[0]]
-        assert len(after_stop) <= 2, len(after_stop)  # at most the one in flight per thread
+        # At most the batch each thread had in flight (its starts went out together, so the
+        # pool returns within one deadline); no batch is claimed after the stop.
         states = [svc.migration(NS, sid).state for sid in sids]
-        assert states.count("claimed") == len(dest.calls) <= 2, states
-        assert states.count("pending") >= len(sids) - 2
+        assert states.count("claimed") == len(dest.calls), states  # each claim, one start
+        assert states.count("pending") == len(sids) - len(dest.calls), states
 
 
 # -- 4. one configured worker id, many pools: each thread its own identity ------------------
-def test_pools_with_one_worker_id_race_with_distinct_identities(store: str) -> None:
+def test_pools_with_one_worker_id_race_with_distinct_identities(store: str,
+                                                              monkeypatch) -> None:
+    # Small batches and leases that expire at once: the pools race as if nothing were leased.
+    monkeypatch.setattr("schedfence.infra.worker.pool.BATCH_SIZE", 3)
     sim = SimulatedDestination(seed=7)
     dest = SlowDestination(sim, 0.02)  # each start is in flight for a moment
     services = [open_service(store, dest, worker_id="same", claim_grace=1.0)
                 for _ in range(3)]
+    for s in services:
+        s.leases.seconds = 1e-6
     try:
         sids = _rollbacks(services[0], 100)
         sim.faults = FaultRates(lose_response=0.15)  # on starts and describes, from now

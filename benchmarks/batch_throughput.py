@@ -1,0 +1,177 @@
+"""Batched rollbacks end to end on PostgreSQL, against raw driver baselines, side by side.
+
+    python benchmarks/batch_throughput.py [--migrations 10000] [--runs 3] [--procs 1,2] [--quick]
+
+Per run and process count, on a fresh schema each time, with the in-memory simulator:
+
+- ``batched``: ``rollback_many`` (500 schedules per append) then the worker's batches
+  (``BatchWorker.attempt_batch``, 100 migrations per batch: one append of claims, the starts,
+  one of answers and receipts, one of closes), over ids the process rolled back itself;
+- ``single`` (1 process, a tenth of the migrations): today's one-at-a-time path, ``rollback``
+  then ``worker.attempt`` per schedule;
+- ``raw tx``: the same rows (4 transactions of 2 rows per migration) through bare psycopg
+  INSERT + COMMIT, throughput.py's unbatched baseline;
+- ``raw COPY``: exactly the same rows in one COPY.
+
+Schedules are created before the clock starts. Rates are migrations per second, medians of
+``--runs`` runs; ratios are of medians measured in the same run of this script.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import queue
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import machine, median, pg_store  # noqa: E402
+from throughput import PAYLOAD, ROWS_PER_TX, _raw_share, _raw_table  # noqa: E402
+
+NS = "bench"
+ROLLBACK_CHUNK = 500
+
+
+def _service(store: str, worker: str) -> Any:
+    from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
+    from schedfence.infra.service import open_service
+    return open_service(store, SimulatedDestination(InMemorySimState(rollback=False)),
+                        worker_id=worker)
+
+
+def _prepare(store: str, n: int) -> list[str]:
+    sids = [f"s{i:06d}" for i in range(n)]
+    with _service(store, "prep") as svc:
+        for sid in sids:
+            svc.create_schedule(NS, sid)
+    return sids
+
+
+def _batched_share(store: str, sids: list[str], start: Any, done: Any) -> None:
+    from schedfence.infra.worker.batch import BATCH_SIZE
+    svc = _service(store, f"bench-{os.getpid()}")
+    start.wait()
+    t0 = time.perf_counter()
+    ids = []
+    for k in range(0, len(sids), ROLLBACK_CHUNK):
+        ids += [r.migration_id for r in svc.rollback_many(NS, sids[k:k + ROLLBACK_CHUNK])]
+    mids = [uuid.UUID(m) for m in ids]
+    for k in range(0, len(mids), BATCH_SIZE):
+        svc.worker.attempt_batch(mids[k:k + BATCH_SIZE])
+    done.put((time.perf_counter() - t0, os.getpid()))
+    svc.close()
+
+
+def _single(store: str, sids: list[str]) -> float:
+    from schedfence.domain.ids import migration_aggregate_id
+    svc = _service(store, "single")
+    t0 = time.perf_counter()
+    for sid in sids:
+        result = svc.rollback(NS, sid)
+        svc.worker.attempt(migration_aggregate_id(NS, sid, result.request_id))
+    took = time.perf_counter() - t0
+    svc.close()
+    return len(sids) / took
+
+
+def _run_procs(target: Any, shares: list[tuple]) -> float:
+    ctx = mp.get_context("spawn")
+    start, done = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*share, start, done)) for share in shares]
+    for p in procs:
+        p.start()
+    start.set()
+    walls = [done.get(timeout=3600)[0] for _ in procs]
+    for p in procs:
+        p.join()
+    return max(walls)
+
+
+def _check(store: str, n: int) -> None:
+    with _service(store, "check") as svc:
+        completed = svc.stats()["by_state"]["completed"]
+        assert completed == n, f"{completed} of {n} completed"
+
+
+def batched_rate(n: int, procs: int) -> float:
+    with pg_store() as store:
+        sids = _prepare(store, n)
+        wall = _run_procs(_batched_share, [(store, sids[i::procs]) for i in range(procs)])
+        _check(store, n)
+    return n / wall
+
+
+def single_rate(n: int) -> float:
+    with pg_store() as store:
+        sids = _prepare(store, n)
+        rate = _single(store, sids)
+        _check(store, n)
+    return rate
+
+
+def raw_tx_rate(n: int) -> float:
+    with pg_store() as store:
+        target = _raw_table("postgres", store)
+        start, done = threading.Event(), queue.Queue()
+        start.set()
+        _raw_share("postgres", target, n, start, done)
+        return n / done.get()[0]
+
+
+def raw_copy_rate(n: int) -> float:
+    import psycopg
+    with pg_store() as store:
+        target = _raw_table("postgres", store)
+        rows_per = sum(ROWS_PER_TX)
+        with psycopg.connect(target, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            with conn.transaction(), conn.cursor() as cur, cur.copy(
+                    "COPY raw_events (originator_id, originator_version, topic, state) "
+                    "FROM STDIN") as copy:
+                for _ in range(n):
+                    oid = str(uuid.uuid4())
+                    for version in range(rows_per):
+                        copy.write_row((oid, version, "t", PAYLOAD))
+            return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--migrations", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--procs", default="1,2")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
+    a = ap.parse_args()
+    n, runs = (300, 1) if a.quick else (a.migrations, a.runs)
+    procs = [int(p) for p in a.procs.split(",")]
+    print(f"# PostgreSQL, in-memory simulator; {n} migrations per run, median of {runs} runs")
+    print(f"# machine: {machine()}", flush=True)
+    rates: dict[str, list[float]] = {k: [] for k in
+                                     ("raw_tx", "raw_copy", "single", *map(str, procs))}
+    for _ in range(runs):  # interleaved: every figure of a run measured side by side
+        rates["raw_tx"].append(raw_tx_rate(n))
+        rates["raw_copy"].append(raw_copy_rate(n))
+        rates["single"].append(single_rate(max(n // 10, 50)))
+        for p in procs:
+            rates[str(p)].append(batched_rate(n, p))
+    m = {k: median(v) for k, v in rates.items()}
+    print(f"{'path':28} {'migrations/s':>12}  {'÷ raw tx':>9}  {'÷ raw COPY':>10}")
+    rows = [("raw tx (4 tx x 2 rows)", "raw_tx"), ("raw COPY (same rows)", "raw_copy"),
+            ("single (one at a time)", "single")] + \
+        [(f"batched, {p} process(es)", str(p)) for p in procs]
+    for label, key in rows:
+        print(f"{label:28} {m[key]:12.1f}  {m[key] / m['raw_tx']:8.2f}x  "
+              f"{m[key] / m['raw_copy']:9.3f}x")
+    if len(procs) > 1:
+        print(f"# scaling: {procs[-1]} processes = {m[str(procs[-1])] / m[str(procs[0])]:.2f}x "
+              f"{procs[0]}")
+    print(f"# batched 1 process = {m[str(procs[0])] / m['single']:.2f}x single", flush=True)
+
+
+if __name__ == "__main__":
+    main()
