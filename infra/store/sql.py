@@ -87,3 +87,17 @@ def timeout_error(app: Any, exc: BaseException) -> StoreTimeout | None:
         return StoreTimeout(f"the projection's SQLite store stayed locked by another "
                             f"connection (lock timeout {SQLITE_TIMEOUT}s): {exc}")
     return None
+
+
+def create_tables(engine: Engine, metadata: Any) -> None:
+    """Create ``metadata``'s tables if missing, in a writing transaction; a DDL race with
+    another process creating them at the same moment is answered by looking again."""
+    from sqlalchemy.exc import DBAPIError
+    for attempt in (1, 2):
+        try:
+            with engine.execution_options(**WRITE_OPTIONS).begin() as conn:
+                metadata.create_all(conn, checkfirst=True)
+            return
+        except DBAPIError:
+            if attempt == 2:
+                raise

@@ -17,13 +17,13 @@ from uuid import UUID
 
 from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, and_, delete,
                         or_, select, update)
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from schedfence.domain.migration import CLOSED_PHASES, OPEN_PHASES
 from schedfence.projections.service_views import OperatorViews
 from schedfence.projections.tables import migrations
 
-from schedfence.infra.store.sql import WRITE_OPTIONS
+from schedfence.infra.store.sql import WRITE_OPTIONS, create_tables
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
 MAX_BACKOFF = 60.0
@@ -65,16 +65,9 @@ class DueWork:
         return self.engine.execution_options(**WRITE_OPTIONS).begin()
 
     def _ensure_table(self) -> None:
-        if self._ready:
-            return
-        try:
-            with self._writing() as conn:
-                _metadata.create_all(conn, checkfirst=True)
-        except DBAPIError:
-            # Another process created it at the same moment (PostgreSQL DDL race).
-            with self._writing() as conn:
-                _metadata.create_all(conn, checkfirst=True)
-        self._ready = True
+        if not self._ready:
+            create_tables(self.engine, _metadata)
+            self._ready = True
 
     def open_ids(self) -> list[UUID]:
         """Every open migration, oldest change first (the log is read only to catch up)."""

@@ -22,10 +22,9 @@ from uuid import UUID
 
 from sqlalchemy import BigInteger, Column, MetaData, String, Table, and_, delete, or_
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.infra.store.sql import WRITE_OPTIONS
+from schedfence.infra.store.sql import WRITE_OPTIONS, create_tables
 
 LEASE_SECONDS = 120.0  # longer than a batch's worst case (100 starts, 8 at once, 5 s each)
 LEASE_ENV = "SCHEDFENCE_LEASE_SECONDS"  # overrides it (seconds, > 0)
@@ -69,15 +68,9 @@ class Leases:
         return self.engine.execution_options(**WRITE_OPTIONS).begin()
 
     def _ensure_table(self) -> None:
-        if self._ready:
-            return
-        try:
-            with self._writing() as conn:
-                _metadata.create_all(conn, checkfirst=True)
-        except DBAPIError:  # another process created it at the same moment: look again
-            with self._writing() as conn:
-                _metadata.create_all(conn, checkfirst=True)
-        self._ready = True
+        if not self._ready:
+            create_tables(self.engine, _metadata)
+            self._ready = True
 
     def take(self, ids: list[UUID], holder: str) -> list[UUID]:
         """The ids of ``ids`` now leased to ``holder`` (free, expired, or its own already)."""
