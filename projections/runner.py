@@ -96,12 +96,13 @@ class Projector:
                 if batch.applied == 0:
                     return applied
 
-    def rebuild(self) -> int:
-        """Drop the views and project the whole log from position 0."""
+    def rebuild(self, on_batch: Callable[[Batch], None] | None = None) -> int:
+        """Drop the views and project the whole log from position 0 (``on_batch``: as for
+        ``catch_up``)."""
         with self._lock:
             self.view.drop_tables()
             self.view.create_tables()
-            return self.catch_up()
+            return self.catch_up(on_batch)
 
     def _one_batch(self) -> tuple[Batch, DomainError | None]:
         """One committed batch, and the error that stopped it early (if any)."""

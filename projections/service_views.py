@@ -65,8 +65,8 @@ class OperatorViews:
     def catch_up(self) -> int:
         return self.projector.catch_up()
 
-    def rebuild(self) -> int:
-        return self.projector.rebuild()
+    def rebuild(self, on_batch: Any = None) -> int:
+        return self.projector.rebuild(on_batch)
 
     def _fresh(self) -> Projector:
         p = self.projector

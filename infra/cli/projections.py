@@ -143,8 +143,13 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
     @projection.command("rebuild")
     @json_option
     def rebuild(as_json: bool) -> None:
-        """Drop the projection's tables and project the whole log again."""
-        _report(as_json, service().views.rebuild())
+        """Drop the projection's tables and project the whole log again (a bar with rate and
+        ETA on stderr when it is a terminal)."""
+        views = service().views
+        total = views.status()["log_position"]
+        with out.progress("rebuilding the projection", "events", total) as update:
+            applied = views.rebuild(on_batch=lambda b: update(b.position))
+        _report(as_json, applied)
 
     @projection.command("follow")
     @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,

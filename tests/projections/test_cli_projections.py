@@ -49,7 +49,7 @@ def fails(store: str, *args: str, code: str) -> str:
 def test_audit_text_and_json(store: str) -> None:
     text = ok(store, "audit", "--schedule", "default/done")
     assert text.splitlines()[0].split() == ["POS", "TIME", "SCHEDULE", "AGGREGATE", "TYPE",
-                                            "ACTOR", "REQUEST", "MIGRATION"]
+                                            "ACTOR", "REQUEST", "MIGRATION", "REASON"]
     assert "SourceClosed" in text and "alice" in text
     doc = json.loads(ok(store, "audit", "--request-id", "req-done", "--newest-first", "--json"))
     assert doc["entries"][0]["type"] == "SourceClosed"
@@ -82,12 +82,16 @@ def test_audit_migration_and_time_filters(store: str) -> None:
     (["audit", "--schedule", "default/unknown"], "not_found", "default/unknown"),
     (["audit", "--schedule", "noslash"], "invalid_argument", "NAMESPACE/SCHEDULE_ID"),
     (["audit", "--migration", "xyz"], "invalid_argument", "not a UUID"),
-    (["audit", "--limit", "0"], "invalid_argument", "limit"),
     (["migrations", "--state", "bogus"], "invalid_argument", "unknown state"),
 ])
 def test_bad_arguments_are_one_line_errors(store: str, args: list[str], code: str,
                                            text: str) -> None:
     assert text in fails(store, *args, code=code)
+
+
+def test_a_limit_out_of_range_is_a_usage_error(store: str) -> None:
+    result = run(store, "audit", "--limit", "0")
+    assert result.exit_code == 2 and "--limit" in result.stderr
 
 
 def test_bad_arguments_under_json_are_a_json_error(store: str) -> None:

@@ -69,6 +69,10 @@ def test_a_terminal_sees_rate_and_eta_and_stdout_stays_json(store: str, tmp_path
                                    f"sqlite:///{tmp_path / 'standby.db'}", "--json")
     copied = json.loads(stdout)["copied"]
     assert "copying" in shown and "events/s" in shown and f"{copied}/{copied}" in shown
+    stdout, shown = _on_a_terminal(store, "projection", "rebuild", "--json")
+    applied = json.loads(stdout)["applied"]
+    assert "rebuilding the projection" in shown and "events/s" in shown
+    assert f"{applied}/{applied}" in shown
     stdout, shown = _on_a_terminal(store, "verify")
     assert stdout.startswith("invariants: OK") and "checking invariants" in shown
     assert "checking invariants" not in stdout
