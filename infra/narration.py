@@ -54,9 +54,11 @@ def verdict_lines(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def verdict(service: MigrationService, also: str | None = None) -> dict[str, Any]:
-    """The invariant checker's verdict over the whole store, as a JSON-ready document."""
-    violations = [v.to_dict() for v in service.verify(also)]
+def verdict(service: MigrationService, also: str | None = None,
+            progress: Any = None) -> dict[str, Any]:
+    """The invariant checker's verdict over the whole store, as a JSON-ready document
+    (``progress(n)``: how many events were checked so far)."""
+    violations = [v.to_dict() for v in service.verify(also, progress)]
     # Counted, not the last log position: PostgreSQL's sequence leaves a hole wherever a save
     # rolled back (a lost optimistic-concurrency race), so positions overstate the events.
     events = migrations = 0

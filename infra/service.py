@@ -271,16 +271,18 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def event_count(self) -> int:
         return self.app.read_retrying(self.app.event_count)
 
-    def verify(self, also: str | None = None) -> list[Violation]:
+    def verify(self, also: str | None = None,
+               progress: Callable[[int], None] | None = None) -> list[Violation]:
         """The checker over this store; with ``also`` (another copy of it, e.g. the old
-        active after a failover), over both, and across them (I4: one chain per migration)."""
+        active after a failover), over both, and across them (I4: one chain per migration).
+        ``progress(n)``: called with how many events of this store were read so far."""
         from schedfence.domain.invariants import check_histories, check_history
         if also is None:
-            return check_history(_decoded(self.app))
+            return check_history(_decoded(self.app, progress))
         from schedfence.infra.replication.follower import open_copy
         other = open_copy(also)
         try:
-            theirs, mine = check_histories([_decoded(other), _decoded(self.app)])
+            theirs, mine = check_histories([_decoded(other), _decoded(self.app, progress)])
         finally:
             other.close()
         return mine + [replace(v, message=f"in the other store: {v.message}") for v in theirs]
@@ -313,8 +315,14 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         return replay_key(self.app, namespace, schedule_id, incarnation, at, migration_id)
 
 
-def _decoded(app: FenceApplication) -> Any:
-    return ((n.id, app.mapper.to_domain_event(n)) for n in app.notifications())
+def _decoded(app: FenceApplication, progress: Callable[[int], None] | None = None) -> Any:
+    for n, note in enumerate(app.notifications(), 1):
+        if progress is not None and n % PROGRESS_EVERY == 0:
+            progress(n)
+        yield note.id, app.mapper.to_domain_event(note)
+
+
+PROGRESS_EVERY = 500  # events read between two progress calls
 
 
 def raise_invalid(message: str) -> None:

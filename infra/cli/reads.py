@@ -167,9 +167,10 @@ def verify(ctx: click.Context, also: str | None, as_json: bool) -> None:
     """Check the log against the protocol invariants.
 
     Exits 1 if any invariant is violated."""
-    with out.progress("checking invariants", "events") as update:
-        update(0, None)
-        doc = out.verdict(existing(), also)
+    service = existing()
+    with out.progress("checking invariants", "events", service.event_count()) as update:
+        doc = out.verdict(service, also, progress=update)
+        update(doc["events"])  # the bar ends at every event checked
     emit(as_json, doc, out.verdict_lines(doc))
     if not doc["ok"]:
         ctx.exit(1)

@@ -75,6 +75,8 @@ def test_a_terminal_sees_rate_and_eta_and_stdout_stays_json(store: str, tmp_path
     assert f"{applied}/{applied}" in shown
     stdout, shown = _on_a_terminal(store, "verify")
     assert stdout.startswith("invariants: OK") and "checking invariants" in shown
+    events = stdout.split("(")[1].split()[0]
+    assert "events/s" in shown and "ETA" in shown and f"{events}/" in shown
     assert "checking invariants" not in stdout
 
 
@@ -92,3 +94,12 @@ def test_drain_reports_settled_migrations_per_pass() -> None:
     explicit: list[tuple[int, int]] = []
     drain(lambda _m: "progress", lambda: [], progress=lambda s, t: explicit.append((s, t)))
     assert explicit == [(0, 0), (0, 0)]
+
+
+def test_verify_reports_the_events_it_has_checked(store: str, monkeypatch) -> None:  # noqa
+    _fill(store)
+    monkeypatch.setattr("schedfence.infra.service.PROGRESS_EVERY", 1)
+    seen: list[int] = []
+    with open_service(store, "sim") as service:
+        assert service.verify(progress=seen.append) == []
+        assert seen == list(range(1, service.event_count() + 1))
