@@ -57,24 +57,16 @@ def kv_block(title: str, pairs: Sequence[tuple[str, object]], indent: str = "  "
     return [title] + [f"{indent}{k.ljust(width)}  {show(v)}" for k, v in pairs]
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    cells = [[show(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
-
-    # The last column is ragged, so its rule only spans its header.
-    rule = ["-" * w for w in widths[:-1]] + ["-" * len(headers[-1])]
-    return [line(headers), line(rule)] + [line(r) for r in cells]
-
-
 def rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
                empty: str) -> list[str]:
-    """A table drawn by rich: a header, a rule, one line per row; cells are never cut or
-    wrapped (ids stay whole however wide), and no colour or escape codes are written."""
-    if not rows:
-        return [empty]
+    """``table``, or the line ``empty`` when there is no row."""
+    return table(headers, rows) if rows else [empty]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """Every table of the CLI, drawn by rich: a header, a rule, one line per row; cells are
+    never cut or wrapped (ids stay whole however wide), and no colour or escape codes are
+    written."""
     import io
 
     from rich import box
