@@ -240,14 +240,17 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         results: dict[UUID, str] = {}
         if max_attempts is not None:
             return results
+        seen: set[UUID] = set()
         while True:  # page by page: finished ones leave the due list, others are not re-read
-            due = [mid for mid, _ in self.due.due(BATCH_SIZE * 10) if mid not in results]
+            due = [mid for mid, _ in self.due.due(BATCH_SIZE * 10) if mid not in seen]
             if not due:
                 return results
+            seen.update(due)
             for start in range(0, len(due), BATCH_SIZE):
-                chunk = due[start:start + BATCH_SIZE]
-                results.update(dict.fromkeys(chunk, "idle"))  # leased elsewhere: drain's
-                results.update(leased_batch(self.worker, self.leases, chunk))
+                # One another process holds is left to the drain (one by one, unleased:
+                # safety never rests on a lease, and a dead holder's may not have expired).
+                results.update(leased_batch(self.worker, self.leases,
+                                            due[start:start + BATCH_SIZE]))
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:

@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.store.sql import WRITE_OPTIONS, create_tables
 
-LEASE_SECONDS = 120.0  # longer than a batch's worst case (100 starts, 8 at once, 5 s each)
+LEASE_SECONDS = 30.0  # longer than a batch's worst case (its starts at once, 5 s deadline)
 LEASE_ENV = "SCHEDFENCE_LEASE_SECONDS"  # overrides it (seconds, > 0)
 
 
