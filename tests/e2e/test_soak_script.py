@@ -23,7 +23,9 @@ def test_soak_quick_prints_a_sample_table_and_flatness_verdicts() -> None:
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert len(cells) == 5 and float(cells[1]) > 0 and cells[2] == "-"
-        assert float(cells[3]) > 0 and float(cells[4]) >= float(cells[3])
+        # The simulator's time is summed over calls, and a batch's starts run concurrently:
+        # it may exceed the wall time.
+        assert float(cells[3]) > 0 and float(cells[4]) > 0
     assert any(ln.startswith("RSS growth first->last sample: ") and "KB per migration" in ln
                for ln in lines)
     for label in ("RSS", "sim s/100 rollbacks", "wall s/100 migrations"):
