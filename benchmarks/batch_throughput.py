@@ -31,9 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import machine, median, pg_store  # noqa: E402
-from throughput import PAYLOAD, ROWS_PER_TX, _raw_share, _raw_table  # noqa: E402
+from throughput import NS, PAYLOAD, ROWS_PER_TX, _prepare, _raw_share, _raw_table  # noqa: E402,E501
 
-NS = "bench"
 ROLLBACK_CHUNK = 500
 
 
@@ -42,14 +41,6 @@ def _service(store: str, worker: str) -> Any:
     from schedfence.infra.service import open_service
     return open_service(store, SimulatedDestination(InMemorySimState(rollback=False)),
                         worker_id=worker)
-
-
-def _prepare(store: str, n: int) -> list[str]:
-    sids = [f"s{i:06d}" for i in range(n)]
-    with _service(store, "prep") as svc:
-        for sid in sids:
-            svc.create_schedule(NS, sid)
-    return sids
 
 
 def _batched_share(store: str, sids: list[str], start: Any, done: Any) -> None:

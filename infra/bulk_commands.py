@@ -93,8 +93,7 @@ class _Loaded:
 def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
           rids: list[str | None]) -> dict[str, _Loaded]:
     """Keys, their current sources, and the migrations a rollback gate reads: three reads."""
-    keys = load_many(service.app, [schedule_key_id(namespace, s) for s, r in
-                                   zip(schedule_ids, rids) if _invalid(namespace, s, r) is None])
+    keys = load_many(service.app, [schedule_key_id(namespace, s) for s in schedule_ids])
     current = {sid: key.state.current_schedule_id for sid in schedule_ids
                if (key := keys.get(schedule_key_id(namespace, sid))) is not None}
     sources = load_many(service.app, [c for c in current.values() if c is not None])

@@ -89,15 +89,37 @@ def timeout_error(app: Any, exc: BaseException) -> StoreTimeout | None:
     return None
 
 
+def writing(engine: Engine) -> Any:
+    """A write transaction (on SQLite it takes the write lock up front, see _sqlite_engine)."""
+    return engine.execution_options(**WRITE_OPTIONS).begin()
+
+
 def create_tables(engine: Engine, metadata: Any) -> None:
     """Create ``metadata``'s tables if missing, in a writing transaction; a DDL race with
     another process creating them at the same moment is answered by looking again."""
     from sqlalchemy.exc import DBAPIError
     for attempt in (1, 2):
         try:
-            with engine.execution_options(**WRITE_OPTIONS).begin() as conn:
+            with writing(engine) as conn:
                 metadata.create_all(conn, checkfirst=True)
             return
         except DBAPIError:
             if attempt == 2:
                 raise
+
+
+class SideTables:
+    """Tables kept beside the views on the same engine (the worker's due-work backoff, its
+    leases), created on first use: a subclass names its ``metadata``."""
+
+    metadata: Any
+    engine: Any
+    _ready = False
+
+    def _writing(self) -> Any:
+        return writing(self.engine)
+
+    def _ensure_table(self) -> None:
+        if not self._ready:
+            create_tables(self.engine, self.metadata)
+            self._ready = True

@@ -37,6 +37,7 @@ CLAIM_GRACE_SECONDS = 15.0
 LOG = get_logger("worker")
 # Each step's destination call, by the port method it makes (the latency metric's ``call``).
 CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover"}
+BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
 
 
 class TaskWorker:
@@ -164,7 +165,7 @@ class TaskWorker:
         mig, head = recorded
         if head is not None:
             self._verify_head(mig, head, outcome, attempt)
-        return "backoff" if outcome.kind in ("unavailable", "not_sent") else "progress"
+        return "backoff" if outcome.kind in BACK_OFF else "progress"
 
     def _verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
                      attempt: int) -> None:

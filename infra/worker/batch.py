@@ -33,13 +33,12 @@ from schedfence.domain.ports import DestinationError, HandoverTarget
 from schedfence.domain.schedule import Schedule
 
 from schedfence.infra.store.bulk import load_many
-from schedfence.infra.worker.attempt import AttemptResult, TaskWorker, _age
+from schedfence.infra.worker.attempt import BACK_OFF, AttemptResult, TaskWorker, _age
 
 BATCH_SIZE = 50  # migrations per batch
 # Start calls in flight at once: the whole batch, so a stop (taken between batches) lands
 # within one call deadline even against a destination that never answers.
 CONCURRENCY = BATCH_SIZE
-BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
 
 
 @dataclass

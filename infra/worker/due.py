@@ -23,7 +23,7 @@ from schedfence.domain.migration import CLOSED_PHASES, OPEN_PHASES
 from schedfence.projections.service_views import OperatorViews
 from schedfence.projections.tables import migrations
 
-from schedfence.infra.store.sql import WRITE_OPTIONS, create_tables
+from schedfence.infra.store.sql import SideTables
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
 MAX_BACKOFF = 60.0
@@ -48,26 +48,18 @@ def backoff_seconds(failures: int, rng: random.Random | None = None) -> float:
     return delay * (0.5 + (rng or random).random() / 2)
 
 
-class DueWork:
+class DueWork(SideTables):
     """The due-work index of one store: its operator views' migrations table (caught up
     before each read) and the backoff table beside it. ``epoch``: the store's epoch now."""
 
+    metadata = _metadata
+
     def __init__(self, views: OperatorViews, epoch: Callable[[], int]) -> None:
         self.views, self.epoch = views, epoch
-        self._ready = False
 
     @property
     def engine(self) -> Any:
         return self.views.engine
-
-    def _writing(self) -> Any:
-        """A write transaction (on SQLite it takes the write lock up front, see store/sql.py)."""
-        return self.engine.execution_options(**WRITE_OPTIONS).begin()
-
-    def _ensure_table(self) -> None:
-        if not self._ready:
-            create_tables(self.engine, _metadata)
-            self._ready = True
 
     def open_ids(self) -> list[UUID]:
         """Every open migration, oldest change first (the log is read only to catch up)."""

@@ -24,7 +24,7 @@ from sqlalchemy import BigInteger, Column, MetaData, String, Table, and_, delete
 from sqlalchemy.dialects import postgresql, sqlite
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.infra.store.sql import WRITE_OPTIONS, create_tables
+from schedfence.infra.store.sql import SideTables
 
 LEASE_SECONDS = 30.0  # longer than a batch's worst case (its starts at once, 5 s deadline)
 LEASE_ENV = "SCHEDFENCE_LEASE_SECONDS"  # overrides it (seconds, > 0)
@@ -58,19 +58,12 @@ def _now_us() -> int:
     return int(time.time() * 1_000_000)
 
 
-class Leases:
+class Leases(SideTables):
+    metadata = _metadata
+
     def __init__(self, engine: Any, seconds: float | None = None) -> None:
         self.engine = engine
         self.seconds = lease_seconds() if seconds is None else seconds
-        self._ready = False
-
-    def _writing(self) -> Any:
-        return self.engine.execution_options(**WRITE_OPTIONS).begin()
-
-    def _ensure_table(self) -> None:
-        if not self._ready:
-            create_tables(self.engine, _metadata)
-            self._ready = True
 
     def take(self, ids: list[UUID], holder: str) -> list[UUID]:
         """The ids of ``ids`` now leased to ``holder`` (free, expired, or its own already)."""
