@@ -14,17 +14,20 @@ from schedfence.domain.ports import DestinationNotReached
 
 # Markers in the SDK's (rustls/tonic) connect errors → what the operator most likely has to fix.
 # Measured against a TLS proxy in front of a dev server (tests/e2e/test_temporal_tls_e2e.py).
+_CLIENT_CERT = "does it require a client certificate (cert=, key=), or refuse the one given?"
 _HINTS = (
     ("UnknownIssuer", "the server's certificate is not signed by the CA given (ca=)"),
     ("NotValidForName", "the server's certificate does not name this host (server_name=)"),
-    ("close_notify", "the server closed the TLS session: does it require a client "
-                     "certificate (cert=, key=), or refuse the one given?"),
-    ("ConnectionReset", "the server reset the connection: does it require a client "
-                        "certificate (cert=, key=), or refuse the one given?"),
+    ("close_notify", f"the server closed the TLS session: {_CLIENT_CERT}"),
+    ("ConnectionReset", f"the server reset the connection: {_CLIENT_CERT}"),
     ("InvalidContentType", "is this port plain text? (drop tls=1)"),
     ("CorruptMessage", "is this port plain text? (drop tls=1)"),
 )
-_PLAIN_TO_TLS_HINT = "does this port want TLS? (add ?tls=1)"
+# A broken pipe: the server dropped the stream. Over TLS, after its handshake (measured: a
+# missing client certificate gives this, close_notify or a reset, depending on timing);
+# over plain text, on reading what is not TLS.
+_BROKEN_PIPE = {True: f"the server dropped the TLS stream: {_CLIENT_CERT}",
+                False: "does this port want TLS? (add ?tls=1)"}
 
 
 def connect_error(target: str, exc: BaseException, *, tls: bool,
@@ -35,8 +38,8 @@ def connect_error(target: str, exc: BaseException, *, tls: bool,
     if api_key:
         text = text.replace(api_key, "[api key]")
     hint = next((h for marker, h in _HINTS if marker in text), None)
-    if hint is None and not tls and "BrokenPipe" in text:
-        hint = _PLAIN_TO_TLS_HINT
+    if hint is None and "BrokenPipe" in text:
+        hint = _BROKEN_PIPE[tls]
     mode = "TLS" if tls else "plain text"
     return f"cannot connect to {target} ({mode}){': ' + hint if hint else ''}: {text}"
 
