@@ -1,12 +1,15 @@
 """Batched rollbacks end to end on PostgreSQL, against raw driver baselines, side by side.
 
-    python benchmarks/batch_throughput.py [--migrations 10000] [--runs 3] [--procs 1,2] [--quick]
+    python benchmarks/batch_throughput.py [--migrations 10000] [--runs 3] [--procs 1,1x2,2]
+                                          [--quick]
 
-Per run and process count, on a fresh schema each time, with the in-memory simulator:
+Per run and process shape (P processes, or PxT: T threads in each), on a fresh schema each
+time, with the in-memory simulator:
 
 - ``batched``: ``rollback_many`` (500 schedules per append) then the worker's batches
-  (``BatchWorker.attempt_batch``, 100 migrations per batch: one append of claims, the starts,
-  one of answers and receipts, one of closes), over ids the process rolled back itself;
+  (``BatchWorker.attempt_batch``, ``BATCH_SIZE`` = 50 migrations per batch: one append of
+  claims, the starts, one of answers and receipts, one of closes), over ids the process (or
+  thread) rolled back itself;
 - ``single`` (1 process, a tenth of the migrations): today's one-at-a-time path, ``rollback``
   then ``worker.attempt`` per schedule;
 - ``raw tx``: the same rows (4 transactions of 2 rows per migration) through bare psycopg
@@ -43,19 +46,32 @@ def _service(store: str, worker: str) -> Any:
                         worker_id=worker)
 
 
-def _batched_share(store: str, sids: list[str], start: Any, done: Any) -> None:
+def _roll_and_attempt(svc: Any, sids: list[str]) -> None:
     from schedfence.infra.worker.batch import BATCH_SIZE
-    svc = _service(store, f"bench-{os.getpid()}")
-    start.wait()
-    t0 = time.perf_counter()
     ids = []
     for k in range(0, len(sids), ROLLBACK_CHUNK):
         ids += [r.migration_id for r in svc.rollback_many(NS, sids[k:k + ROLLBACK_CHUNK])]
     mids = [uuid.UUID(m) for m in ids]
     for k in range(0, len(mids), BATCH_SIZE):
         svc.worker.attempt_batch(mids[k:k + BATCH_SIZE])
+
+
+def _batched_share(store: str, sids: list[str], threads: int, start: Any, done: Any) -> None:
+    """One process: ``threads`` threads, each with its own service (its own connections and
+    worker identity) over its own share, so one thread's store round trips overlap another's
+    Python work, as a worker pool's threads do (``worker --concurrency``)."""
+    svcs = [_service(store, f"bench-{os.getpid()}-{t}") for t in range(threads)]
+    start.wait()
+    t0 = time.perf_counter()
+    runners = [threading.Thread(target=_roll_and_attempt, args=(svc, sids[t::threads]))
+               for t, svc in enumerate(svcs)]
+    for runner in runners:
+        runner.start()
+    for runner in runners:
+        runner.join()
     done.put((time.perf_counter() - t0, os.getpid()))
-    svc.close()
+    for svc in svcs:
+        svc.close()
 
 
 def _single(store: str, sids: list[str]) -> float:
@@ -89,10 +105,13 @@ def _check(store: str, n: int) -> None:
         assert completed == n, f"{completed} of {n} completed"
 
 
-def batched_rate(n: int, procs: int) -> float:
+def batched_rate(n: int, shape: str) -> float:
+    """``shape`` is P (processes) or PxT (processes x threads each)."""
+    procs, _, threads = shape.partition("x")
+    p, t = int(procs), int(threads or 1)
     with pg_store() as store:
         sids = _prepare(store, n)
-        wall = _run_procs(_batched_share, [(store, sids[i::procs]) for i in range(procs)])
+        wall = _run_procs(_batched_share, [(store, sids[i::p], t) for i in range(p)])
         _check(store, n)
     return n / wall
 
@@ -135,33 +154,40 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--migrations", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--procs", default="1,2")
+    ap.add_argument("--procs", default="1,1x2,2",
+                    help="comma-separated shapes: P processes, or PxT (T threads each)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
     a = ap.parse_args()
     n, runs = (300, 1) if a.quick else (a.migrations, a.runs)
-    procs = [int(p) for p in a.procs.split(",")]
+    procs = a.procs.split(",")
     print(f"# PostgreSQL, in-memory simulator; {n} migrations per run, median of {runs} runs")
     print(f"# machine: {machine()}", flush=True)
     rates: dict[str, list[float]] = {k: [] for k in
-                                     ("raw_tx", "raw_copy", "single", *map(str, procs))}
+                                     ("raw_tx", "raw_copy", "single", *procs)}
     for _ in range(runs):  # interleaved: every figure of a run measured side by side
         rates["raw_tx"].append(raw_tx_rate(n))
         rates["raw_copy"].append(raw_copy_rate(n))
         rates["single"].append(single_rate(max(n // 10, 50)))
         for p in procs:
-            rates[str(p)].append(batched_rate(n, p))
+            rates[p].append(batched_rate(n, p))
     m = {k: median(v) for k, v in rates.items()}
     print(f"{'path':28} {'migrations/s':>12}  {'÷ raw tx':>9}  {'÷ raw COPY':>10}")
     rows = [("raw tx (4 tx x 2 rows)", "raw_tx"), ("raw COPY (same rows)", "raw_copy"),
             ("single (one at a time)", "single")] + \
-        [(f"batched, {p} process(es)", str(p)) for p in procs]
+        [(f"batched, {_label(p)}", p) for p in procs]
     for label, key in rows:
         print(f"{label:28} {m[key]:12.1f}  {m[key] / m['raw_tx']:8.2f}x  "
               f"{m[key] / m['raw_copy']:9.3f}x")
     if len(procs) > 1:
-        print(f"# scaling: {procs[-1]} processes = {m[str(procs[-1])] / m[str(procs[0])]:.2f}x "
-              f"{procs[0]}")
-    print(f"# batched 1 process = {m[str(procs[0])] / m['single']:.2f}x single", flush=True)
+        print(f"# scaling: {_label(procs[-1])} = {m[procs[-1]] / m[procs[0]]:.2f}x "
+              f"{_label(procs[0])}")
+    print(f"# batched {_label(procs[0])} = {m[procs[0]] / m['single']:.2f}x single", flush=True)
+
+
+def _label(shape: str) -> str:
+    procs, _, threads = shape.partition("x")
+    label = f"{procs} process" + ("es" if procs != "1" else "")
+    return label + (f" x {threads} threads" if threads else "")
 
 
 if __name__ == "__main__":

@@ -7,12 +7,12 @@ replay and the invariant checker all fold with it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
 
-from .model import EvolvingAggregate
+from .model import EvolvingAggregate, updated
 
 # The one phase vocabulary (domain, projections, due work, CLI and JSON all use these names).
 Phase = Literal[
@@ -308,25 +308,25 @@ def _created(event: Any, *, request_id: str | None, origin: str, phase: Phase,
 
 def _answer(state: MigrationState, e: Migration.DestinationAnswered) -> MigrationState:
     unproven = state.unproven_starts - (1 if e.proves_no_commit else 0)
-    return replace(state, last_answer=e.payload(), unproven_starts=max(unproven, 0))
+    return updated(state, last_answer=e.payload(), unproven_starts=max(unproven, 0))
 
 
 def _step(state: MigrationState, event: Any) -> MigrationState:
     """Bookkeeping shared by every worker step."""
     attempts = max(state.attempts, getattr(event, "attempt", 0))
-    return replace(state, attempts=attempts, last_worker=getattr(event, "worker", "") or
+    return updated(state, attempts=attempts, last_worker=getattr(event, "worker", "") or
                    state.last_worker)
 
 
 def _operator(state: MigrationState, e: Any) -> MigrationState:
     """Operator recovery steps (domain/recovery.py decides when they are allowed)."""
     if isinstance(e, Migration.LegacyMigrationAdopted):
-        return replace(state, request_id=e.request_id, origin="adopted", phase="parked",
+        return updated(state, request_id=e.request_id, origin="adopted", phase="parked",
                        claim_armed=False, park_reason="adopted_unverified",
                        park_detail=f"adopted by {e.actor}: an older release may have started "
                                    "the destination with unknown ids")
     if e.resolution == "destination_owns":
-        return replace(state, receipt=e.destination_first_run_id, phase="receipted",
+        return updated(state, receipt=e.destination_first_run_id, phase="receipted",
                        park_reason=None, park_detail="")
     return state  # source_kept: the MigrationAborted that follows restores the source
 
@@ -342,9 +342,9 @@ def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState
         raise ValueError(f"{type(event).__name__} before the migration was created")
     state = _step(state, event)
     if isinstance(event, M.StartClaimConsumed):
-        return replace(state, claim_armed=False, phase="claimed")
+        return updated(state, claim_armed=False, phase="claimed")
     if isinstance(event, M.DestinationStartIssued):
-        return replace(state, starts_issued=state.starts_issued + 1,
+        return updated(state, starts_issued=state.starts_issued + 1,
                        unproven_starts=state.unproven_starts + 1)
     if isinstance(event, M.DestinationAnswered):
         return _answer(state, event)
@@ -352,22 +352,22 @@ def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState
         return state
     if isinstance(event, M.FailoverReconciled):
         # Disarmed: only proof (a receipt) or an operator may move it on from here.
-        return replace(state, epoch=max(state.epoch, event.epoch), claim_armed=False)
+        return updated(state, epoch=max(state.epoch, event.epoch), claim_armed=False)
     if isinstance(event, M.OwnershipAccepted):
-        return replace(state, receipt=event.destination_first_run_id, phase="receipted",
+        return updated(state, receipt=event.destination_first_run_id, phase="receipted",
                        park_reason=None, park_detail="")
     if isinstance(event, M.BoundarySettled):
-        return replace(state, boundary_settled=True)
+        return updated(state, boundary_settled=True)
     if isinstance(event, M.MigrationParked):
-        return replace(state, phase="parked", park_reason=event.reason,
+        return updated(state, phase="parked", park_reason=event.reason,
                        park_detail=event.detail)
     if isinstance(event, (M.LegacyMigrationAdopted, M.MigrationResolved)):
         return _operator(state, event)
     if isinstance(event, M.StartClaimRearmed):
-        return replace(state, claim_armed=True, phase="pending", park_reason=None,
+        return updated(state, claim_armed=True, phase="pending", park_reason=None,
                        park_detail="")
     if isinstance(event, M.SourceClosed):
-        return replace(state, phase="completed")
+        return updated(state, phase="completed")
     if isinstance(event, M.MigrationAborted):
-        return replace(state, phase="aborted", claim_armed=False)
+        return updated(state, phase="aborted", claim_armed=False)
     raise TypeError(f"unknown migration event {type(event).__name__}")

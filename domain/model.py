@@ -183,3 +183,33 @@ def _check_json_exact(value: Any, where: str) -> None:
         return
     raise TypeError(f"{where} is a {type(value).__name__}: not snapshot-safe "
                     "(a JSON round trip would not give it back unchanged)")
+
+
+S = typing.TypeVar("S")
+
+
+def updated(state: S, **changes: Any) -> S:
+    """``dataclasses.replace`` for the aggregates' frozen state dataclasses, several times
+    cheaper: a reducer makes one per event, and ``replace`` runs the generated ``__init__``
+    again (one ``object.__setattr__`` per field, on ~30 fields). Equal to ``replace``'s result
+    because the copy keeps every field and a state class may have no ``__post_init__``, no
+    ``init=False`` field and no ``__slots__`` (``_field_names`` refuses such a class)."""
+    names = _field_names(type(state))
+    if not changes.keys() <= names:
+        raise TypeError(f"{type(state).__name__} has no field(s) "
+                        f"{', '.join(sorted(changes.keys() - names))}")
+    new = object.__new__(type(state))
+    fields = vars(new)
+    fields.update(vars(state))
+    fields.update(changes)
+    return new
+
+
+@functools.cache
+def _field_names(state_class: type) -> frozenset[str]:
+    fields = dataclasses.fields(state_class)
+    if (hasattr(state_class, "__post_init__") or hasattr(state_class, "__slots__")
+            or not all(f.init for f in fields)):
+        raise TypeError(f"{state_class.__name__}: updated() copies fields; use "
+                        "dataclasses.replace for a class that computes any on init")
+    return frozenset(f.name for f in fields)

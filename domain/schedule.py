@@ -6,14 +6,14 @@ fence may close the source or release the fence (I10).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable
 from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id
 from .action import nominal_text
-from .model import EvolvingAggregate, Fact, Facts
+from .model import EvolvingAggregate, Fact, Facts, updated
 from .program import Program
 from .runs import evolve_runs
 from .schedule_key import KeyState, ScheduleKey  # noqa: F401  (their home before)
@@ -335,30 +335,30 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
             action_count=h["action_count"])
     assert state is not None, f"{type(event).__name__} before Created"
     if isinstance(event, Schedule.OwnershipTaken):
-        return replace(state, paused=event.restored_paused, notes=event.restored_notes,
+        return updated(state, paused=event.restored_paused, notes=event.restored_notes,
                        fence_request_id=None, fence_migration_id=None,
                        completed_request_id=event.request_id,
                        completed_migration_id=event.migration_id)
     if isinstance(event, Schedule.TakeoverAbandoned):
-        return replace(state, closed=True, close_reason="takeover_abandoned",
+        return updated(state, closed=True, close_reason="takeover_abandoned",
                        fence_request_id=None, fence_migration_id=None)
     if isinstance(event, Schedule.Paused):
-        return replace(state, paused=event.paused)
+        return updated(state, paused=event.paused)
     if isinstance(event, Schedule.NotesUpdated):
-        return replace(state, notes=event.notes)
+        return updated(state, notes=event.notes)
     if isinstance(event, Schedule.Deleted):
-        return replace(state, closed=True, close_reason="deleted")
+        return updated(state, closed=True, close_reason="deleted")
     if isinstance(event, Schedule.FencedForMigration):
-        return replace(state, paused=True, notes=MIGRATION_NOTE,
+        return updated(state, paused=True, notes=MIGRATION_NOTE,
                        fence_request_id=event.request_id, fence_migration_id=event.migration_id,
                        last_migration_id=event.migration_id)
     if isinstance(event, Schedule.ClosedByMigration):
-        return replace(state, closed=True, close_reason="migrated", fence_request_id=None,
+        return updated(state, closed=True, close_reason="migrated", fence_request_id=None,
                        fence_migration_id=None, completed_request_id=event.request_id,
                        completed_migration_id=event.migration_id)
     if isinstance(event, Schedule.FenceAdopted):
-        return replace(state, fence_request_id=event.request_id)
+        return updated(state, fence_request_id=event.request_id)
     if isinstance(event, Schedule.FenceReleased):
-        return replace(state, paused=event.restored_paused, notes=event.restored_notes,
+        return updated(state, paused=event.restored_paused, notes=event.restored_notes,
                        fence_request_id=None, fence_migration_id=None)
     return evolve_runs(state, event)  # the scheduler's actions

@@ -5,13 +5,13 @@ One aggregate per key, so two forward migrations of one key, or a forward and a 
 incarnation, race on its version and one of them retries (no ping-pong, I19)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 from uuid import UUID
 
 from .errors import MigrationPending
 from .ids import schedule_aggregate_id, schedule_key_id
-from .model import EvolvingAggregate
+from .model import EvolvingAggregate, updated
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,11 @@ class ScheduleKey(EvolvingAggregate):
             return KeyState(event.namespace, event.schedule_id)
         assert state is not None
         if isinstance(event, ScheduleKey.IncarnationStarted):
-            return replace(state, incarnation=event.incarnation)
+            return updated(state, incarnation=event.incarnation)
         if isinstance(event, ScheduleKey.ForwardOpened):
-            return replace(state, forward_migration_id=event.migration_id)
+            return updated(state, forward_migration_id=event.migration_id)
         if isinstance(event, ScheduleKey.ForwardClosed):
-            return replace(state, forward_migration_id=None)
+            return updated(state, forward_migration_id=None)
         raise TypeError(f"unknown schedule key event {type(event).__name__}")
 
     @classmethod

@@ -8,6 +8,7 @@ nothing; the batch then falls back to one ``rollback`` per schedule, which decid
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -23,6 +24,7 @@ from schedfence.domain.text import validate_actor
 
 from schedfence.infra.store.bulk import load_many
 from schedfence.infra.views import RollbackResult
+from schedfence.infra.worker.batch import CONCURRENCY
 
 if TYPE_CHECKING:
     from schedfence.infra.service import MigrationService
@@ -88,6 +90,7 @@ class _Loaded:
     same: Any = None  # the migration of this request id, if any
     pending: Any = None  # the migration the source's fence holds, if any
     last: Any = None  # the source's last migration, if any
+    sentinel: Any = None  # the destination check, when the gate would accept (or its error)
 
 
 def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
@@ -114,6 +117,9 @@ def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
 def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
             rids: list[str | None], actor: str) -> tuple[list[Any], list[Any]]:
     loaded = _load(service, namespace, schedule_ids, rids)
+    _check_destination(service, namespace, [
+        (sid, one) for sid, rid in zip(schedule_ids, rids)
+        if (one := loaded.get(sid)) is not None and _invalid(namespace, sid, rid) is None])
     epoch, who = service.epoch(), actor or service.worker.worker_id
     answers: list[Any] = []
     changed: list[Any] = []
@@ -139,17 +145,38 @@ def _decide_one(service: MigrationService, namespace: str, sid: str, one: _Loade
                 actor: str) -> tuple[RollbackResult, list[Any]]:
     """As ``MigrationService._rollback_once`` decides, on what the batch read."""
     st, (rid, origin, mid) = one.source.state, one.identity
-    sentinel = None
-    if d.rollback_gate(st, rid, one.same, one.pending) == "accept":
-        sentinel = service._destination_check(namespace, sid, "sentinel check")
+    if isinstance(one.sentinel, Exception):
+        raise one.sentinel  # what this schedule's own check raised, in its place
     change = h.rollback(st, str(one.source.id), rid, origin, mid, same=one.same,
-                        pending=one.pending, last=one.last, sentinel=sentinel, epoch=epoch,
+                        pending=one.pending, last=one.last, sentinel=one.sentinel, epoch=epoch,
                         actor=actor)
     if change.outcome != "accepted":
         existing = one.same if one.same is not None else one.pending
         return RollbackResult(change.outcome, rid, existing.origin, change.migration_id), []
     return (RollbackResult("accepted", rid, origin, change.migration_id),
             change.apply(one.source, None))
+
+
+def _check_destination(service: MigrationService, namespace: str,
+                       batch: list[tuple[str, _Loaded]]) -> None:
+    """The sentinel check (one describe at the destination) of every schedule whose admin
+    gate would accept, concurrently (bounded as the worker's starts are): one after another
+    they cost a round trip each. A check's error is kept and raised in that schedule's place,
+    so each answer is what one ``rollback`` of it would answer."""
+    wanted = [(sid, one) for sid, one in batch if d.rollback_gate(
+        one.source.state, one.identity[0], one.same, one.pending) == "accept"]
+
+    def check(item: tuple[str, _Loaded]) -> None:
+        sid, one = item
+        try:
+            one.sentinel = service._destination_check(namespace, sid, "sentinel check")
+        except Exception as exc:  # noqa: BLE001 - re-raised by that schedule's decision
+            one.sentinel = exc
+    if len(wanted) == 1:
+        check(wanted[0])
+    elif wanted:
+        with ThreadPoolExecutor(min(CONCURRENCY, len(wanted)), "sentinel-check") as pool:
+            list(pool.map(check, wanted))
 
 
 def _state(loaded: dict[UUID, Any], migration_id: Any) -> Any:

@@ -18,7 +18,7 @@ attempt's is; an answer save that fails is recorded one by one, never dropped.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -124,9 +124,28 @@ class BatchWorker(TaskWorker):
             except DestinationError as exc:  # the answer, whatever it is, becomes data
                 answer = exc
             item.outcome = d.outcome_of_start(answer)
-        with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(items)))) as pool:
-            for future in [pool.submit(start, i) for i in items]:
-                future.result()  # a crash in one start stops the batch (claims stay claimed)
+        futures = [self._start_pool().submit(start, i) for i in items]
+        wait(futures)  # every start returns before the batch goes on, even past a crash
+        for future in futures:
+            future.result()  # a crash in one start stops the batch (claims stay claimed)
+
+    def _start_pool(self) -> ThreadPoolExecutor:
+        """The start threads, kept from batch to batch (making 50 threads per batch cost
+        more than the simulator's starts); made again when ``concurrency`` changes."""
+        size = max(1, self.concurrency)
+        pool, made_for = getattr(self, "_pool", (None, 0))
+        if pool is None or made_for != size:
+            self.close()
+            pool = ThreadPoolExecutor(size, "batch-start")
+            self._pool = (pool, size)
+        return pool
+
+    def close(self) -> None:
+        """Let the start threads go (each is idle between batches)."""
+        pool, _ = getattr(self, "_pool", (None, 0))
+        if pool is not None:
+            pool.shutdown(wait=False)
+            self._pool = (None, 0)
 
     def _answer_all(self, items: list[_Item]) -> None:
         """Every answer (and receipt) in one save; on any failure, one by one (never lost)."""

@@ -13,7 +13,8 @@ from uuid import uuid4
 
 import pytest
 
-from schedfence.domain.errors import NotFound
+from schedfence.domain.errors import NotFound, Unavailable
+from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.service import open_service
@@ -125,6 +126,38 @@ def test_rollback_many_answers_each_schedule_as_rollback_would(tmp_path) -> None
         assert svc.event_count() == before  # nothing written on a repeat
         svc.run_until_idle(retry_for=0)
         assert {svc.migration(NS, s).state for s in SIDS[:3]} == {"completed"}
+        assert svc.verify() == []
+
+
+class _MeetingDescribes(SimulatedDestination):
+    """Once armed, every describe waits until ``n`` are in flight together (checks made one
+    after another break the barrier, and the error fails the whole call); ``broken``'s
+    describe is then unavailable."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__()
+        self.barrier, self.broken = None, broken
+
+    def describe(self, namespace, workflow_id, run_id=None):
+        if self.barrier is not None:
+            self.barrier.wait()
+            if workflow_id == destination_workflow_id(self.broken):
+                raise DestinationUnavailable("describe: unavailable")
+        return super().describe(namespace, workflow_id, run_id)
+
+
+def test_rollback_many_checks_the_destination_concurrently_each_error_in_its_place(
+        tmp_path) -> None:
+    dest = _MeetingDescribes(broken=SIDS[1])
+    with open_service(f"sqlite:///{tmp_path / 'd.db'}", dest, worker_id="w") as svc:
+        for sid in SIDS[:4]:
+            svc.create_schedule(NS, sid)
+        dest.barrier = threading.Barrier(4, timeout=10)
+        answers = svc.rollback_many(NS, SIDS[:4])
+        assert isinstance(answers[1], Unavailable), answers[1]  # as one rollback refuses it
+        assert [answers[i].outcome for i in (0, 2, 3)] == ["accepted"] * 3
+        with pytest.raises(NotFound):
+            svc.migration(NS, SIDS[1])  # nothing written for the refused one
         assert svc.verify() == []
 
 
