@@ -171,12 +171,12 @@ def main() -> None:
         for p in procs:
             rates[p].append(batched_rate(n, p))
     m = {k: median(v) for k, v in rates.items()}
-    print(f"{'path':28} {'migrations/s':>12}  {'÷ raw tx':>9}  {'÷ raw COPY':>10}")
+    print(f"{'path':32} {'migrations/s':>12}  {'÷ raw tx':>9}  {'÷ raw COPY':>10}")
     rows = [("raw tx (4 tx x 2 rows)", "raw_tx"), ("raw COPY (same rows)", "raw_copy"),
             ("single (one at a time)", "single")] + \
         [(f"batched, {_label(p)}", p) for p in procs]
     for label, key in rows:
-        print(f"{label:28} {m[key]:12.1f}  {m[key] / m['raw_tx']:8.2f}x  "
+        print(f"{label:32} {m[key]:12.1f}  {m[key] / m['raw_tx']:8.2f}x  "
               f"{m[key] / m['raw_copy']:9.3f}x")
     if len(procs) > 1:
         print(f"# scaling: {_label(procs[-1])} = {m[procs[-1]] / m[procs[0]]:.2f}x "
