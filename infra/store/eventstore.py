@@ -20,6 +20,7 @@ from schedfence.domain.migration import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.store.codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
+from schedfence.infra.store.decode import fold_plain
 from schedfence.infra.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
                                        STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
                                        StoreUnavailable, parse_pg_url, session_options, timeout_of,
@@ -115,9 +116,12 @@ def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:
     """Apply stored events in order, refusing a gap in their versions. The library's default
     projector also asserts a runtime ``Protocol`` isinstance per event, which costs more than
     our reducer itself; every event here is one of our own classes, whose ``mutate`` the
-    mapper has already resolved."""
+    mapper has already resolved. Runs of ordinary events go through ``fold_plain``
+    (infra/store/decode.py), which leaves to this loop any event it cannot apply."""
     expected = None if aggregate is None else aggregate.version + 1
-    for event in events:
+    pending = iter(events)
+    event = next(pending, None)
+    while event is not None:
         version = event.originator_version
         if expected is None:  # the first of the history: version 1, or a snapshot's
             expected = version if isinstance(event, EvolvingAggregate.Snapshot) else 1
@@ -141,6 +145,11 @@ def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:
                                  f"({_topic(event)}) cannot be applied: {type(exc).__name__}"
                                  f"{': ' + text if text else ''}") from exc
         expected = version + 1
+        if isinstance(aggregate, EvolvingAggregate):
+            event = fold_plain(aggregate, pending)
+            expected = aggregate.version + 1
+        else:
+            event = next(pending, None)
     return aggregate
 
 
