@@ -38,16 +38,17 @@ def _select(recorder: Any, ids: list[UUID]) -> list[StoredEvent]:
     """The stored events of ``ids``, each history in version order."""
     table = recorder.events_table_name
     if hasattr(recorder.datastore, "schema"):  # PostgreSQL
+        from psycopg.rows import tuple_row
         from psycopg.sql import SQL, Identifier
         statement = SQL("SELECT originator_id, originator_version, topic, state FROM "
                         "{schema}.{table} WHERE originator_id = ANY(%s) ORDER BY "
                         "originator_id, originator_version").format(
             schema=Identifier(recorder.datastore.schema), table=Identifier(table))
-        with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+        # Binary tuple rows: uuid and bytea arrive as UUID and bytes, no dict per row.
+        with recorder.datastore.get_connection() as conn, \
+                conn.cursor(row_factory=tuple_row, binary=True) as curs:
             curs.execute(statement, [ids])
-            return [StoredEvent(originator_id=r["originator_id"],
-                                originator_version=r["originator_version"], topic=r["topic"],
-                                state=bytes(r["state"])) for r in curs.fetchall()]
+            return [StoredEvent(*row) for row in curs.fetchall()]
     marks = ",".join("?" * len(ids))
     statement = (f"SELECT originator_id, originator_version, topic, state FROM {table} "
                  f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version")
