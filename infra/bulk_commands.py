@@ -163,8 +163,7 @@ def _check_destination(service: MigrationService, namespace: str,
     gate would accept, concurrently (bounded as the worker's starts are): one after another
     they cost a round trip each. A check's error is kept and raised in that schedule's place,
     so each answer is what one ``rollback`` of it would answer."""
-    wanted = [(sid, one) for sid, one in batch if d.rollback_gate(
-        one.source.state, one.identity[0], one.same, one.pending) == "accept"]
+    wanted = [(sid, one) for sid, one in batch if _gate(one) == "accept"]
 
     def check(item: tuple[str, _Loaded]) -> None:
         sid, one = item
@@ -177,6 +176,15 @@ def _check_destination(service: MigrationService, namespace: str,
     elif wanted:
         with ThreadPoolExecutor(min(CONCURRENCY, len(wanted)), "sentinel-check") as pool:
             list(pool.map(check, wanted))
+
+
+def _gate(one: _Loaded) -> str | None:
+    """The admin gate's verdict; None for a refusal, which that schedule's decision raises
+    again in its place."""
+    try:
+        return d.rollback_gate(one.source.state, one.identity[0], one.same, one.pending)
+    except DomainError:
+        return None
 
 
 def _state(loaded: dict[UUID, Any], migration_id: Any) -> Any:

@@ -13,7 +13,7 @@ from uuid import uuid4
 
 import pytest
 
-from schedfence.domain.errors import NotFound, Unavailable
+from schedfence.domain.errors import DomainError, NotFound, Unavailable
 from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.destination.simulator import SimulatedDestination
@@ -159,6 +159,20 @@ def test_rollback_many_checks_the_destination_concurrently_each_error_in_its_pla
         with pytest.raises(NotFound):
             svc.migration(NS, SIDS[1])  # nothing written for the refused one
         assert svc.verify() == []
+
+
+def test_rollback_many_answers_a_refused_gate_in_its_place(tmp_path) -> None:
+    """A schedule pending under another request id is refused (as one ``rollback`` refuses
+    it) without failing the rest of the call."""
+    with open_service(f"sqlite:///{tmp_path / 'g.db'}", "sim", worker_id="w") as svc:
+        for sid in SIDS[:2]:
+            svc.create_schedule(NS, sid)
+        svc.rollback(NS, SIDS[0], "someone-else")
+        with pytest.raises(DomainError) as one:
+            svc.rollback(NS, SIDS[0], "mine")
+        answers = svc.rollback_many(NS, SIDS[:2], ["mine", "mine-too"])
+        assert type(answers[0]) is type(one.value) and str(answers[0]) == str(one.value)
+        assert answers[1].outcome == "accepted"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
