@@ -8,7 +8,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
-
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument, NotFound,
@@ -20,29 +19,30 @@ from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
 from schedfence.domain.schedule import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
-from schedfence.projections import service_views as pv
 
 from schedfence.infra.store.aggregates import Aggregates
 from schedfence.infra.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
-from schedfence.infra.views import (HistoryEntry, MigrationView, RollbackResult,
-                                    operator_views)
-from schedfence.infra.worker.due import DueWork
+from schedfence.infra.views import HistoryEntry, MigrationView, RollbackResult, operator_views
 from schedfence.infra.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.worker.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS, CrashHook
-from schedfence.infra.worker.batch import BATCH_SIZE, BatchWorker, leased_batch
-from schedfence.infra.worker.lease import Leases
 from schedfence.infra.schedule_commands import ScheduleCommands
 from schedfence.infra.forward_commands import ForwardCommands
 
 if TYPE_CHECKING:
     from schedfence.domain.invariants import Violation
+    from schedfence.projections import service_views as pv
+    from schedfence.infra.worker.batch import BatchWorker
+    from schedfence.infra.worker.due import DueWork
+    from schedfence.infra.worker.lease import Leases
     from schedfence.infra.worker.pool import PoolStats
 # Imported where used: what a command such as `status` never runs (the invariant checker,
-# recovery, replay, replication, the worker pool) stays out of its start-up.
+# recovery, replay, replication, the worker pool) stays out of its start-up; so are the batch
+# worker, the operator views, the due index and the leases (SQLAlchemy), built on first use.
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
+VIEWS_DEFAULT: Any = object()  # an argument left to the operator views' own default
 
 
 def default_worker_id() -> str:
@@ -61,15 +61,47 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.load = Aggregates(app)
         self.crash_hook = crash_hook
-        self.worker = BatchWorker(app, destination, self.worker_id, crash_hook, claim_grace)
-        self.views = operator_views(app)
-        self.due = DueWork(self.views, self.epoch)
-        self.leases = Leases(self.due.engine)
+        self._worker_args = (app, destination, self.worker_id, crash_hook, claim_grace)
+        self._parts: dict[str, Any] = {}  # see _part
+        self._building = threading.RLock()
         self._on_close = on_close
         self._active = False  # proven not to be an unpromoted standby (require_active)
 
+    # Built on first use: `status` needs none of them, a rollback only the worker.
+    @property
+    def worker(self) -> BatchWorker:
+        from schedfence.infra.worker.batch import BatchWorker
+        return self._part("worker", lambda: BatchWorker(*self._worker_args))
+
+    @property
+    def views(self) -> pv.OperatorViews:
+        """The operator views: an SQLAlchemy engine on the store (infra/views.py)."""
+        return self._part("views", lambda: operator_views(self.app))
+
+    @property
+    def due(self) -> DueWork:
+        from schedfence.infra.worker.due import DueWork
+        return self._part("due", lambda: DueWork(self.views, self.epoch))
+
+    @property
+    def leases(self) -> Leases:
+        from schedfence.infra.worker.lease import Leases
+        return self._part("leases", lambda: Leases(self.views.engine))
+
+    def _part(self, name: str, build: Callable[[], Any]) -> Any:
+        """``name``, built once (also when a worker pool's threads ask at the same moment)."""
+        part = self._parts.get(name)
+        if part is None:
+            with self._building:  # reentrant: building the due index builds the views
+                part = self._parts.get(name)
+                if part is None:
+                    part = self._parts[name] = build()
+        return part
+
     def close(self) -> None:
-        self.views.close()
+        for name in ("views", "worker"):  # the worker's start threads, the views' engine
+            if name in self._parts:
+                self._parts[name].close()
         self.app.close()
         if self._on_close:
             self._on_close()
@@ -204,6 +236,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         safe beside any number of other workers on the same store."""
         from schedfence.infra.worker.pool import WorkerPool
         self.require_active()
+        self.leases  # noqa: B018 - built (its lease time checked) before any thread starts
         pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass,
                           on_error=on_error)
         return pool.run(stop, until_idle)
@@ -240,6 +273,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         results: dict[UUID, str] = {}
         if max_attempts is not None:
             return results
+        from schedfence.infra.worker.batch import BATCH_SIZE, leased_batch
         seen: set[UUID] = set()
         while True:  # page by page: finished ones leave the due list, others are not re-read
             due = [mid for mid, _ in self.due.due(BATCH_SIZE * 10) if mid not in seen]
@@ -302,12 +336,14 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def stats(self) -> dict[str, Any]:
         return self.views.stats()
 
-    def oncall(self, stuck_after_seconds: float = pv.STUCK_AFTER) -> list[pv.OnCallItem]:
-        return self.views.oncall(stuck_after_seconds)
+    def oncall(self, stuck_after_seconds: float = VIEWS_DEFAULT) -> list[pv.OnCallItem]:
+        """Default: ``service_views.STUCK_AFTER`` seconds."""
+        return self.views.oncall(*_given(stuck_after_seconds))
 
     def migrations_by_state(self, state: str | None = None,
-                            limit: int = pv.MAX_ROWS) -> list[pv.MigrationRow]:
-        return self.views.migrations_by_state(state, limit)
+                            limit: int = VIEWS_DEFAULT) -> list[pv.MigrationRow]:
+        """Default ``limit``: ``service_views.MAX_ROWS``."""
+        return self.views.migrations_by_state(state, *_given(limit))
 
     def replay(self, namespace: str, schedule_id: str, at: int | None = None,
                migration_id: str | None = None) -> dict[str, Any]:
@@ -316,6 +352,10 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         check_at(at)  # bad arguments before NotFound
         incarnation = self.schedule(namespace, schedule_id).incarnation
         return replay_key(self.app, namespace, schedule_id, incarnation, at, migration_id)
+
+
+def _given(arg: Any) -> tuple[Any, ...]:
+    return () if arg is VIEWS_DEFAULT else (arg,)
 
 
 def _decoded(app: FenceApplication, progress: Callable[[int], None] | None = None) -> Any:

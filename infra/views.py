@@ -1,19 +1,20 @@
 """What the service returns to callers (plain, JSON-ready values), and the operator views it
-opens on its store."""
+opens on its store (SQLAlchemy: imported only when they are built)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schedfence.domain.errors import NotFound
 from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.migration import MigrationState
 from schedfence.domain.read_shape import ReadShape, read_shape
 from schedfence.domain.schedule import ScheduleState
-from schedfence.projections.service_views import OperatorViews
 
-from schedfence.infra.store.eventstore import FenceApplication
-from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, timeout_error
+if TYPE_CHECKING:
+    from schedfence.projections.service_views import OperatorViews
+
+    from schedfence.infra.store.eventstore import FenceApplication
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,11 @@ def _older_migration_state(service: Any, view: ScheduleView) -> str | None:
 
 def operator_views(app: FenceApplication) -> OperatorViews:
     """The operator views on the store's own database (the engine is the store's)."""
+    from schedfence.projections.service_views import OperatorViews
+
+    from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, timeout_error
     return OperatorViews(
         app, engine_for_application(app), write_options=WRITE_OPTIONS,
         tolerate_gaps=app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres",
         timeout_error=lambda exc: timeout_error(app, exc))
+

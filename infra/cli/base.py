@@ -22,7 +22,6 @@ from schedfence.infra.observability.logs import get_logger
 from schedfence.infra.offline import open_offline
 from schedfence.infra.service import MigrationService, open_service
 from schedfence.infra.store.eventstore import parse_store_url
-from schedfence.infra.worker.pool import one_line
 
 JSON_KEY = "schedfence.json"
 LOG = get_logger("cli")
@@ -131,6 +130,7 @@ class FenceGroup(click.Group):
         except DomainError as exc:
             self._fail(ctx, exc.code, exc.message)
         except Exception as exc:  # anything unexpected: still one line, never a traceback
+            from schedfence.infra.worker.pool import one_line
             # Bounded: a driver error can carry kilobytes of SQL and values, over many lines.
             self._fail(ctx, "internal", one_line(f"{type(exc).__name__}: {exc}"))
 

@@ -13,7 +13,6 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
-from schedfence.projections import queries as q
 from schedfence.projections.records import EPOCH, MICROSECOND
 from schedfence.infra.cli import output as out
 from schedfence.infra.narration import history_doc, status_doc
@@ -138,6 +137,7 @@ def _moment(text: str | None, name: str) -> Any:
     """``--since``/``--until`` as a time the projection's integer microseconds can hold."""
     if text is None:
         return None
+    from schedfence.projections import queries as q  # SQLAlchemy: not on `status`'s path
     try:
         return EPOCH + q.parse_time(text, name) * MICROSECOND
     except (OverflowError, ValueError):

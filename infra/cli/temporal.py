@@ -6,7 +6,6 @@ after the client was closed.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -47,6 +46,7 @@ def leaving_cleanly() -> Iterator[None]:
 # -- the destination worker --------------------------------------------------------------------
 async def _connect(spec: TemporalSpec, wait: float) -> Any:
     """Connect, retrying for up to ``wait`` s: a worker may start before its server."""
+    import asyncio
     from schedfence.infra.destination.temporal_connect import connect_client
 
     tls, api_key = temporal_credentials(spec)
@@ -73,6 +73,7 @@ async def _namespaces(client: Any, spec: TemporalSpec) -> list[str]:
 
 async def _serve(spec: TemporalSpec, task_queue: str, announce: Any, wait: float) -> None:
     """One worker per served namespace, all on one connection, until SIGINT/SIGTERM."""
+    import asyncio
     from contextlib import AsyncExitStack
 
     from temporalio.client import Client
@@ -113,6 +114,7 @@ def destination_worker(ctx: click.Context, task_queue: str | None, connect_wait:
     Needs --destination temporal://HOST:PORT/NS[,NS...] (or SCHEDFENCE_DESTINATION), with
     ?tls=1&ca=F&cert=F&key=F for TLS and SCHEDFENCE_TEMPORAL_API_KEY for an API key."""
     global _used_temporal
+    import asyncio
     url = getattr(ctx.find_root().obj, "destination", None)
     if not url:
         raise InvalidArgument("destination-worker needs --destination temporal://HOST:PORT/NS")

@@ -4,20 +4,25 @@ The event store is eventsourcing's own ``eventsourcing.postgres`` module (psycop
 connection pool); the projection and simulator tables go beside it through SQLAlchemy, in the
 same database and schema. A URL names its schema with ``?schema=NAME`` (default ``public``);
 the schema is created on first use, and eventsourcing creates its tables in it.
+
+Every command imports this module (through the event store's), so it imports neither psycopg
+nor SQLAlchemy until a PostgreSQL store is used (URLs are parsed here, not by SQLAlchemy's
+``make_url``): a command on a SQLite store loads neither.
 """
 from __future__ import annotations
 
 import re
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
-
-import psycopg
-from psycopg import sql
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import parse_qsl, unquote
 
 from schedfence.domain.errors import DomainError, InvalidArgument
+
+if TYPE_CHECKING:
+    import psycopg
+    from sqlalchemy.engine import URL
 
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -75,8 +80,9 @@ def timeout_of(exc: BaseException | None, lock_ms: int, statement_ms: int,
                where: str) -> StoreTimeout | None:
     """The ``StoreTimeout`` that ``exc`` (a psycopg, eventsourcing or SQLAlchemy error, or any
     error it was raised from) stands for, naming the timeout; None if it is no timeout."""
+    psycopg = _psycopg_if_loaded()
     seen = 0
-    while exc is not None and seen < 8:
+    while psycopg is not None and exc is not None and seen < 8:
         if isinstance(exc, psycopg.errors.LockNotAvailable):
             return StoreTimeout(f"{where}: a lock held by another session was not granted "
                                 f"in time (lock timeout {format_ms(lock_ms)}; store URL "
@@ -94,13 +100,19 @@ def unavailable_of(exc: BaseException | None, where: str) -> StoreUnavailable | 
     """The ``StoreUnavailable`` that ``exc`` stands for when PostgreSQL itself failed the call
     (the server went away, restarted, refused or cut the connection): one line, naming the
     store; None for any other error (a bug stays ``internal``)."""
+    psycopg = _psycopg_if_loaded()
     seen = 0
-    while exc is not None and seen < 8:
+    while psycopg is not None and exc is not None and seen < 8:
         if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
             return StoreUnavailable(f"{where}: {_first_line(exc)}")
         exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
         seen += 1
     return None
+
+
+def _psycopg_if_loaded() -> Any:
+    """psycopg if this process imported it; else None, and no error can be one of its own."""
+    return sys.modules.get("psycopg")  # its errors module is loaded with it
 
 
 @dataclass(frozen=True)
@@ -135,6 +147,7 @@ class PgTarget:
                           f"{what} on {self.redacted}")
 
     def sqlalchemy_url(self) -> URL:
+        from sqlalchemy.engine import URL
         return URL.create("postgresql+psycopg", username=self.user,
                           password=self.password or None, host=self.host, port=self.port,
                           database=self.dbname)
@@ -157,6 +170,7 @@ class PgTarget:
                 "POSTGRES_POOL_SIZE": "4", "POSTGRES_MAX_OVERFLOW": "8"}
 
     def connect(self) -> psycopg.Connection:
+        import psycopg
         try:
             return psycopg.connect(host=self.host, port=self.port, user=self.user,
                                    password=self.password or None, dbname=self.dbname,
@@ -170,6 +184,7 @@ class PgTarget:
     def ddl_lock(self) -> Iterator[None]:
         """Create the schema, then hold a database-wide advisory lock for the block, so
         concurrent first uses (and eventsourcing's DDL on every open) take turns."""
+        import psycopg
         with self.connect() as conn:
             self._create_schema(conn)
             try:
@@ -189,6 +204,8 @@ class PgTarget:
             self._create_schema(conn)
 
     def _create_schema(self, conn: psycopg.Connection) -> None:
+        import psycopg
+        from psycopg import sql
         try:
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
                 sql.Identifier(self.schema)))
@@ -204,12 +221,70 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+@dataclass(frozen=True)
+class _UrlParts:
+    """A ``scheme://[USER[:PASSWORD]@][HOST][:PORT][/DATABASE][?QUERY]`` URL's parts: user and
+    password percent-decoded; ``query`` maps a key to its value, or to a list if repeated."""
+
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+    query: dict[str, Any]
+
+
+def _split_url(url: str) -> _UrlParts:
+    """The parts of a database URL, as SQLAlchemy's ``make_url`` reads them (the user name
+    ends at the first ':' or '/', or else at its last '@'; a password may hold any character
+    but '@'), without importing SQLAlchemy. ValueError for a port that is not a number."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or not re.fullmatch(r"[\w+]+", scheme):
+        raise InvalidArgument("store URL is not a valid postgresql:// URL")
+    username = password = None
+    end = next((i for i, c in enumerate(rest) if c in ":/"), len(rest))
+    if rest[end:end + 1] == ":" and "@" in rest[end + 1:]:
+        at = rest.index("@", end + 1)
+        username, password, rest = rest[:end], rest[end + 1:at], rest[at + 1:]
+    elif "@" in rest[:end]:
+        at = rest.rindex("@", 0, end)
+        username, rest = rest[:at], rest[at + 1:]
+    host, rest = _split_host(rest)
+    port = None
+    if rest.startswith(":"):
+        end = next((i for i, c in enumerate(rest) if c in "/?"), len(rest))
+        port, rest = int(rest[1:end]), rest[end:]  # "" too: ValueError, as make_url
+    database = None
+    if rest.startswith("/"):
+        database, mark, query_text = rest[1:].partition("?")
+        rest = mark + query_text
+    if rest and not rest.startswith("?"):
+        raise InvalidArgument("store URL is not a valid postgresql:// URL")
+    query: dict[str, Any] = {}
+    for key, value in parse_qsl(rest[1:]):
+        query[key] = [*_as_list(query[key]), value] if key in query else value
+    return _UrlParts(None if username is None else unquote(username),
+                     None if password is None else unquote(password), host or None, port,
+                     database, query)
+
+
+def _split_host(rest: str) -> tuple[str | None, str]:
+    """The host (a bracketed IPv6 address without its brackets) and what follows it."""
+    stop = next((i for i, c in enumerate(rest) if c in "/?"), len(rest))
+    if rest.startswith("[") and "]" in rest[1:stop]:
+        close = rest.rindex("]", 0, stop)
+        if close > 1:
+            return rest[1:close], rest[close + 1:]
+    end = next((i for i, c in enumerate(rest) if c in ":/?"), len(rest))
+    return rest[:end] or None, rest[end:]
+
+
+def _as_list(value: Any) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
 def parse_pg_url(url: str) -> PgTarget:
-    try:
-        parsed = make_url(url.replace("postgres://", "postgresql://", 1)
-                          if url.startswith("postgres://") else url)
-    except ArgumentError:
-        raise InvalidArgument("store URL is not a valid postgresql:// URL") from None
+    parsed = _split_url(url)  # ValueError: a port that is not a number
     query = dict(parsed.query)
     repeated = sorted(key for key, value in query.items() if not isinstance(value, str))
     if repeated:
@@ -226,10 +301,7 @@ def parse_pg_url(url: str) -> PgTarget:
         raise InvalidArgument(f"schema {schema!r} is not a plain identifier")
     if not parsed.database:
         raise InvalidArgument("store URL names no database (postgresql://USER@HOST:PORT/DB)")
-    try:
-        port = parsed.port or 5432
-    except ValueError:
-        raise InvalidArgument("store URL has an invalid port") from None
+    port = parsed.port or 5432
     return PgTarget(host=parsed.host or "localhost", port=port,
                     user=parsed.username or "postgres", password=parsed.password or "",
                     dbname=parsed.database, schema=schema, lock_timeout_ms=lock_ms,

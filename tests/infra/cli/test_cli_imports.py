@@ -1,20 +1,33 @@
 """The CLI imports what a command needs when that command runs: importing the package, or running
-``status``, never loads Temporal's SDK, the HTTP stack or another command's module. Checked on
-``sys.modules`` of a fresh interpreter (what a ``schedfence`` process loads), not by timing."""
+``status`` on SQLite, never loads Temporal's SDK, the HTTP stack, SQLAlchemy, psycopg or another
+command's module. Checked on ``sys.modules`` of a fresh interpreter (what a ``schedfence`` process
+loads), not by timing. The service builds its operator views, due index, leases and batch worker
+on first use (what keeps SQLAlchemy out), and PostgreSQL URLs are parsed without SQLAlchemy,
+as SQLAlchemy's ``make_url`` parsed them."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import click
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy.engine import make_url
 
+from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.cli.commands import COMMANDS, cli
+from schedfence.infra.offline import open_offline
+from schedfence.infra.store.pg import _split_url, parse_pg_url
 
 from tests.infra.cli.cli_runs import ROOT, ok
 
-HEAVY = ("temporalio", "fastapi", "starlette", "uvicorn", "rich", "jinja2")
+HEAVY = ("temporalio", "fastapi", "starlette", "uvicorn", "rich", "jinja2", "sqlalchemy",
+         "psycopg", "asyncio")
 OTHER_COMMANDS = ("admin", "jobs", "forward", "projections", "recovery", "replay", "replicate",
                   "scheduler", "serve", "metrics")
 REPORT = ("import json, sys\n"
@@ -49,6 +62,121 @@ def test_status_loads_its_own_command_module_only(tmp_path: Path) -> None:
             if m.removeprefix("schedfence.infra.cli.") in OTHER_COMMANDS] == []
     assert [m for m in loaded if m.startswith(("schedfence.infra.http",
                                                "schedfence.infra.web"))] == []
+    # The operator views, due index, leases and the worker pool are built or imported on use.
+    assert [m for m in loaded if m.startswith((
+        "schedfence.projections.service_views", "schedfence.projections.queries",
+        "schedfence.infra.store.sql", "schedfence.infra.worker.due",
+        "schedfence.infra.worker.lease", "schedfence.infra.worker.pool",
+        "schedfence.infra.worker.batch"))] == []
+
+
+def test_a_service_builds_its_views_due_index_and_leases_on_first_use(tmp_path: Path) -> None:
+    """In a fresh interpreter: reading a schedule and its migration loads no SQLAlchemy;
+    the first read of the operator views does, and answers from the same store."""
+    store = f"sqlite:///{tmp_path / 'lazy.db'}"
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s1")
+    ok(store, "--destination", "sim", "rollback", "ns", "s1")
+    code = ("import json, sys\n"
+            "from schedfence.infra.offline import open_offline\n"
+            f"svc = open_offline({store!r})\n"
+            "state = svc.migration('ns', 's1').state\n"
+            "before = 'sqlalchemy' in sys.modules\n"
+            "stats = svc.stats()\n"
+            "svc.close()\n"
+            "print(json.dumps([state, before, 'sqlalchemy' in sys.modules, "
+            "stats['migrations'], stats['by_state']['pending']]))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    state, before, after, migrations, pending = json.loads(done.stdout.splitlines()[-1])
+    assert (state, before, after) == ("pending", False, True)
+    assert (migrations, pending) == (1, 1)
+
+
+def test_concurrent_first_uses_build_one_due_index_on_one_views(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'once.db'}"
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s1")
+    svc = open_offline(store)
+    try:
+        start, seen = threading.Barrier(8), []
+
+        def first_use() -> None:
+            start.wait()
+            seen.append((svc.due, svc.leases, svc.views, svc.worker))
+
+        threads = [threading.Thread(target=first_use) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(set(map(lambda four: tuple(map(id, four)), seen))) == 1
+        due, leases, views, _ = seen[0]
+        assert due.views is views and leases.engine is views.engine
+        assert due.open_ids() == []  # and it answers from the store
+    finally:
+        svc.close()
+
+
+def test_closing_a_service_that_never_built_its_views_builds_none(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'closed.db'}"
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s1")
+    svc = open_offline(store)
+    assert svc.schedule("ns", "s1").schedule_id == "s1"
+    svc.close()
+    assert svc._parts == {}
+
+
+# -- PostgreSQL URLs, parsed without SQLAlchemy ----------------------------------------------------
+_URL_TEXT = st.lists(st.sampled_from(list("ab1_-.:/@?&=#%[] +é") + [
+    "%40", "%2F", "%3A", "::1", "5432", "schema=s", "lock_timeout=1s"]), max_size=14).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(scheme=st.sampled_from(["postgresql", "postgres", "postgresql+psycopg"]), rest=_URL_TEXT)
+def test_a_url_splits_into_the_parts_make_url_reads(scheme: str, rest: str) -> None:
+    """Same user, password, host, port, database and options as SQLAlchemy's ``make_url`` (a
+    port that is not a number: ValueError in both). Where they differ, ours refused a URL with
+    a bracketed host followed by text that ``make_url`` ignores."""
+    url = f"{scheme}://{rest}"
+    try:
+        theirs = make_url(url)
+    except ValueError:
+        with pytest.raises(ValueError):
+            _split_url(url)
+        return
+    try:
+        ours = _split_url(url)
+    except InvalidArgument:
+        assert re.search(r"\][^:/?]", url.split("?", 1)[0]), url
+        return
+    assert (ours.username, ours.password, ours.host, ours.port, ours.database) == \
+        (theirs.username, theirs.password, theirs.host, theirs.port, theirs.database), url
+    assert ours.query == {k: list(v) if isinstance(v, tuple) else v
+                          for k, v in theirs.query.items()}, url
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("postgresql://alice:p%40ss/w@db.example:6543/fence?schema=blue&lock_timeout=2s",
+     ("db.example", 6543, "alice", "p@ss/w", "fence", "blue", 2000)),
+    ("postgres://[::1]:5433/db", ("::1", 5433, "postgres", "", "db", "public", 10_000)),
+    ("postgresql+psycopg:///db", ("localhost", 5432, "postgres", "", "db", "public", 10_000)),
+])
+def test_a_store_url_reads_as_before(url: str, expected: tuple) -> None:
+    t = parse_pg_url(url)
+    assert (t.host, t.port, t.user, t.password, t.dbname, t.schema, t.lock_timeout_ms) == \
+        expected
+
+
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://h/db?schema=a&schema=b", "repeats option(s) schema"),
+    ("postgresql://h/db?sslmode=require", "option(s) sslmode are not supported"),
+    ("postgresql://h:5432", "names no database"),
+    ("postgresql://[::1]x/db", "not a valid postgresql:// URL"),
+    ("postgresql://h/db?schema=x\nlock_timeout=1s", "is not a plain identifier"),
+])
+def test_a_store_url_it_cannot_read_is_refused(url: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        parse_pg_url(url)
 
 
 def test_every_registered_name_loads_the_command_of_that_name() -> None:
