@@ -12,7 +12,6 @@ import time
 import weakref
 from typing import Any, Callable, TypeVar
 
-from prometheus_client import Histogram
 
 from schedfence.domain.ports import (AlreadyStarted, DestinationError, DestinationNotFound,
                                      DestinationNotReached, DestinationUnavailable,
@@ -43,6 +42,7 @@ class CallLatency:
     """Seconds per destination call, labelled ``call`` (the port method) and ``outcome``."""
 
     def __init__(self) -> None:
+        from prometheus_client import Histogram  # off the start-up of commands that call nothing
         self.histogram = Histogram(NAME, "Destination calls made by this process's workers, "
                                    "by port method and outcome.", ("call", "outcome"),
                                    registry=None, buckets=BUCKETS)
