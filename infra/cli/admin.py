@@ -89,6 +89,10 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         if not (math.isfinite(value) and value <= MAX_POLL_INTERVAL):  # nan, inf, 1e308
             raise InvalidArgument(f"{name} must be a number of seconds from 0 to "
                                   f"{MAX_POLL_INTERVAL:g}")
+    stop = threading.Event()
+    if not (until_idle and concurrency == 1):  # a pool: SIGTERM stops it between attempts,
+        # from the very start (a SIGTERM while the store opens is a clean stop too).
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
     svc = service()
     svc.worker.claim_grace = claim_grace
     before = svc.event_count()
@@ -98,7 +102,7 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         report = _drain(svc, max_attempts, retry_for)
         summary: dict[str, Any] = report.to_dict()
     else:
-        stats = _run_pool(svc, concurrency, until_idle, poll_interval, as_json)
+        stats = _run_pool(svc, stop, concurrency, until_idle, poll_interval, as_json)
         summary = stats.to_dict()
         if until_idle:  # what the pool backed off from: drained here, its claims all returned
             svc.worker.worker_id = unique_worker_id(svc.worker_id)
@@ -134,11 +138,8 @@ def _drain(svc: MigrationService, max_attempts: int | None, retry_for: float) ->
         return svc.run_until_idle(max_attempts, retry_for)
 
 
-def _run_pool(service: MigrationService, concurrency: int, until_idle: bool,
-              interval: float, as_json: bool) -> Any:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop between attempts
-
+def _run_pool(service: MigrationService, stop: threading.Event, concurrency: int,
+              until_idle: bool, interval: float, as_json: bool) -> Any:
     passes = itertools.count(1)
 
     def on_pass(thread: int, progressed: int) -> None:
