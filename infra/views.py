@@ -132,9 +132,12 @@ def operator_views(app: FenceApplication) -> OperatorViews:
     """The operator views on the store's own database (the engine is the store's)."""
     from schedfence.projections.service_views import OperatorViews
 
-    from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, timeout_error
+    from schedfence.infra.store.sql import (WRITE_OPTIONS, engine_for_application,
+                                            row_writer_for, timeout_error)
+    engine = engine_for_application(app)
     return OperatorViews(
-        app, engine_for_application(app), write_options=WRITE_OPTIONS,
+        app, engine, write_options=WRITE_OPTIONS, rows=row_writer_for(engine),
         tolerate_gaps=app.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres",
+        pipeline=engine.dialect.name == "postgresql",
         timeout_error=lambda exc: timeout_error(app, exc))
 

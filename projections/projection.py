@@ -26,10 +26,27 @@ def actor_of(event: Any) -> str | None:
     """Who acted: an operator's identity where the event names one, else the worker id.
 
     A worker's own re-arm says ``actor="worker"``; its ``worker`` field names which one."""
-    actor = getattr(event, "actor", "") or ""
+    fields = _fields(event)  # a pydantic event's fields; a missing one costs an exception
+    actor = fields.get("actor") or ""
     if actor and actor != "worker":
         return actor
-    return getattr(event, "worker", "") or actor or None
+    return fields.get("worker") or actor or None
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    """The event's attributes (pydantic keeps an event's fields in its ``__dict__``)."""
+    return getattr(event, "__dict__", None) or {}
+
+
+_TYPES: dict[type, tuple[str, str]] = {}
+
+
+def _type_of(cls: type) -> tuple[str, str]:
+    """An event class's audit ``event_type`` and ``topic``, worked out once per class."""
+    known = _TYPES.get(cls)
+    if known is None:
+        known = _TYPES[cls] = (cls.__name__, getattr(cls, "TOPIC", None) or get_topic(cls))
+    return known
 
 
 class FenceProjection(Projection[FenceViews]):
@@ -39,10 +56,24 @@ class FenceProjection(Projection[FenceViews]):
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         """An event of an aggregate this code does not model: indexed, never skipped."""
-        known = self.view.aggregate(str(domain_event.originator_id)) or {}
-        self._audit(domain_event, tracking, known.get("kind", "other"),
+        aid = str(domain_event.originator_id)
+        known = self.view.aggregate(aid) or {}
+        self._audit(domain_event, tracking, aid, known.get("kind", "other"),
                     known.get("namespace"), known.get("schedule_id"))
         self.view.insert_tracking(tracking)
+
+    def handler(self, event_class: type) -> Any:
+        """``process_event``'s branch for ``event_class``, bound (the same dispatch, without
+        building a new dispatching wrapper per call as the descriptor does)."""
+        handlers = self.__dict__.setdefault("_handlers", {})
+        bound = handlers.get(event_class)
+        if bound is None:
+            self.process_event  # noqa: B018 - the descriptor registers deferred branches
+            descriptor = next(vars(k)["process_event"] for k in type(self).__mro__
+                              if "process_event" in vars(k))
+            bound = handlers[event_class] = \
+                descriptor.dispatcher.dispatch(event_class).__get__(self)
+        return bound
 
     @process_event.register(Migration.Event)
     def _migration(self, domain_event: Any, tracking: Tracking) -> None:
@@ -55,7 +86,7 @@ class FenceProjection(Projection[FenceViews]):
                                  before.created_position if before else tracking.notification_id,
                                  ts, tracking.notification_id, domain_event.originator_version)
         self.view.put_migration(mid, folded, before.state if before else None)
-        self._audit(domain_event, tracking, "migration", state.namespace, state.schedule_id,
+        self._audit(domain_event, tracking, mid, "migration", state.namespace, state.schedule_id,
                     migration_id=mid, request_id=state.request_id)
         self.view.insert_tracking(tracking)
 
@@ -75,19 +106,20 @@ class FenceProjection(Projection[FenceViews]):
                                          schedule_id=event.schedule_id,
                                          incarnation=getattr(event, "incarnation", None))
         known = self.view.aggregate(aid) or {}
-        self._audit(event, tracking, kind, known.get("namespace"), known.get("schedule_id"),
-                    migration_id=getattr(event, "migration_id", None),
-                    request_id=getattr(event, "request_id", None))
+        fields = _fields(event)
+        self._audit(event, tracking, aid, kind, known.get("namespace"), known.get("schedule_id"),
+                    migration_id=fields.get("migration_id"),
+                    request_id=fields.get("request_id"))
         self.view.insert_tracking(tracking)
 
-    def _audit(self, event: Any, tracking: Tracking, aggregate: str, namespace: str | None,
+    def _audit(self, event: Any, tracking: Tracking, aggregate_id: str, aggregate: str,
+               namespace: str | None,
                schedule_id: str | None, *, migration_id: str | None = None,
                request_id: str | None = None) -> None:
-        cls = type(event)
+        event_type, topic = _type_of(type(event))
         self.view.add_audit({
             "position": tracking.notification_id, "ts_us": to_us(event.timestamp),
             "namespace": namespace, "schedule_id": schedule_id, "aggregate": aggregate,
-            "aggregate_id": str(event.originator_id), "version": event.originator_version,
+            "aggregate_id": aggregate_id, "version": event.originator_version,
             "migration_id": migration_id, "request_id": request_id or None,
-            "actor": actor_of(event), "event_type": cls.__name__,
-            "topic": getattr(cls, "TOPIC", None) or get_topic(cls)})
+            "actor": actor_of(event), "event_type": event_type, "topic": topic})

@@ -23,7 +23,7 @@ from . import queries as q
 from .projection import FenceProjection
 from .records import AuditPage, MigrationRow, OnCallItem  # noqa: F401 (re-exported)
 from .runner import ProjectionStopped, Projector
-from .view import FenceViews
+from .view import FenceViews, RowWriter
 
 STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
 MAX_ROWS = 1000
@@ -35,12 +35,15 @@ class OperatorViews:
     (created on first use). ``tolerate_gaps``: see ``Projector``."""
 
     def __init__(self, app: Any, engine: Engine, *, tolerate_gaps: bool = False,
+                 pipeline: bool = False,
                  write_options: dict[str, Any] | None = None,
+                 rows: RowWriter | None = None,
                  timeout_error: Callable[[BaseException], Exception | None] | None = None
                  ) -> None:
         self.app, self.engine = app, engine
-        self._args = {"tolerate_gaps": tolerate_gaps, "timeout_error": timeout_error}
-        self._write_options = write_options
+        self._args = {"tolerate_gaps": tolerate_gaps, "pipeline": pipeline,
+                      "timeout_error": timeout_error}
+        self._write_options, self._rows = write_options, rows
         self._projector: Projector | None = None
         self._lock = threading.Lock()
 
@@ -50,7 +53,8 @@ class OperatorViews:
         with self._lock:
             if self._projector is None:
                 view = FenceViews(self.engine, FenceProjection.name,
-                                  write_options=self._write_options)
+                                  write_options=self._write_options,
+                                  rows=self._rows)
                 view.create_tables()
                 self._projector = Projector(self.app, view, **self._args)  # type: ignore[arg-type]
             return self._projector

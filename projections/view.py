@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
@@ -26,6 +26,7 @@ from . import tables as t
 
 CrashHook = Callable[[str], None]
 CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
+KNOWN_LIMIT = 50_000  # folded rows kept between batches (see FenceViews._known)
 
 
 class TrackingConflict(Exception):
@@ -49,6 +50,7 @@ class Batch:
     position: int = 0
     applied: int = 0
     mono_us: int = 0  # running maximum of event times through ``position``
+    top_floor_us: int | None = None  # the highest stored floor_us (the last row's), if any
     audit_rows: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     new_aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -58,19 +60,43 @@ class Batch:
     counts: Counter = field(default_factory=Counter)
 
 
+class RowWriter:
+    """How a batch's rows reach the tables, inside the batch's transaction: SQLAlchemy's
+    executemany, on any dialect. A store may supply a faster one (COPY on PostgreSQL).
+    ``rows``: dicts with the same keys, which are the columns written."""
+
+    def insert(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        conn.execute(table.insert(), rows)
+
+    def replace(self, conn: Connection, table: Table, key: str,
+                rows: list[dict[str, Any]]) -> None:
+        """Overwrite the stored rows that have these ``key`` values with ``rows``."""
+        values = {k: bindparam(k) for k in rows[0] if k != key}
+        conn.execute(update(table).where(table.c[key] == bindparam("b_key")).values(values),
+                     [{("b_key" if k == key else k): v for k, v in r.items()} for r in rows])
+
+
 class FenceViews(TrackingRecorder):
     def __init__(self, engine: Engine, projection_name: str,
                  crash_hook: CrashHook | None = None, *,
-                 write_options: dict[str, Any]) -> None:
+                 write_options: dict[str, Any], rows: RowWriter | None = None) -> None:
         """``write_options``: the execution options that mark a writing transaction on
         ``engine`` (the store's engine takes SQLite's write lock up front for them, so
         concurrent writers queue instead of failing a lock upgrade). Required: there is no
-        safe default without knowing the engine."""
+        safe default without knowing the engine. ``rows``: how batches write their rows (see
+        ``RowWriter``)."""
         self.engine = engine
         self.write_options = write_options
         self.projection_name = projection_name
         self.crash_hook = crash_hook or (lambda point: None)
+        self.rows = rows or RowWriter()
         self.batch: Batch | None = None
+        # The rows this view committed last, valid for a batch built on ``_known_through``:
+        # the views are a function of the log up to the tracked position, and every writer
+        # moves that position, so equal positions mean equal rows (whoever wrote them).
+        self._known_through: int | None = None
+        self._known_aggregates: dict[str, dict[str, Any]] = {}
+        self._known_migrations: dict[str, FoldedMigration] = {}
 
     # -- schema -------------------------------------------------------------------------
     def create_tables(self) -> None:
@@ -93,6 +119,7 @@ class FenceViews(TrackingRecorder):
 
     def drop_tables(self) -> None:
         """Forget everything this projection derived, so it can be rebuilt from position 0."""
+        self._forget()
         with self._writing() as conn:
             self._drop(conn)
 
@@ -123,21 +150,54 @@ class FenceViews(TrackingRecorder):
                                  tracking.notification_id)
 
     # -- staging one batch ----------------------------------------------------------------
-    def begin_batch(self, application_name: str) -> Batch:
-        with self.engine.connect() as conn:
-            base = self._tracked(conn, application_name) or 0
-            mono = conn.execute(select(t.audit.c.mono_us).order_by(
-                t.audit.c.position.desc()).limit(1)).scalar()
-        self.batch = Batch(application_name, base, position=base, mono_us=mono or 0)
+    def begin_batch(self, application_name: str, after: Batch | None = None) -> Batch:
+        """Stage a batch on the stored position, or on ``after``, a sealed batch whose commit
+        may still be under way (its commit checks the position it was built on)."""
+        if after is None:
+            with self.engine.connect() as conn:
+                base = self._tracked(conn, application_name) or 0
+                last = conn.execute(select(t.audit.c.mono_us, t.audit.c.floor_us).order_by(
+                    t.audit.c.position.desc()).limit(1)).first()
+            mono, top_floor = (last.mono_us, last.floor_us) if last else (0, None)
+        else:
+            base, mono = after.position, after.mono_us
+            top_floor = after.audit_rows[-1]["floor_us"] if after.audit_rows \
+                else after.top_floor_us
+        if base != self._known_through:
+            self._forget()
+        self.batch = Batch(application_name, base, position=base, mono_us=mono,
+                           top_floor_us=top_floor)
         return self.batch
+
+    def seal_batch(self) -> Batch:
+        """The staged batch is complete: work out its audit floors and keep its rows for the
+        next batch (``_known``); it can be committed, in any thread."""
+        b = self._current()
+        _set_floors(b.audit_rows)
+        self._remember(b)
+        return b
 
     def end_batch(self) -> None:
         self.batch = None
 
     def prefetch(self, ids: Iterable[str]) -> None:
-        """Load the stored rows of the batch's aggregates in bulk (one query per CHUNK ids)."""
+        """Load the stored rows of the batch's aggregates: those this view committed last
+        from memory, the others in bulk (one query per CHUNK ids). ``ids``: aggregates that
+        may have stored rows (an aggregate whose first event in the batch is its creation has
+        none)."""
         b = self._current()
-        todo = sorted({i for i in ids if i not in b.aggregates and i not in b.migrations})
+        todo = []
+        for i in {i for i in ids if i not in b.aggregates and i not in b.migrations}:
+            if (row := self._known_aggregates.get(i)) is not None:
+                b.aggregates[i] = row
+            elif (folded := self._known_migrations.get(i)) is not None:
+                b.migrations[i] = folded
+                b.stored_migrations.add(i)
+            else:
+                todo.append(i)
+        if not todo:
+            return
+        todo.sort()
         with self.engine.connect() as conn:
             for start in range(0, len(todo), CHUNK):
                 chunk = todo[start:start + CHUNK]
@@ -171,8 +231,8 @@ class FenceViews(TrackingRecorder):
 
     def add_audit(self, row: dict[str, Any]) -> None:
         b = self._current()
-        b.mono_us = max(b.mono_us, row["ts_us"])
-        b.audit_rows.append(dict(row, mono_us=b.mono_us))
+        b.mono_us = row["mono_us"] = max(b.mono_us, row["ts_us"])  # the row is the caller's
+        b.audit_rows.append(row)
 
     def _current(self) -> Batch:
         if self.batch is None:
@@ -180,11 +240,10 @@ class FenceViews(TrackingRecorder):
         return self.batch
 
     # -- writing one batch --------------------------------------------------------------
-    def commit_batch(self) -> None:
-        """Write the staged rows and the new position in one transaction (crash points:
-        ``projection.rows_written``, ``projection.tracking_written`` inside it, and
-        ``projection.committed`` after it)."""
-        b = self._current()
+    def commit_batch(self, b: Batch) -> None:
+        """Write a sealed batch's rows and its new position in one transaction, if the stored
+        position is still the one it was built on (crash points: ``projection.rows_written``,
+        ``projection.tracking_written`` inside it, and ``projection.committed`` after it)."""
         try:
             with self._writing() as conn:
                 current = self._tracked(conn, b.application_name, lock=True)
@@ -198,32 +257,43 @@ class FenceViews(TrackingRecorder):
             raise TrackingConflict(str(exc)) from exc
         self.crash_hook("projection.committed")
 
+    def _remember(self, b: Batch) -> None:
+        """Keep the rows of a sealed batch for the next one (see ``_known``). They hold every
+        aggregate the batch touched, so while its commit is under way every other row the next
+        batch reads is already stored (the commit before it has finished)."""
+        if len(self._known_aggregates) + len(self._known_migrations) > KNOWN_LIMIT:
+            self._forget()
+        self._known_aggregates.update((k, v) for k, v in b.aggregates.items() if v is not None)
+        self._known_migrations.update((k, v) for k, v in b.migrations.items() if v is not None)
+        self._known_through = b.position
+
+    def _forget(self) -> None:
+        self._known_through = None
+        self._known_aggregates, self._known_migrations = {}, {}
+
     def _write_rows(self, conn: Connection, b: Batch) -> None:
         if b.new_aggregates:
-            conn.execute(t.aggregates.insert(), list(b.new_aggregates.values()))
+            self.rows.insert(conn, t.aggregates, list(b.new_aggregates.values()))
         if b.audit_rows:
-            self._write_audit(conn, b.audit_rows)
+            self._write_audit(conn, b.audit_rows, b.top_floor_us)
         new = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]
         if new:
-            conn.execute(t.migrations.insert(), new)
-        changed = [_migration_row(m, b.migrations[m], key="b_id")
-                   for m in sorted(b.dirty & b.stored_migrations)]
+            self.rows.insert(conn, t.migrations, new)
+        changed = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty & b.stored_migrations)]
         if changed:
-            columns = {k: bindparam(k) for k in changed[0] if k != "b_id"}
-            conn.execute(update(t.migrations).where(
-                t.migrations.c.migration_id == bindparam("b_id")).values(columns), changed)
+            self.rows.replace(conn, t.migrations, "migration_id", changed)
         self._write_counts(conn, b.counts)
 
-    @staticmethod
-    def _write_audit(conn: Connection, rows: list[dict[str, Any]]) -> None:
-        """Insert the batch's rows with their ``floor_us`` (see tables.py), lowering the floor
-        of earlier rows the batch's earliest time undercuts (normally a few recent ones)."""
-        floor = rows[-1]["ts_us"]
-        for row in reversed(rows):
-            floor = row["floor_us"] = min(floor, row["ts_us"])
+    def _write_audit(self, conn: Connection, rows: list[dict[str, Any]],
+                     top_floor: int | None) -> None:
+        """Insert the batch's rows (their ``floor_us`` set by ``seal_batch``), lowering the
+        floor of earlier rows the batch's earliest time undercuts (normally a few recent ones;
+        none when it is not below ``top_floor``, the highest stored floor)."""
+        floor = rows[0]["floor_us"]
         c = t.audit.c
-        conn.execute(update(t.audit).where(c.floor_us > floor).values(floor_us=floor))
-        conn.execute(t.audit.insert(), rows)
+        if top_floor is not None and floor < top_floor:
+            conn.execute(update(t.audit).where(c.floor_us > floor).values(floor_us=floor))
+        self.rows.insert(conn, t.audit, rows)
 
     @staticmethod
     def _write_counts(conn: Connection, deltas: Counter) -> None:
@@ -299,20 +369,28 @@ class _WriteTransaction:
             self.conn.close()
 
 
+def _set_floors(rows: list[dict[str, Any]]) -> None:
+    """Each audit row's ``floor_us``: the least event time from it to the batch's end (see
+    tables.py; earlier stored rows are lowered to the batch's least when they exceed it)."""
+    if rows:
+        floor = rows[-1]["ts_us"]
+        for row in reversed(rows):
+            floor = row["floor_us"] = min(floor, row["ts_us"])
+
+
 def _folded(row: Any) -> FoldedMigration:
     return FoldedMigration(MigrationState(**json.loads(row["folded"])), row["created_us"],
                            row["created_position"], row["updated_us"], row["last_position"],
                            row["version"])
 
 
-def _migration_row(migration_id: str, f: FoldedMigration,
-                   key: str = "migration_id") -> dict[str, Any]:
+def _migration_row(migration_id: str, f: FoldedMigration) -> dict[str, Any]:
     """The migration's read shape, where and when it changed, and the whole folded state (and
     the domain's due class of it): no field is derived here."""
     s = f.state
     row = read_shape(s)
     row.pop("migration_id")
-    return dict(row, **{key: migration_id}, last_answer=(s.last_answer or {}).get("kind"),
+    return dict(row, migration_id=migration_id, last_answer=(s.last_answer or {}).get("kind"),
                 created_us=f.created_us, updated_us=f.updated_us,
                 created_position=f.created_position, last_position=f.last_position,
                 version=f.version, epoch=s.epoch, due=due(s),

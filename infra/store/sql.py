@@ -89,6 +89,15 @@ def timeout_error(app: Any, exc: BaseException) -> StoreTimeout | None:
     return None
 
 
+def row_writer_for(engine: Engine) -> Any:
+    """How the operator views write a batch's rows on ``engine``: COPY on PostgreSQL
+    (``CopyRows``), else None (the views' own executemany)."""
+    if engine.dialect.name != "postgresql":
+        return None
+    from .pg_copy import CopyRows
+    return CopyRows()
+
+
 def writing(engine: Engine) -> Any:
     """A write transaction (on SQLite it takes the write lock up front, see _sqlite_engine)."""
     return engine.execution_options(**WRITE_OPTIONS).begin()

@@ -12,7 +12,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 from schedfence.domain.errors import DomainError
 from schedfence.domain.migration import Migration
 from schedfence.infra.store.codec import UndecodableEvent
-from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application
+from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, row_writer_for
 from schedfence.projections.projection import FenceProjection
 from schedfence.projections.runner import Projector, ProjectionGap, ProjectionStopped
 from schedfence.projections.view import FenceViews
@@ -50,11 +50,14 @@ class CrashAt:
 
 
 def projector(h: Histories, hook=None, batch_size: int = 500) -> Projector:
-    """A projector of its own (own engine), as a separate process would have."""
-    view = FenceViews(engine_for_application(h.service.app), FenceProjection.name, hook,
-                      write_options=WRITE_OPTIONS)
+    """A projector of its own (own engine), as a separate process would have, writing as the
+    service's does (COPY and a commit thread on PostgreSQL: infra/views.py)."""
+    engine = engine_for_application(h.service.app)
+    view = FenceViews(engine, FenceProjection.name, hook, write_options=WRITE_OPTIONS,
+                      rows=row_writer_for(engine))
     view.create_tables()
-    return Projector(h.service.app, view, batch_size=batch_size)
+    return Projector(h.service.app, view, batch_size=batch_size,
+                     pipeline=engine.dialect.name == "postgresql")
 
 
 def clean_rebuild(h: Histories) -> dict:
@@ -157,6 +160,45 @@ def test_racing_projectors_apply_each_event_once(hist: Histories) -> None:
     a.view.prefetch = prefetch_after_b_won  # type: ignore[method-assign]
     assert a.catch_up() == 0  # a's batch conflicted; on retry nothing was left
     assert a.view.dump() == clean_rebuild(hist)
+
+
+def test_a_commit_that_loses_the_race_drops_the_batch_built_on_it(hist: Histories) -> None:
+    """While a's first batch commits (in its commit thread on PostgreSQL), a builds the next
+    batch on top of it; b commits the same positions first, so a's commit conflicts and the
+    batch built on it must be dropped and read again from what b stored."""
+    a, b = projector(hist, batch_size=3), projector(hist, batch_size=3)
+    original, raced = a.view.commit_batch, {"done": False}
+
+    def commit_after_b_won(batch) -> None:
+        if not raced["done"]:
+            raced["done"] = True
+            b.catch_up()
+        original(batch)
+
+    a.view.commit_batch = commit_after_b_won  # type: ignore[method-assign]
+    assert a.catch_up() == 0  # a's first commit conflicted; on retry nothing was left
+    assert raced["done"] and a.view.dump() == clean_rebuild(hist)
+
+
+def test_projectors_taking_turns_read_what_the_other_stored(hist: Histories) -> None:
+    """Each keeps the rows of its last batch; after the other's batch they are stale and must
+    not be used (the stored position moved), or the folds would miss the other's events."""
+    a, b = projector(hist, batch_size=4), projector(hist, batch_size=4)
+    turns = 0
+    while a.position < hist.service.event_count():
+        (a if turns % 2 == 0 else b)._one_batch()
+        turns += 1
+    assert turns > 4
+    assert a.view.dump() == b.view.dump() == clean_rebuild(hist)
+
+
+def test_a_rebuild_reads_in_big_batches_and_restores_the_batch_size(hist: Histories) -> None:
+    p = projector(hist, batch_size=7)
+    sizes: list[int] = []
+    p.rebuild(on_batch=lambda batch: sizes.append(batch.applied))
+    assert sizes == [hist.service.event_count()]  # one batch: the log is under 5,000 events
+    assert p.batch_size == 7
+    assert p.view.dump() == clean_rebuild(hist)
 
 
 def test_threads_projecting_concurrently_agree_with_rebuild(hist: Histories) -> None:
