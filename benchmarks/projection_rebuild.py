@@ -68,13 +68,15 @@ def rebuild_seconds(store: str) -> tuple[float, int]:
 
 
 def view_rows(store: str) -> dict[str, tuple[list[str], list[tuple]]]:
-    """Every row of every view table (and the tracking row): table -> (columns, rows)."""
+    """Every row of every view table (and the tracking row), in key order: table ->
+    (columns, rows)."""
     from schedfence.projections import tables as t
     with _service(store) as svc:
         engine = svc.views.engine
         with engine.connect() as conn:
             return {table.name: ([c.name for c in table.columns],
-                                 [tuple(r) for r in conn.execute(table.select())])
+                                 [tuple(r) for r in conn.execute(table.select().order_by(
+                                     *table.primary_key.columns))])
                     for table in (*t.VIEW_TABLES, t.tracking)}
 
 
@@ -122,6 +124,8 @@ def main() -> None:
         rebuilds, copies, events = [], [], 0
         for _ in range(runs):  # interleaved: each pair measured side by side
             took, events = rebuild_seconds(store)
+            if view_rows(store) != rows:  # each rebuild writes exactly the rows COPY writes
+                raise SystemExit("a rebuild wrote other rows than the first one")
             rebuilds.append(took)
             copies.append(copy_seconds(store, rows))
         if a.profile:
