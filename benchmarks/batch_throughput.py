@@ -34,7 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import machine, median, pg_store  # noqa: E402
-from throughput import NS, PAYLOAD, ROWS_PER_TX, _prepare, _raw_share, _raw_table  # noqa: E402,E501
+from throughput import (NS, PAYLOAD, ROWS_PER_TX, _cpu_ticks, _prepare, _raw_share,  # noqa: E402
+                        _raw_table)
 
 ROLLBACK_CHUNK = 500
 
@@ -62,6 +63,7 @@ def _batched_share(store: str, sids: list[str], threads: int, start: Any, done: 
     Python work, as a worker pool's threads do (``worker --concurrency``)."""
     svcs = [_service(store, f"bench-{os.getpid()}-{t}") for t in range(threads)]
     start.wait()
+    ticks0 = _cpu_ticks()
     t0 = time.perf_counter()
     runners = [threading.Thread(target=_roll_and_attempt, args=(svc, sids[t::threads]))
                for t, svc in enumerate(svcs)]
@@ -69,7 +71,7 @@ def _batched_share(store: str, sids: list[str], threads: int, start: Any, done: 
         runner.start()
     for runner in runners:
         runner.join()
-    done.put((time.perf_counter() - t0, os.getpid()))
+    done.put((time.perf_counter() - t0, (ticks0, _cpu_ticks())))
     for svc in svcs:
         svc.close()
 
@@ -86,14 +88,23 @@ def _single(store: str, sids: list[str]) -> float:
     return len(sids) / took
 
 
-def _run_procs(target: Any, shares: list[tuple]) -> float:
+BUSY: dict[str, list[float]] = {}  # shape -> the machine's CPU busy fraction of each run
+
+
+def _run_procs(target: Any, shares: list[tuple], shape: str) -> float:
+    """Wall time until the last process finishes; the machine's CPU busy fraction from the
+    first process's clock start to the last one's end is kept in ``BUSY[shape]``."""
     ctx = mp.get_context("spawn")
     start, done = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=target, args=(*share, start, done)) for share in shares]
     for p in procs:
         p.start()
     start.set()
-    walls = [done.get(timeout=3600)[0] for _ in procs]
+    reports = [done.get(timeout=3600) for _ in procs]
+    walls = [wall for wall, _ in reports]
+    first = min(ticks[0] for _, ticks in reports)
+    last = max(ticks[1] for _, ticks in reports)
+    BUSY.setdefault(shape, []).append((last[0] - first[0]) / max(last[1] - first[1], 1))
     for p in procs:
         p.join()
     return max(walls)
@@ -111,7 +122,7 @@ def batched_rate(n: int, shape: str) -> float:
     p, t = int(procs), int(threads or 1)
     with pg_store() as store:
         sids = _prepare(store, n)
-        wall = _run_procs(_batched_share, [(store, sids[i::p], t) for i in range(p)])
+        wall = _run_procs(_batched_share, [(store, sids[i::p], t) for i in range(p)], shape)
         _check(store, n)
     return n / wall
 
@@ -182,6 +193,9 @@ def main() -> None:
         print(f"# scaling: {_label(procs[-1])} = {m[procs[-1]] / m[procs[0]]:.2f}x "
               f"{_label(procs[0])}")
     print(f"# batched {_label(procs[0])} = {m[procs[0]] / m['single']:.2f}x single", flush=True)
+    for p in procs:  # a shape that keeps every core busy is bound by the machine's CPU
+        print(f"# machine CPU busy, {_label(p)}: {100 * median(BUSY[p]):.0f}% of "
+              f"{os.cpu_count()} cores (median, while the clocks ran)", flush=True)
 
 
 def _label(shape: str) -> str:

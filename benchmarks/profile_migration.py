@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import sys
 import time
@@ -83,7 +84,7 @@ def profile(kind: str, path: Callable[[Any, list[str]], None], n: int, top: int)
     print(f"wall {wall * 1000 / n:.2f} ms/migration (profiled); "
           f"{stats.total_calls / n:,.0f} function calls/migration; "
           f"{counts['reads'] / n:.2f} reads and {counts['appends'] / n:.2f} appends/migration")
-    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats(os.environ.get("PROFILE_SORT", "cumulative")).print_stats(top)
     lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
     start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
     print("\n".join(lines[start:start + top + 1]))

@@ -91,9 +91,11 @@ class FenceViews(TrackingRecorder):
         self.crash_hook = crash_hook or (lambda point: None)
         self.rows = rows or RowWriter()
         self.batch: Batch | None = None
-        # The rows this view committed last, valid for a batch built on ``_known_through``:
-        # the views are a function of the log up to the tracked position, and every writer
-        # moves that position, so equal positions mean equal rows (whoever wrote them).
+        # The rows of the batch this view sealed last (committed, or being committed before
+        # the next batch's), valid for a batch built on ``_known_through``, that batch's
+        # position: the views are a function of the log up to the tracked position, and every
+        # writer moves that position, so equal positions mean equal rows (whoever wrote them).
+        # A batch built on any other stored position forgets them.
         self._known_through: int | None = None
         self._known_aggregates: dict[str, dict[str, Any]] = {}
         self._known_migrations: dict[str, FoldedMigration] = {}
