@@ -23,9 +23,10 @@ _HINTS = (
     ("InvalidContentType", "is this port plain text? (drop tls=1)"),
     ("CorruptMessage", "is this port plain text? (drop tls=1)"),
 )
-# A broken pipe: the server dropped the stream. Over TLS, after its handshake (measured: a
-# missing client certificate gives this, close_notify or a reset, depending on timing);
-# over plain text, on reading what is not TLS.
+# A broken pipe, or a connection closed under a pending request: the server dropped the
+# stream. Over TLS, after its handshake (measured: a missing client certificate gives either,
+# close_notify or a reset, depending on timing); over plain text, on reading what is not TLS.
+_DROPPED = ("BrokenPipe", 'Canceled, "connection closed"')
 _BROKEN_PIPE = {True: f"the server dropped the TLS stream: {_CLIENT_CERT}",
                 False: "does this port want TLS? (add ?tls=1)"}
 
@@ -38,7 +39,7 @@ def connect_error(target: str, exc: BaseException, *, tls: bool,
     if api_key:
         text = text.replace(api_key, "[api key]")
     hint = next((h for marker, h in _HINTS if marker in text), None)
-    if hint is None and "BrokenPipe" in text:
+    if hint is None and any(marker in text for marker in _DROPPED):
         hint = _BROKEN_PIPE[tls]
     mode = "TLS" if tls else "plain text"
     return f"cannot connect to {target} ({mode}){': ' + hint if hint else ''}: {text}"
