@@ -23,33 +23,23 @@ import cProfile
 import pstats
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import machine, median, pg_store  # noqa: E402
-from throughput import NS, _prepare  # noqa: E402
-
-ROLLBACK_CHUNK = 500
+from batch_throughput import _check, _roll_and_attempt  # noqa: E402
+from batch_throughput import _service as _worker_service  # noqa: E402
+from benchkit import _admin, machine, median, pg_store  # noqa: E402
+from throughput import _prepare  # noqa: E402
 
 
 def fill(store: str, n: int) -> None:
-    """``n`` schedules created and rolled back end to end (the batched worker path)."""
-    from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
-    from schedfence.infra.service import open_service
-    from schedfence.infra.worker.batch import BATCH_SIZE
+    """``n`` schedules created and rolled back end to end (the batched worker path, as
+    batch_throughput.py drives it)."""
     sids = _prepare(store, n)
-    with open_service(store, SimulatedDestination(InMemorySimState(rollback=False)),
-                      worker_id="fill") as svc:
-        ids: list[uuid.UUID] = []
-        for k in range(0, n, ROLLBACK_CHUNK):
-            ids += [uuid.UUID(r.migration_id)
-                    for r in svc.rollback_many(NS, sids[k:k + ROLLBACK_CHUNK])]
-        for k in range(0, n, BATCH_SIZE):
-            svc.worker.attempt_batch(ids[k:k + BATCH_SIZE])
-        completed = svc.stats()["by_state"]["completed"]
-        assert completed == n, f"{completed} of {n} completed"
+    with _worker_service(store, "fill") as svc:
+        _roll_and_attempt(svc, sids)
+    _check(store, n)
 
 
 def _service(store: str) -> Any:
@@ -82,17 +72,13 @@ def view_rows(store: str) -> dict[str, tuple[list[str], list[tuple]]]:
 
 def copy_seconds(store: str, rows: dict[str, tuple[list[str], list[tuple]]]) -> float:
     """Seconds to COPY ``rows`` into freshly created view tables, in one transaction."""
-    import psycopg
-
     from schedfence.infra.store.pg import parse_pg_url
     with _service(store) as svc:
         view = svc.views.projector.view
         view.drop_tables()
         view.create_tables()
-    target = parse_pg_url(store)
-    with psycopg.connect(host=target.host, port=target.port, user=target.user,
-                         dbname=target.dbname, autocommit=True,
-                         options=f"-c search_path={target.schema}") as conn:
+    with _admin(store) as conn:
+        conn.execute(f'SET search_path TO "{parse_pg_url(store).schema}"')
         conn.execute("DELETE FROM schedfence_proj_tracking")
         t0 = time.perf_counter()
         with conn.transaction(), conn.cursor() as cur:

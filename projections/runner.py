@@ -150,16 +150,16 @@ class Projector:
 
     def _one_batch(self) -> tuple[Batch, DomainError | None]:
         """One batch staged and committed (tests step with it); a lost race is read again."""
-        for _ in range(CONFLICT_RETRIES):
+        conflicts = 0
+        while True:
             batch, problem, _ = self._stage(None)
             try:
                 if batch.applied:
                     self.view.commit_batch(batch)
             except TrackingConflict:
+                conflicts = self._conflicted(conflicts)
                 continue
             return batch, problem
-        raise ProjectionStopped("the projection kept changing under concurrent projectors; "
-                                "retry", self.position + 1)
 
     def _stage(self, after: Batch | None) -> tuple[Batch, DomainError | None, bool]:
         """The next batch read and folded (on the stored position, or on ``after``), sealed;
