@@ -101,8 +101,9 @@ class DestinationUnavailable(DestinationError):
 
 class DestinationNotReached(DestinationUnavailable):
     """The call provably never reached the destination: the connection was refused, the
-    name did not resolve, or no channel was ready before the deadline. Nothing can have
-    committed (unlike a plain ``DestinationUnavailable``, whose outcome is unknown)."""
+    name did not resolve, or no channel was ready before the deadline (or, in the simulator,
+    its transaction failed before COMMIT). Nothing can have committed (unlike a plain
+    ``DestinationUnavailable``, whose outcome is unknown)."""
 
 
 class DestinationNotFound(DestinationError):

@@ -14,10 +14,10 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.ports import (DestinationUnavailable, RunDescription, StartAccepted,
-                                     StartWorkflow, StopKind)
+from schedfence.domain.ports import (DestinationNotReached, DestinationUnavailable,
+                                     RunDescription, StartAccepted, StartWorkflow, StopKind)
 
-from schedfence.infra.destination.sim_store import SqlSimState
+from schedfence.infra.destination.sim_store import RolledBack, SqlSimState
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.store.eventstore import parse_store_url
 
@@ -33,7 +33,9 @@ class SharedSimDestination:
     ``SimulatedDestination`` in its own store.
 
     A database error in a call means the outcome is unknown, exactly like an unreachable
-    server: it is raised as ``DestinationUnavailable`` so workers fail closed. The simulator's
+    server: it is raised as ``DestinationUnavailable`` so workers fail closed. Only a start
+    whose transaction failed before its COMMIT provably started nothing: that one is raised as
+    ``DestinationNotReached``, and the worker re-arms its claim instead of parking it. The simulator's
     environment operations (``chains``, ``continue_as_new``, ...) are on ``.simulator``; this
     object's ``close()`` releases connections (the CLI calls it when a command ends).
     """
@@ -54,6 +56,9 @@ class SharedSimDestination:
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
         try:
             return self.simulator.start_workflow(request)
+        except RolledBack as exc:  # before COMMIT: provably nothing started, the claim re-arms
+            raise DestinationNotReached(f"start on {self.label}: nothing committed, the "
+                                        f"transaction failed before COMMIT ({exc})") from None
         except SQLAlchemyError as exc:
             raise self._unavailable("start", exc) from None
 

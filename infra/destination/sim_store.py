@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 from sqlalchemy import (BigInteger, Column, Index, MetaData, String, Table, Text, create_engine,
                         event, select)
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from schedfence.infra.store.pg import SCHEMES as PG_SCHEMES, parse_pg_url
 
@@ -32,6 +32,12 @@ LOG_TABLE = "schedfence_sim_start_log"
 TOMBSTONE = json.dumps(
     f"schedule-fence: this simulated destination moved to per-workflow rows ({META_TABLE}, "
     f"{WORKFLOWS_TABLE}, {LOG_TABLE}); a release that keeps it in this one row cannot read it")
+
+
+class RolledBack(SQLAlchemyError):
+    """A database error in a simulator call before its COMMIT was sent: the server rolls that
+    transaction back, so the call provably changed nothing (an error in the COMMIT itself
+    stays a plain ``SQLAlchemyError``: its outcome is unknown)."""
 
 
 class SimTx(Protocol):
@@ -381,13 +387,18 @@ class SqlSimState:
     @contextmanager
     def session(self) -> Iterator[SimTx]:
         self._ensure_ready()
-        with self._engine.begin() as conn:
-            c = _meta.c
-            counters = conn.execute(select(c.counter, c.log_count, c.workflow_count)
-                                    .where(c.name == self.name).with_for_update()).one()
-            tx = SqlSimTx(conn, self.name, tuple(counters))
-            yield tx
-            tx.commit()
+        with self._engine.connect() as conn:
+            try:
+                trans = conn.begin()
+                c = _meta.c
+                counters = conn.execute(select(c.counter, c.log_count, c.workflow_count)
+                                        .where(c.name == self.name).with_for_update()).one()
+                tx = SqlSimTx(conn, self.name, tuple(counters))
+                yield tx
+                tx.commit()
+            except SQLAlchemyError as exc:
+                raise RolledBack(f"{type(exc).__name__}: {exc}") from exc
+            trans.commit()
 
     def dispose(self) -> None:
         """Close pooled connections (tests and short-lived scripts)."""

@@ -48,4 +48,6 @@ def test_a_worker_pool_survives_a_database_restart(tmp_path: Path) -> None:
             code = stop_all(proc, svc, dest)
         errors = log.read_text()
         assert errors, "the restarts never reached the worker"
-        assert_rode_it_out(outcome, code, errors, len(sids))
+        # The simulated destination lives on the same server: a start cut off in its COMMIT
+        # has an unknown outcome and may park (one cut off before COMMIT re-arms and completes).
+        assert_rode_it_out(outcome, code, errors, len(sids), unknown_starts=True)
