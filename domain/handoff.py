@@ -19,7 +19,7 @@ from uuid import UUID
 
 from . import decisions as d
 from . import recovery as r
-from .errors import RecoveryRefused
+from .errors import Closed, RecoveryRefused
 from .handover import check_handover, handover_of
 from .ids import derive_request_id, destination_workflow_id, migration_aggregate_id
 from .migration import Migration, MigrationState
@@ -188,7 +188,12 @@ def _receipted(source: ScheduleState, mig: MigrationState, facts: Facts, **kw: A
 
 def answer(source: ScheduleState, mig: MigrationState, outcome: d.StartOutcome, attempt: int,
            worker: str) -> Change:
-    """The one start's answer; ``head`` names a chain head to verify next."""
+    """The one start's answer; ``head`` names a chain head to verify next. Never after the
+    receipt or the end (I8): a second answer there could only repeat what is settled."""
+    if mig.receipt is not None or not mig.is_open:
+        raise Closed(f"migration {mig.migration_id} is {mig.phase} and holds "
+                     f"{'a' if mig.receipt is not None else 'no'} receipt: no answer is "
+                     "recorded after the receipt or the end")
     facts, head = d.decide_start_outcome(mig, outcome, attempt, worker)
     return _receipted(source, mig, facts, head=head)
 

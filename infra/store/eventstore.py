@@ -185,10 +185,20 @@ def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
              timeout: Callable[[BaseException], StoreTimeout | None]) -> Callable[..., T]:
     @functools.wraps(call)
     def guarded(*args: Any, **kwargs: Any) -> T:
+        failed: BaseException | None = None
         for attempt in range(1, attempts + 1):
             try:
                 return call(*args, **kwargs)
+            except IntegrityError:
+                if failed is None:
+                    raise
+                # The failed attempt may have committed before its connection broke: the
+                # rows the retry met may be our own. Unknown, never "someone else wrote".
+                failed.add_note("its retry met the same rows: the insert may have committed")
+                raise failed  # its cause (psycopg's error) names the failure
             except (InterfaceError, OperationalError) as exc:
+                if is_write and failed is None:
+                    failed = exc  # the first that may have committed
                 timed_out = timeout(exc)
                 lock_wait = timed_out is not None and "lock timeout" in timed_out.message
                 if attempt == attempts or (timed_out is not None and not

@@ -197,6 +197,8 @@ class TaskWorker:
         moved the migration meanwhile (it reconciled before the start landed, say), decide
         again on top of what that worker wrote. None: nothing left to record."""
         for _ in range(8):
+            if not mig.state.is_open or mig.state.receipt is not None:
+                return None  # closed or accepted meanwhile: the answer adds nothing
             answered = h.answer(self._source(mig).state, mig.state, outcome, attempt,
                                 self.worker_id)
             try:
@@ -204,8 +206,6 @@ class TaskWorker:
                 return mig, answered.head
             except IntegrityError:
                 mig = self.app.repository.get(mig.id)
-                if not mig.state.is_open or mig.state.receipt is not None:
-                    return None
         return None  # still racing: the answer is lost, and reconcile decides from the log
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:

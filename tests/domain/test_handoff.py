@@ -137,6 +137,19 @@ def test_the_answer_that_proves_creation_is_a_receipt_only_while_the_fence_holds
         h.answer(w.source.state, w.mig, created, 1, W)
 
 
+def test_no_answer_is_recorded_after_the_receipt_or_the_end():
+    # A save whose reply was lost, retried into its own rows, once looked like a lost race:
+    # the worker recorded the same answer again on top of its own receipt (I8).
+    w = claimed_world()
+    created = StartOutcome("created", "run-1", "run-1")
+    w.then(h.answer(w.source.state, w.mig, created, 1, W))
+    with pytest.raises(Closed, match="receipted and holds a receipt"):
+        h.answer(w.source.state, w.mig, created, 1, W)
+    w.then(h.close(w.source.state, w.mig, 1, W))
+    with pytest.raises(Closed, match="completed"):
+        h.answer(w.source.state, w.mig, created, 1, W)
+
+
 def test_a_dedupe_names_the_chain_head_to_verify_and_accepts_nothing_yet():
     w = claimed_world()
     change = h.answer(w.source.state, w.mig, StartOutcome("deduplicated", "run-2", "run-1"), 1, W)
