@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import machine, median, pg_store  # noqa: E402
+from benchkit import _admin, machine, median, pg_store  # noqa: E402
 from throughput import (NS, PAYLOAD, ROWS_PER_TX, _cpu_ticks, _prepare, _raw_share,  # noqa: E402
                         _raw_table)
 
@@ -89,6 +89,32 @@ def _single(store: str, sids: list[str]) -> float:
 
 
 BUSY: dict[str, list[float]] = {}  # shape -> the machine's CPU busy fraction of each run
+# shape -> per run: the share of sampled statements that were waiting on a lock
+LOCKS: dict[str, list[float]] = {}
+_ACTIVE = ("SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') "
+           "FROM pg_stat_activity WHERE datname = current_database() "
+           "AND pid <> pg_backend_pid() AND state = 'active'")
+
+
+class _LockSampler(threading.Thread):
+    """Every 5 ms: how many of the database's backends are running a statement, and how many
+    of those wait on a lock (the event table's insert lock: nothing else here waits on one),
+    read from ``pg_stat_activity``."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(daemon=True)
+        self.conn, self.samples, self.stop = _admin(store), [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.005):
+            self.samples.append(self.conn.execute(_ACTIVE).fetchone())
+
+    def finish(self, shape: str) -> None:
+        self.stop.set()
+        self.join()
+        self.conn.close()
+        running = sum(a for a, _ in self.samples)  # idle samples (spawning) count nothing
+        LOCKS.setdefault(shape, []).append(sum(w for _, w in self.samples) / max(running, 1))
 
 
 def _run_procs(target: Any, shares: list[tuple], shape: str) -> float:
@@ -122,7 +148,10 @@ def batched_rate(n: int, shape: str) -> float:
     p, t = int(procs), int(threads or 1)
     with pg_store() as store:
         sids = _prepare(store, n)
+        sampler = _LockSampler(store)
+        sampler.start()
         wall = _run_procs(_batched_share, [(store, sids[i::p], t) for i in range(p)], shape)
+        sampler.finish(shape)
         _check(store, n)
     return n / wall
 
@@ -196,6 +225,8 @@ def main() -> None:
     for p in procs:  # a shape that keeps every core busy is bound by the machine's CPU
         print(f"# machine CPU busy, {_label(p)}: {100 * median(BUSY[p]):.0f}% of "
               f"{os.cpu_count()} cores (median, while the clocks ran)", flush=True)
+        print(f"# statements waiting on a lock, {_label(p)}: {100 * median(LOCKS[p]):.0f}% of "
+              "those sampled running (every 5 ms; median of the runs)", flush=True)
 
 
 def _label(shape: str) -> str:
