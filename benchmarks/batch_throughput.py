@@ -1,7 +1,7 @@
 """Batched rollbacks end to end on PostgreSQL, against raw driver baselines, side by side.
 
     python benchmarks/batch_throughput.py [--migrations 10000] [--runs 3] [--procs 1,1x2,2]
-                                          [--quick]
+                                          [--quick] [--sample-locks]
 
 Per run and process shape (P processes, or PxT: T threads in each), on a fresh schema each
 time, with the in-memory simulator:
@@ -91,6 +91,7 @@ def _single(store: str, sids: list[str]) -> float:
 BUSY: dict[str, list[float]] = {}  # shape -> the machine's CPU busy fraction of each run
 # shape -> per run: the share of sampled statements that were waiting on a lock
 LOCKS: dict[str, list[float]] = {}
+SAMPLE_LOCKS = False  # --sample-locks: the sampler costs CPU that the runs then lack
 _ACTIVE = ("SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') "
            "FROM pg_stat_activity WHERE datname = current_database() "
            "AND pid <> pg_backend_pid() AND state = 'active'")
@@ -148,10 +149,12 @@ def batched_rate(n: int, shape: str) -> float:
     p, t = int(procs), int(threads or 1)
     with pg_store() as store:
         sids = _prepare(store, n)
-        sampler = _LockSampler(store)
-        sampler.start()
+        sampler = _LockSampler(store) if SAMPLE_LOCKS else None
+        if sampler:
+            sampler.start()
         wall = _run_procs(_batched_share, [(store, sids[i::p], t) for i in range(p)], shape)
-        sampler.finish(shape)
+        if sampler:
+            sampler.finish(shape)
         _check(store, n)
     return n / wall
 
@@ -197,7 +200,12 @@ def main() -> None:
     ap.add_argument("--procs", default="1,1x2,2",
                     help="comma-separated shapes: P processes, or PxT (T threads each)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
+    ap.add_argument("--sample-locks", action="store_true",
+                    help="sample pg_stat_activity every 5 ms: the share of statements waiting "
+                         "on a lock (its own CPU lowers the rates: measure those without it)")
     a = ap.parse_args()
+    global SAMPLE_LOCKS
+    SAMPLE_LOCKS = a.sample_locks
     n, runs = (300, 1) if a.quick else (a.migrations, a.runs)
     procs = a.procs.split(",")
     print(f"# PostgreSQL, in-memory simulator; {n} migrations per run, median of {runs} runs")
@@ -225,8 +233,9 @@ def main() -> None:
     for p in procs:  # a shape that keeps every core busy is bound by the machine's CPU
         print(f"# machine CPU busy, {_label(p)}: {100 * median(BUSY[p]):.0f}% of "
               f"{os.cpu_count()} cores (median, while the clocks ran)", flush=True)
-        print(f"# statements waiting on a lock, {_label(p)}: {100 * median(LOCKS[p]):.0f}% of "
-              "those sampled running (every 5 ms; median of the runs)", flush=True)
+        if LOCKS.get(p):
+            print(f"# statements waiting on a lock, {_label(p)}: {100 * median(LOCKS[p]):.0f}% of "
+                  "those sampled running (every 5 ms; median of the runs)", flush=True)
 
 
 def _label(shape: str) -> str:
