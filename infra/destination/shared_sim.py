@@ -35,9 +35,10 @@ class SharedSimDestination:
     A database error in a call means the outcome is unknown, exactly like an unreachable
     server: it is raised as ``DestinationUnavailable`` so workers fail closed. Only a start
     whose transaction failed before its COMMIT provably started nothing: that one is raised as
-    ``DestinationNotReached``, and the worker re-arms its claim instead of parking it. The simulator's
-    environment operations (``chains``, ``continue_as_new``, ...) are on ``.simulator``; this
-    object's ``close()`` releases connections (the CLI calls it when a command ends).
+    ``DestinationNotReached``, and the worker re-arms its claim instead of parking it. The
+    simulator's environment operations (``chains``, ``continue_as_new``, ...) are on
+    ``.simulator``; this object's ``close()`` releases connections (the CLI calls it when a
+    command ends).
     """
 
     def __init__(self, url: str) -> None:

@@ -29,7 +29,7 @@ def _dropped() -> OperationalError:
     return OperationalError("statement", {}, Exception("server closed the connection unexpectedly"))
 
 
-def _fail_on(sim: SharedSimDestination, hook: str, when=lambda statement: True):
+def _fail_on(sim: SharedSimDestination, hook: str, when=lambda sql: True):
     def boom(*args) -> None:
         if hook == "commit" or when(args[2]):
             raise _dropped()
@@ -38,7 +38,7 @@ def _fail_on(sim: SharedSimDestination, hook: str, when=lambda statement: True):
 
 
 def test_an_error_before_commit_is_a_start_that_provably_never_happened(sim) -> None:
-    disarm = _fail_on(sim, "before_cursor_execute", lambda statement: statement.startswith("INSERT"))
+    disarm = _fail_on(sim, "before_cursor_execute", lambda sql: sql.startswith("INSERT"))
     with pytest.raises(DestinationNotReached, match="nothing committed.*before COMMIT") as err:
         sim.start_workflow(req("r1"))
     assert d.outcome_of_start(err.value).kind == "not_sent"  # the claim is re-armed
@@ -55,7 +55,7 @@ def test_an_error_in_the_commit_leaves_the_outcome_unknown(sim) -> None:
 
 
 def test_reads_keep_failing_as_unavailable(sim) -> None:
-    _fail_on(sim, "before_cursor_execute", lambda statement: statement.startswith("SELECT"))
+    _fail_on(sim, "before_cursor_execute", lambda sql: sql.startswith("SELECT"))
     with pytest.raises(DestinationUnavailable) as err:
         sim.describe(NS, WID)
     assert not isinstance(err.value, DestinationNotReached)
