@@ -281,7 +281,8 @@ class FenceViews(TrackingRecorder):
         new = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]
         if new:
             self.rows.insert(conn, t.migrations, new)
-        changed = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty & b.stored_migrations)]
+        changed = [_migration_row(m, b.migrations[m])
+                   for m in sorted(b.dirty & b.stored_migrations)]
         if changed:
             self.rows.replace(conn, t.migrations, "migration_id", changed)
         self._write_counts(conn, b.counts)

@@ -58,8 +58,9 @@ class SharedSimDestination:
         try:
             return self.simulator.start_workflow(request)
         except RolledBack as exc:  # before COMMIT: provably nothing started, the claim re-arms
-            raise DestinationNotReached(f"start on {self.label}: nothing committed, the "
-                                        f"transaction failed before COMMIT ({exc})") from None
+            raise DestinationNotReached(
+                f"start on {self.label}: nothing committed, the transaction failed before "
+                f"COMMIT: {_one_line(exc.__cause__ or exc)}") from None
         except SQLAlchemyError as exc:
             raise self._unavailable("start", exc) from None
 
@@ -84,9 +85,7 @@ class SharedSimDestination:
             raise self._unavailable("settle", exc) from None
 
     def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
-        text = str(exc).strip().splitlines()
-        return DestinationUnavailable(f"{call} on {self.label}: {type(exc).__name__}: "
-                                      f"{text[0] if text else ''}")
+        return DestinationUnavailable(f"{call} on {self.label}: {_one_line(exc)}")
 
     def close(self) -> None:
         self.state.dispose()
@@ -96,6 +95,12 @@ class SharedSimDestination:
         if name == "simulator":  # not set yet: __init__ failed
             raise AttributeError(name)
         return getattr(self.simulator, name)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A database error as one line: its type and the first line of its text."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def open_shared_sim(url: str) -> SharedSimDestination:

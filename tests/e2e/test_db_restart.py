@@ -10,8 +10,8 @@ from pathlib import Path
 
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.shared_sim import open_shared_sim
-from tests.infra.worker.pool_helpers import (APP, NS, _settled, _worker_process,
-                                             assert_rode_it_out, pool_outcome, stop_all)
+from tests.infra.worker.pool_helpers import (NS, _settled, _worker_process, assert_rode_it_out,
+                                             pool_outcome, stop_all, worker_backends)
 from tests.pg_cluster import private_cluster
 
 
@@ -30,8 +30,7 @@ def _worker_connections(cluster) -> int:
     """The worker process's connections to the store's database, as the server sees them."""
     import psycopg
     with psycopg.connect(cluster.url(), autocommit=True, connect_timeout=5) as conn:
-        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = 'fence' "
-                            "AND application_name = %s", (APP,)).fetchone()[0]
+        return worker_backends(conn, "fence")
 
 
 def test_a_worker_pool_survives_a_database_restart(tmp_path: Path) -> None:

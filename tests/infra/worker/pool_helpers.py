@@ -80,6 +80,14 @@ def _worker_process(store: str, sim_url: str, log: Path, *extra: str) -> Any:
         env={**os.environ, "PGAPPNAME": APP})
 
 
+def worker_backends(conn: Any, dbname: str, terminate: bool = False) -> int:
+    """How many connections the worker process holds to ``dbname`` (``conn``: an admin
+    connection to its server); with ``terminate``, each one is cut."""
+    what = "pg_terminate_backend(pid)" if terminate else "pid"
+    return len(conn.execute(f"SELECT {what} FROM pg_stat_activity WHERE datname = %s AND "
+                            "application_name = %s", (dbname, APP)).fetchall())
+
+
 def _settled(svc: MigrationService, n: int, timeout: float) -> dict[str, int]:
     deadline = time.monotonic() + timeout
     while True:

@@ -13,8 +13,9 @@ from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.worker.batch import BATCH_SIZE
 
-from tests.infra.worker.pool_helpers import (APP, NS, _claim_workers, _rollbacks, _worker_process,
-                                             assert_rode_it_out, pool_outcome, stop_all)
+from tests.infra.worker.pool_helpers import (NS, _claim_workers, _rollbacks, _worker_process,
+                                             assert_rode_it_out, pool_outcome, stop_all,
+                                             worker_backends)
 
 
 # -- the worker command: its options, its identity, and real processes on PostgreSQL --------
@@ -53,9 +54,7 @@ def _wait_until_connected(store: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with pgtools.admin() as conn:
-            if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
-                            "application_name = %s",
-                            (pgtools.schema_of(store)[0], APP)).fetchone()[0]:
+            if worker_backends(conn, pgtools.schema_of(store)[0]):
                 return
         time.sleep(0.1)
     raise AssertionError("the worker process never connected to the store")
@@ -86,10 +85,7 @@ def test_a_worker_process_rides_out_terminated_connections(tmp_path: Path) -> No
                     svc.rollback(NS, sid)
                 time.sleep(0.4)
                 with pgtools.admin() as conn:
-                    killed += len(conn.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = %s AND application_name = %s",
-                        (pgtools.schema_of(store)[0], APP)).fetchall())
+                    killed += worker_backends(conn, pgtools.schema_of(store)[0], terminate=True)
                 if wave >= 7 and killed >= 8:
                     break
             outcome = pool_outcome(svc, proc, sids, timeout=90)
