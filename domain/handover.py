@@ -12,10 +12,17 @@ running actions. ``patch_plan`` says how a Temporal Schedule is told to carry on
   overlap policy (its nominal time is a spec time, so the server names it the same);
 - a buffered trigger is the patch's trigger, at its nominal time (at most one: a patch has
   one trigger);
-- the times after the source's cursor up to ``until`` are one more backfill
-  ``[cursor + 1 s, until]``, under the schedule's overlap policy; the server's own processing
-  begins after its create time, and ``boundary_gap`` names the times between the two, which
+- the spec's times after the source's cursor up to ``until`` that one tick of a
+  never-migrated source at ``until`` would start (``owed_spec_times``: none while paused, none
+  older than the catch-up window, no more than the limit leaves) are one more backfill, under
+  the schedule's overlap policy, because a Temporal backfill ignores pause, limit and window;
+  the server's own processing begins after its create time with what the limit leaves
+  (``PatchPlan.remaining``), and ``boundary_gap`` names the times between the two, which
   are started after the create (infra/destination/temporal_schedule.py).
+
+Starts are counted per origin, as both schedulers count them: a time two backfills cover is
+two starts (they collide on the action workflow id while the first runs), and the handover
+carries each (time, origin) once (``destination_slots``).
 
 The destination's action workflows are named like the source's (``<prefix>-<nominal Z>``), so
 a nominal time that both sides tried to start collides on its workflow id instead of running
@@ -35,7 +42,7 @@ from .errors import InvalidArgument
 from .ids import SCHEDFENCE_NAMESPACE
 from .model import Immutable
 from .program import program_of
-from .spec import ScheduleSpec, times_between, times_within
+from .spec import ScheduleSpec, times_after, times_between, times_within
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -93,6 +100,7 @@ class PatchPlan:
     backfills: tuple[Range, ...] = ()
     trigger: tuple[datetime, str] | None = None  # (nominal time, overlap)
     until: datetime | None = None  # the gap backfill's end (whole seconds)
+    remaining: int | None = None  # the server's own actions left after the patch (the limit)
 
 
 def check_handover(h: Handover) -> None:
@@ -108,6 +116,51 @@ def check_handover(h: Handover) -> None:
         raise InvalidArgument("cursor: the schedule has no last processed time")
 
 
+def _left(h: Handover) -> int | None:
+    """The limit left for the spec's times after the cursor: the buffered spec starts go
+    first (the source counts them as it buffers them); None: unlimited."""
+    if h.remaining_actions is None:
+        return None
+    waiting = sum(b["origin"] == "auto" for b in h.buffered)
+    return max(h.remaining_actions - waiting, 0)
+
+
+def owed_spec_times(h: Handover, after: datetime, until: datetime,
+                    left: int | None) -> list[datetime]:
+    """The spec's times in ``(after, until]`` that one tick of a never-migrated source at
+    ``until`` starts (domain/generator.py): none while paused, none older than the catch-up
+    window, the first ``left`` of the rest (None: no limit). Enumerates at most ``left``
+    times; unlimited callers use ``_owed_range``."""
+    assert h.spec is not None
+    lo = _window_floor(h, after, until)
+    if h.paused or until <= lo or left == 0:
+        return []
+    return times_between(h.spec, lo, until, limit=left)
+
+
+def _window_floor(h: Handover, after: datetime, until: datetime) -> datetime:
+    """The exclusive lower bound of what a tick at ``until`` may start: the cursor, or one
+    second before the oldest time inside the catch-up window (times are whole seconds)."""
+    window = timedelta(seconds=(h.policies or SchedulePolicies()).catchup_window)
+    return max(after, until - window - SECOND)
+
+
+def _owed_range(h: Handover, after: datetime, until: datetime,
+                left: int | None) -> tuple[Range | None, int]:
+    """``owed_spec_times`` as one backfill range (the owed times are consecutive spec times)
+    and how many times it holds where a limit counts them (0 when unlimited: not counted)."""
+    assert h.spec is not None
+    overlap = (h.policies or SchedulePolicies()).overlap
+    if left is not None:
+        times = owed_spec_times(h, after, until, left)
+        return (Range(times[0], times[-1], overlap) if times else None), len(times)
+    lo = _window_floor(h, after, until)
+    first = None if h.paused else next(times_after(h.spec, lo), None)
+    if first is None or first > until:
+        return None, 0
+    return Range(first, until, overlap), 0
+
+
 def patch_plan(h: Handover, until: datetime) -> PatchPlan:
     """How the destination continues exactly where the source stopped (see the module doc);
     ``until`` is the last time the source's side answers for (the server's own processing
@@ -115,30 +168,33 @@ def patch_plan(h: Handover, until: datetime) -> PatchPlan:
     check_handover(h)
     assert h.cursor is not None
     until = until.replace(microsecond=0)
-    overlap = (h.policies or SchedulePolicies()).overlap
     ranges = [Range(parse_nominal(b["cursor"]) + SECOND, parse_nominal(b["end"]), b["overlap"])
               for b in h.backfills]
     ranges += [Range(parse_nominal(b["nominal"]), parse_nominal(b["nominal"]), b["overlap"])
                for b in h.buffered if b["origin"] != "trigger"]
-    gap = Range(parse_nominal(h.cursor) + SECOND, until, overlap)
-    if gap.start <= gap.end:
+    left = _left(h)
+    gap, used = _owed_range(h, parse_nominal(h.cursor), until, left)
+    if gap is not None:
         ranges.append(gap)
     trigger = next(((parse_nominal(b["nominal"]), b["overlap"]) for b in h.buffered
                     if b["origin"] == "trigger"), None)
-    return PatchPlan(tuple(ranges), trigger, until)
+    return PatchPlan(tuple(ranges), trigger, until, None if left is None else left - used)
 
 
 def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[datetime]:
     """The spec's times the handover's gap backfill did not cover and the destination's own
     processing will not either: in ``(gap_end, created_at]``, where ``created_at`` is the
     instant the server's scheduler began (its LastProcessedTime, exclusive), and after the
-    source's cursor (a handover made just after a tick has no gap at all). The patch's gap
-    ends before the call on purpose, so the two ranges never overlap (an overlap could run a
-    time twice: the server's scheduler starts actions with ALLOW_DUPLICATE); what falls
-    between is started here, one time at a time, after the create."""
+    source's cursor (a handover made just after a tick has no gap at all), as a tick at
+    ``created_at`` owes them (pause, catch-up window, what the gap left of the limit). The
+    patch's gap ends before the call on purpose, so the two ranges never overlap (an overlap
+    could run a time twice: the server's scheduler starts actions with ALLOW_DUPLICATE); what
+    falls between is started here, one time at a time, after the create."""
     assert h.spec is not None and h.cursor is not None
     after = max(gap_end, parse_nominal(h.cursor))  # never a time the source answered for
-    return times_between(h.spec, after, created_at) if created_at > after else []
+    if created_at <= after:
+        return []
+    return owed_spec_times(h, after, created_at, patch_plan(h, gap_end).remaining)
 
 
 def boundary_request_id(request_id: str) -> str:
@@ -147,19 +203,31 @@ def boundary_request_id(request_id: str) -> str:
     return str(uuid5(SCHEDFENCE_NAMESPACE, json.dumps(["boundary", request_id])))
 
 
-def destination_starts(h: Handover, created_at: datetime, settled: list[datetime],
-                       now: datetime) -> list[datetime]:
-    """The nominal times a destination that took ``h`` at ``created_at`` has started by
-    ``now``, as Temporal's scheduler would: the create's patch (backfills, buffered starts,
-    the trigger), the boundary's ``settled`` times, and its own spec times after
-    ``created_at`` unless paused (manual starts run while paused). The simulator's record."""
+def destination_slots(h: Handover, created_at: datetime, settled: list[datetime],
+                      now: datetime) -> list[tuple[datetime, str]]:
+    """The starts a destination that took ``h`` at ``created_at`` has made by ``now``, as
+    Temporal's scheduler would, each as (nominal time, origin): the create's patch (each
+    backfill's rest under its id, each buffered start under its origin, the gap as ``auto``,
+    the trigger), the boundary's ``settled`` times (``auto``), and its own spec times after
+    ``created_at`` (``auto``) unless paused, no more than the limit leaves (manual starts run
+    while paused). The simulator's record; overlap policies are not applied (an upper bound
+    of what runs, exact in the times it asks for)."""
     assert h.spec is not None
     plan = patch_plan(h, created_at - GAP_MARGIN)
-    starts = [t for r in plan.backfills for t in times_within(h.spec, r.start, r.end)] + \
-        list(settled)
+    origins = [b["backfill_id"] for b in h.backfills] + \
+        [b["origin"] for b in h.buffered if b["origin"] != "trigger"] + ["auto"]
+    slots = [(t, origin) for r, origin in zip(plan.backfills, origins)
+             for t in times_within(h.spec, r.start, r.end)] + [(t, "auto") for t in settled]
     if plan.trigger is not None:
-        starts.append(plan.trigger[0])
+        slots.append((plan.trigger[0], "trigger"))
     if not h.paused:
         own = times_between(h.spec, created_at, now)
-        starts += own if h.remaining_actions is None else own[:h.remaining_actions]
-    return sorted(starts)
+        left = None if plan.remaining is None else max(plan.remaining - len(settled), 0)
+        slots += [(t, "auto") for t in (own if left is None else own[:left])]
+    return sorted(slots)
+
+
+def destination_starts(h: Handover, created_at: datetime, settled: list[datetime],
+                       now: datetime) -> list[datetime]:
+    """The nominal times of ``destination_slots``, in order."""
+    return [t for t, _ in destination_slots(h, created_at, settled, now)]

@@ -7,6 +7,7 @@ fence may close the source or release the fence (I10).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar, Iterable
 from uuid import UUID
 
@@ -91,6 +92,10 @@ class Schedule(EvolvingAggregate):
         documents of domain.spec / domain.action; None: none) and ``remaining_actions`` (None:
         unlimited). v2 and v1 read as a schedule with no spec and no action.
 
+        v4 adds ``cursor``: the first exclusive cursor of a schedule with a spec, given by the
+        caller's clock (a test's fixed clock, so a seed replays exactly); v3 and older read as
+        None, and the cursor is the event's timestamp in whole seconds, as it was.
+
         v2 adds ``epoch`` (the store's failover epoch when created; v1 reads as 0) and
         ``destination_check``: what the destination showed at the schedule's
         workflow id before this incarnation was created (``{"workflow_id", "current": None |
@@ -98,7 +103,7 @@ class Schedule(EvolvingAggregate):
         there (single owner, I1). v1 did not look, and reads as None."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.Created"
-        class_version: ClassVar[int] = 3
+        class_version: ClassVar[int] = 4
         namespace: str
         schedule_id: str
         incarnation: int
@@ -110,6 +115,7 @@ class Schedule(EvolvingAggregate):
         action: dict[str, Any] | None = None
         policies: dict[str, Any] | None = None
         remaining_actions: int | None = None
+        cursor: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -118,6 +124,10 @@ class Schedule(EvolvingAggregate):
         @staticmethod
         def upcast_v2_v3(state: dict[str, Any]) -> None:
             state.update(spec=None, action=None, policies=None, remaining_actions=None)
+
+        @staticmethod
+        def upcast_v3_v4(state: dict[str, Any]) -> None:
+            state.update(cursor=None)
 
     class Paused(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
@@ -199,10 +209,11 @@ class Schedule(EvolvingAggregate):
     def create(
         cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str,
         destination_check: dict[str, Any] | None = None, epoch: int = 0,
-        program: Program | None = None,
+        program: Program | None = None, now: datetime | None = None,
     ) -> Schedule:
         """A new incarnation; ``destination_check`` must show no running run at the
-        destination workflow id (see ``check_destination_free``)."""
+        destination workflow id (see ``check_destination_free``). A schedule with a spec
+        processes times after ``now`` (default: the event's own time)."""
         if destination_check is not None:
             check_destination_free(namespace, schedule_id, destination_check)
         return cls._create(
@@ -211,6 +222,7 @@ class Schedule(EvolvingAggregate):
             namespace=namespace, schedule_id=schedule_id, incarnation=incarnation,
             paused=paused, notes=notes, destination_check=destination_check, epoch=epoch,
             **(program or Program()).fields(),
+            cursor=nominal_text(now) if now is not None and program and program.spec else None,
         )
 
     def set_paused(self, paused: bool) -> None:
@@ -322,7 +334,8 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
                              event.paused, event.notes, epoch=event.epoch, spec=event.spec,
                              action=event.action, policies=event.policies,
                              remaining_actions=event.remaining_actions,
-                             cursor=nominal_text(event.timestamp) if event.spec else None)
+                             cursor=event.cursor or (nominal_text(event.timestamp)
+                                                     if event.spec else None))
     if isinstance(event, Schedule.CreatedByMigration):
         h = event.handover
         return ScheduleState(

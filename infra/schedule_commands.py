@@ -40,10 +40,12 @@ class ScheduleCommands:
                         notes: str = "", *, spec: ScheduleSpec | None = None,
                         action: StartWorkflowAction | None = None,
                         policies: SchedulePolicies | None = None,
-                        limit: int | None = None) -> ScheduleView:
+                        limit: int | None = None,
+                        now: datetime | None = None) -> ScheduleView:
         """A new schedule (or incarnation). ``spec`` (domain.spec.make_spec), ``action`` and
         ``policies`` (domain.action.make_action / make_policies) and ``limit`` (remaining
-        actions) make it run; without them it is a pause-and-notes schedule, as before."""
+        actions) make it run, on times after ``now`` (default: the clock); without them it
+        is a pause-and-notes schedule, as before."""
         validate_destination_key(namespace, schedule_id)
         validate_notes(notes)
         check_paused(paused)
@@ -61,7 +63,7 @@ class ScheduleCommands:
             check = self._destination_check(namespace, schedule_id, "create check")
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
-                                       self.epoch(), program)
+                                       self.epoch(), program, now)
             self.app.save(key, schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 

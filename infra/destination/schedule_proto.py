@@ -89,7 +89,7 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
                                   pause_on_failure=policies.pause_on_failure),
         state=ScheduleState(notes=h.notes, paused=h.paused,
                             limited_actions=h.remaining_actions is not None,
-                            remaining_actions=h.remaining_actions or 0))
+                            remaining_actions=plan.remaining or 0))
     patch = SchedulePatch(backfill_request=[
         BackfillRequest(start_time=timestamp(r.start), end_time=timestamp(r.end),
                         overlap_policy=OVERLAP[r.overlap]) for r in plan.backfills])
@@ -103,7 +103,8 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
         "running": list(h.running), "buffered_origins": [b["origin"] for b in h.buffered],
         "backfills": [{"backfill_id": b["backfill_id"], "start": b["start"]}
                       for b in h.backfills],
-        "gap_end": None if plan.until is None else nominal_text(plan.until)}
+        "gap_end": None if plan.until is None else nominal_text(plan.until),
+        "remaining_actions": h.remaining_actions}
     return schedule, patch, Memo(fields={MEMO_KEY: _payload(provenance)})
 
 
@@ -115,6 +116,15 @@ def bare_schedule(namespace: str, schedule_id: str, incarnation: int, paused: bo
                   "incarnation": incarnation, "gap_end": None}
     return (Schedule(spec=ScheduleSpec(), state=ScheduleState(notes=notes, paused=paused)),
             Memo(fields={MEMO_KEY: _payload(provenance)}))
+
+
+def provenance_of(memo: Memo) -> dict[str, Any]:
+    """The handover's provenance the schedule's memo holds (``to_temporal``)."""
+    return dict(_value(memo.fields[MEMO_KEY]))
+
+
+def set_provenance(memo: Memo, provenance: dict[str, Any]) -> None:
+    memo.fields[MEMO_KEY].CopyFrom(_payload(provenance))
 
 
 def gap_end(memo: Memo) -> datetime | None:
@@ -152,7 +162,8 @@ def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Hando
         policies=da.SchedulePolicies(
             overlap=_OVERLAP_NAME[p.overlap_policy], catchup_window=p.catchup_window.seconds,
             pause_on_failure=p.pause_on_failure) if meta["has_policies"] else None,
-        remaining_actions=state.remaining_actions if state.limited_actions else None,
+        remaining_actions=meta["remaining_actions"] if "remaining_actions" in meta else
+        state.remaining_actions if state.limited_actions else None,
         action_count=meta["action_count"], cursor=meta["cursor"], buffered=tuple(buffered),
         backfills=tuple(backfills), recent_actions=tuple(meta["recent_actions"]),
         running=tuple(meta["running"]))

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 
 from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
 from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeScheduleRequest,
-                                               PatchScheduleRequest)
+                                               DescribeScheduleResponse, PatchScheduleRequest,
+                                               UpdateScheduleRequest)
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
@@ -37,10 +38,12 @@ from schedfence.domain.handover import (GAP_MARGIN, Handover, boundary_gap,
                                        boundary_request_id, patch_plan)
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, InvalidStartRequest,
-                                     StartAccepted, StartWorkflow)
+from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound,
+                                     DestinationUnavailable, InvalidStartRequest, StartAccepted,
+                                     StartWorkflow)
 
 from schedfence.infra.destination.schedule_proto import (OVERLAP, bare_schedule, gap_end,
+                                                        provenance_of, set_provenance,
                                                         timestamp, to_temporal)
 
 if TYPE_CHECKING:
@@ -117,7 +120,10 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
     if end is None or handover.action is None:
         return []
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
-    todo = [t for t in boundary_gap(handover, end, created)
+    boundary = boundary_gap(handover, end, created)
+    if boundary and handover.remaining_actions is not None:
+        _count_against_limit(dest, request, desc, len(boundary))
+    todo = [t for t in boundary
             if not _started(dest, request.namespace, action_workflow_id(handover.action, t))]
     if todo:
         overlap = OVERLAP[(handover.policies or SchedulePolicies()).overlap]
@@ -129,6 +135,36 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
             identity=dest.identity, request_id=boundary_request_id(request.request_id)),
             describe_error)
     return [nominal_text(t) for t in todo]
+
+
+def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
+                         desc: DescribeScheduleResponse, n: int) -> None:
+    """A limited schedule's boundary times are backfills, which the server does not count:
+    take them off its remaining actions, once (the memo records that it was done, so a
+    settle repeated after a crash or an unknown outcome does not take them off again), and
+    before the patch that starts them. An update that races ours (the conflict token moved)
+    is an unknown outcome: the settle is asked again and reads the schedule anew."""
+    from schedfence.infra.destination.temporal import describe_error
+
+    def update_error(exc: RPCError) -> Exception:
+        if exc.status == RPCStatusCode.FAILED_PRECONDITION:
+            return DestinationUnavailable(f"settle: the schedule changed under the limit's "
+                                          f"update ({exc.message}); asked again")
+        return describe_error(exc)
+
+    memo, schedule = desc.memo, desc.schedule
+    provenance = provenance_of(memo)
+    if provenance.get("boundary_counted") is not None:
+        return
+    schedule.state.remaining_actions = max(schedule.state.remaining_actions - n, 0)
+    provenance["boundary_counted"] = n
+    set_provenance(memo, provenance)
+    dest._rpc("update schedule", "update_schedule", UpdateScheduleRequest(
+        namespace=request.namespace,
+        schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX), schedule=schedule,
+        conflict_token=desc.conflict_token, memo=memo,
+        identity=dest.identity, request_id=boundary_request_id(request.request_id) + "-limit"),
+        update_error)
 
 
 def _started(dest: TemporalDestination, namespace: str, workflow_id: str) -> bool:

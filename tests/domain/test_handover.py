@@ -2,12 +2,13 @@
 first instant, never one the source already answered for."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from schedfence.domain.action import make_action, nominal_text
-from schedfence.domain.handover import (GAP_MARGIN, boundary_gap, destination_starts,
-                                        handover_of)
+from schedfence.domain.action import make_action, make_policies, nominal_text
+from schedfence.domain.handover import (GAP_MARGIN, boundary_gap, destination_slots,
+                                        destination_starts, handover_of, patch_plan)
 from schedfence.domain.program import Program
 from schedfence.domain.schedule import ScheduleState
 from schedfence.domain.spec import make_spec
@@ -16,9 +17,12 @@ M = datetime(2026, 12, 4, 9, 19, tzinfo=timezone.utc)  # a nominal time (every m
 S = timedelta(seconds=1)
 
 
-def handover(cursor: datetime, paused: bool = False):
+def handover(cursor: datetime, paused: bool = False, catchup: int | None = None,
+             limit: int | None = None):
+    policies = None if catchup is None else make_policies(catchup_window=catchup)
     program = Program(make_spec(intervals=[(60, 0)]),
-                      make_action(workflow_type="W", task_queue="q", workflow_id="a"))
+                      make_action(workflow_type="W", task_queue="q", workflow_id="a"),
+                      policies, limit)
     state = replace(ScheduleState("ns", "s", 1, paused, ""), **program.fields(),
                     cursor=nominal_text(cursor))
     return handover_of(state, paused, "")
@@ -40,9 +44,64 @@ def test_the_destinations_record_is_the_patch_the_boundary_and_its_own_times():
     starts = destination_starts(h, created, [M], M + timedelta(minutes=2))
     assert starts == [M - timedelta(minutes=2), M - timedelta(minutes=1), M,
                       M + timedelta(minutes=1), M + timedelta(minutes=2)]
-    paused = destination_starts(handover(M - timedelta(minutes=3), paused=True), created, [M],
-                                M + timedelta(minutes=2))
-    assert paused == [M - timedelta(minutes=2), M - timedelta(minutes=1), M]
+
+
+
+def test_a_paused_schedules_handover_starts_nothing_of_its_spec():
+    """Issue 27 item 1: the gap and the boundary are the spec's times, and a paused schedule
+    starts none (the old plan backfilled the gap: a Temporal backfill ignores pause)."""
+    h = handover(M - timedelta(minutes=3), paused=True)
+    plan = patch_plan(h, M - GAP_MARGIN)
+    assert plan.backfills == ()
+    assert boundary_gap(h, M + S - GAP_MARGIN, M + S) == []
+    assert destination_starts(h, M + S, [], M + timedelta(minutes=2)) == []
+
+
+def test_the_handover_honours_the_catch_up_window():
+    """Issue 27 item 3: with a 10-minute window and the source down for 30 minutes, only the
+    times inside the window at the handover start (a tick at that instant would skip the
+    rest, reason catchup_window)."""
+    h = handover(M - timedelta(minutes=30), catchup=600)
+    until = M + S - GAP_MARGIN  # M - 1 s
+    gap = patch_plan(h, until).backfills[-1]
+    assert (gap.start, gap.end) == (M - timedelta(minutes=10), until)  # 9 min 59 s old
+    assert destination_starts(h, M + S, [M], M) == [M - timedelta(minutes=n)
+                                                     for n in range(10, -1, -1)]
+
+
+def test_the_handover_honours_the_action_limit():
+    """Issue 27 item 2: the gap starts no more than the limit leaves, the server's own count
+    is what is left after it, and a used-up limit hands over nothing to start."""
+    h = handover(M - timedelta(minutes=30), limit=3)
+    plan = patch_plan(h, M - GAP_MARGIN)
+    gap = plan.backfills[-1]
+    assert (gap.start, gap.end, plan.remaining) == (M - timedelta(minutes=29),
+                                                    M - timedelta(minutes=27), 0)
+    assert len(destination_starts(h, M + S, [], M + timedelta(hours=1))) == 3
+    used = handover(M - timedelta(minutes=30), limit=0)
+    assert patch_plan(used, M - GAP_MARGIN).backfills == ()
+    assert destination_starts(used, M + S, [], M + timedelta(hours=1)) == []
+    some = handover(M - timedelta(minutes=2), limit=5)  # one in the gap, M in the boundary
+    assert patch_plan(some, M + S - GAP_MARGIN).remaining == 4
+    assert boundary_gap(some, M + S - GAP_MARGIN, M + S) == [M]
+    assert destination_starts(some, M + S, [M], M + timedelta(hours=1)) == [
+        M + timedelta(minutes=n) for n in (-1, 0, 1, 2, 3)]
+
+
+def test_two_backfills_of_one_range_are_handed_over_once_each():
+    """Issue 27 item 4: two backfills of the same range are two starts of each time, per
+    origin, as the source would make them (they collide on the action workflow id while the
+    first runs); the handover carries each (time, origin) once, never a time twice for one
+    origin."""
+    h = handover(M - timedelta(minutes=1))
+    backfills = tuple({"backfill_id": f"backfill-{n}", "start": nominal_text(M - timedelta(minutes=12)),
+                       "end": nominal_text(M - timedelta(minutes=4)), "overlap": "skip",
+                       "cursor": nominal_text(M - timedelta(minutes=12) - S)} for n in (1, 2))
+    h = h.model_copy(update={"backfills": backfills})
+    slots = destination_slots(h, M + S, [], M + S)
+    assert len(slots) == len(set(slots))
+    assert Counter(t for t, _ in slots if t < M - timedelta(minutes=1)) == {
+        M - timedelta(minutes=n): 2 for n in range(4, 13)}
 
 
 def test_a_rollback_of_what_the_destination_cannot_carry_is_refused_before_the_fence():

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedfence.domain.action import make_action, make_policies, nominal_text
+from schedfence.domain.action import (SchedulePolicies, make_action, make_policies, nominal_text,
+                                      parse_nominal)
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.handover import Handover, handover_of, patch_plan
 from schedfence.domain.invoker import OVERLAPS
 from schedfence.domain.program import Program
 from schedfence.domain.schedule import ScheduleState
-from schedfence.domain.spec import make_spec
+from schedfence.domain.spec import make_spec, times_after
 from schedfence.infra.destination.schedule_proto import from_temporal, to_temporal
 
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -113,7 +114,7 @@ def test_generated_schedules_round_trip_three_times(rng):
 
 
 def test_the_patch_continues_each_backfill_after_its_cursor_and_fills_the_gap():
-    state = source(random.Random(5))
+    state = replace(source(random.Random(5)), remaining_actions=None)  # no limit: a gap
     h = handover_of(state, False, "")
     until = T0 + timedelta(days=31)
     plan = patch_plan(h, until)
@@ -121,7 +122,10 @@ def test_the_patch_continues_each_backfill_after_its_cursor_and_fills_the_gap():
         assert nominal_text(r.start - timedelta(seconds=1)) == b["cursor"]  # exclusive cursor
         assert nominal_text(r.end) == b["end"]  # inclusive end
     gap = plan.backfills[-1]
-    assert nominal_text(gap.start - timedelta(seconds=1)) == h.cursor and gap.end == until
+    window = timedelta(seconds=(h.policies or SchedulePolicies()).catchup_window)
+    floor = max(parse_nominal(h.cursor), until - window - timedelta(seconds=1))
+    assert gap.start == next(times_after(h.spec, floor))  # the first time a tick owes
+    assert gap.end == until
 
 
 def test_what_a_temporal_schedule_cannot_carry_is_refused_naming_the_field():
