@@ -1,0 +1,69 @@
+"""Issue 27 items 1-3 end to end on a real Temporal dev server, at 1 s intervals: a handover
+starts exactly the spec times a never-migrated source would, for a paused schedule (none),
+a limited one (no more than the limit leaves) and one with a catch-up window (none older
+than the window at the handover). Each failed on the old plan, whose gap backfill covered
+every time after the source's cursor (a Temporal backfill ignores pause, limit and window):
+34 -> 0, 13 -> 3 and 30 -> at most 13 action workflows here."""
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from schedfence.domain.action import make_action, make_policies, parse_nominal
+from schedfence.domain.spec import make_spec, times_between
+from schedfence.infra.service import open_service
+from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
+from tests.e2e.test_temporal_handover_e2e import listed
+
+SPEC = make_spec(intervals=[(1, 0)])
+
+
+def hand_over(env: TemporalEnv, tmp_path: Path, down: int, *, paused: bool = False,
+              limit: int | None = None, catchup: int | None = None):
+    """A schedule every second whose source scheduler has been down ``down`` seconds (its
+    cursor is that old), rolled back to a Temporal Schedule that then runs for 5 s. Answers
+    the source's cursor, the rollback's instant and the nominal times the server started."""
+    tag = uuid.uuid4().hex[:8]
+    sid, wtype = f"policies-{tag}", f"Pol{tag}"
+    policies = make_policies(overlap="allow_all", **({} if catchup is None else
+                                                     {"catchup_window": catchup}))
+    with open_service(f"sqlite:///{tmp_path / 'fence.db'}", env.destination,
+                      worker_id="e2e") as svc:
+        cursor = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=down)
+        svc.create_schedule(NS, sid, paused=paused, spec=SPEC, limit=limit, now=cursor,
+                            action=make_action(workflow_type=wtype, task_queue=f"q-{tag}",
+                                               workflow_id=f"act-{tag}"),
+                            policies=policies)
+        rolled = datetime.now(timezone.utc)
+        svc.rollback(NS, sid, actor="e2e")
+        svc.run_until_idle(retry_for=10.0)
+        assert svc.migration(NS, sid).state == "completed"
+        assert svc.verify() == []
+    time.sleep(5)
+    started = sorted(parse_nominal(w.removeprefix(f"act-{tag}-")) for w in listed(env, wtype))
+    assert len(started) == len(set(started))
+    return cursor, rolled, started
+
+
+def test_a_paused_schedules_handover_starts_nothing(temporal_env: TemporalEnv,
+                                                      tmp_path: Path) -> None:
+    _, _, started = hand_over(temporal_env, tmp_path, 30, paused=True)
+    assert started == []
+
+
+def test_a_limited_schedules_handover_starts_only_what_the_limit_leaves(
+        temporal_env: TemporalEnv, tmp_path: Path) -> None:
+    cursor, _, started = hand_over(temporal_env, tmp_path, 10, limit=3)
+    assert started == times_between(SPEC, cursor, cursor + timedelta(seconds=3))
+
+
+def test_a_handover_skips_what_the_catch_up_window_would(temporal_env: TemporalEnv,
+                                                        tmp_path: Path) -> None:
+    """Window 10 s, source down 30 s: the gap ends 2 s before the create, after the rollback,
+    so no time older than 12 s before the rollback starts; the rest all start, once."""
+    cursor, rolled, started = hand_over(temporal_env, tmp_path, 30, catchup=10)
+    assert started and started[0] >= rolled.replace(microsecond=0) - timedelta(seconds=12)
+    assert started[0] > cursor + timedelta(seconds=15)
+    assert started == times_between(SPEC, started[0] - timedelta(seconds=1), started[-1])
