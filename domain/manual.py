@@ -82,7 +82,8 @@ def trigger(state: ScheduleState, now: datetime, overlap: str | None = None) -> 
     policy = _overlap(state, overlap)
     nominal = nominal_text(now)
     taken = [*state.buffered, *state.issued, *state.recent_actions]
-    if any(t["origin"] == "trigger" and t["nominal"] == nominal for t in taken):
+    if nominal == state.last_trigger or \
+            any(t["origin"] == "trigger" and t["nominal"] == nominal for t in taken):
         raise AlreadyExists(f"schedule {state.namespace}/{state.schedule_id} was triggered at "
                             f"{nominal} already; triggers are one per second")
     return [Fact(Triggered, {"nominal": nominal, "overlap": policy})]

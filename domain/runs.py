@@ -208,7 +208,7 @@ _FOLDS: dict[type, Any] = {
     ActionStartIssued: _issued,
     ActionStartRetrying: _retrying,
     PausedOnFailure: lambda s, e: replace(s, paused=True, notes=e.notes),
-    Triggered: lambda s, e: replace(s, buffered=[
+    Triggered: lambda s, e: replace(s, last_trigger=e.nominal, buffered=[
         *s.buffered, buffered_doc(e.nominal, "trigger", e.overlap)]),
     BackfillRequested: lambda s, e: replace(s, backfill_count=s.backfill_count + 1, backfills=[
         *s.backfills, {"backfill_id": e.backfill_id, "start": e.start, "end": e.end,

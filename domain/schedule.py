@@ -13,7 +13,7 @@ from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id
-from .action import nominal_text
+from .action import nominal_text, parse_nominal
 from .model import EvolvingAggregate, Fact, Facts, updated
 from .program import Program
 from .runs import evolve_runs
@@ -56,6 +56,7 @@ class ScheduleState:
     backfill_count: int = 0  # backfills ever requested (names the next: backfill-<n+1>)
     recent_actions: list[dict[str, Any]] = field(default_factory=list)
     action_count: int = 0
+    last_trigger: str | None = None  # the latest trigger's nominal time, on this key
 
     @property
     def migration_pending(self) -> bool:
@@ -93,8 +94,12 @@ class Schedule(EvolvingAggregate):
         unlimited). v2 and v1 read as a schedule with no spec and no action.
 
         v4 adds ``cursor``: the first exclusive cursor of a schedule with a spec, given by the
-        caller's clock (a test's fixed clock, so a seed replays exactly); v3 and older read as
-        None, and the cursor is the event's timestamp in whole seconds, as it was.
+        caller's clock (a test's fixed clock, so a seed replays exactly) and never before the
+        previous incarnation's; and what a new incarnation carries over from its key's
+        previous one so no (time, origin) of the key starts twice (I17): ``backfill_count``
+        (its first backfill is named after the previous one's last) and ``last_trigger``. v3
+        and older read as None, 0 and None: the cursor is the event's timestamp in whole
+        seconds, as it was.
 
         v2 adds ``epoch`` (the store's failover epoch when created; v1 reads as 0) and
         ``destination_check``: what the destination showed at the schedule's
@@ -116,6 +121,8 @@ class Schedule(EvolvingAggregate):
         policies: dict[str, Any] | None = None
         remaining_actions: int | None = None
         cursor: str | None = None
+        backfill_count: int = 0
+        last_trigger: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -127,11 +134,21 @@ class Schedule(EvolvingAggregate):
 
         @staticmethod
         def upcast_v3_v4(state: dict[str, Any]) -> None:
-            state.update(cursor=None)
+            state.update(cursor=None, backfill_count=0, last_trigger=None)
 
     class Paused(EvolvingAggregate.Event):
+        """v2 adds ``cursor``: an unpause moves the exclusive cursor to the instant it
+        applied, so the paused stretch is never caught up, however rarely the scheduler
+        passed during it (``pause_facts``). v1 reads as None: the cursor stays."""
+
         TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
+        class_version: ClassVar[int] = 2
         paused: bool
+        cursor: str | None = None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(cursor=None)
 
     class NotesUpdated(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.NotesUpdated"
@@ -210,10 +227,12 @@ class Schedule(EvolvingAggregate):
         cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str,
         destination_check: dict[str, Any] | None = None, epoch: int = 0,
         program: Program | None = None, now: datetime | None = None,
+        previous: ScheduleState | None = None,
     ) -> Schedule:
         """A new incarnation; ``destination_check`` must show no running run at the
         destination workflow id (see ``check_destination_free``). A schedule with a spec
-        processes times after ``now`` (default: the event's own time)."""
+        processes times after ``now`` (default: the event's own time), and never one the
+        key's ``previous`` incarnation processed, nor its backfills' or trigger's names."""
         if destination_check is not None:
             check_destination_free(namespace, schedule_id, destination_check)
         return cls._create(
@@ -221,14 +240,12 @@ class Schedule(EvolvingAggregate):
             id=schedule_aggregate_id(namespace, schedule_id, incarnation),
             namespace=namespace, schedule_id=schedule_id, incarnation=incarnation,
             paused=paused, notes=notes, destination_check=destination_check, epoch=epoch,
-            **(program or Program()).fields(),
-            cursor=nominal_text(now) if now is not None and program and program.spec else None,
+            **(program or Program()).fields(), **carried_over(program, now, previous),
         )
 
-    def set_paused(self, paused: bool) -> None:
+    def set_paused(self, paused: bool, now: datetime | None = None) -> None:
         check_mutable(self.state)
-        if self.state.paused != paused:
-            self.trigger_event(self.Paused, paused=paused)
+        self.record(pause_facts(self.state, paused, now))
 
     def set_notes(self, notes: str) -> None:
         check_mutable(self.state)
@@ -278,6 +295,37 @@ def adopt_fence_facts(state: ScheduleState, request_id: str, migration_id: str) 
                                f"{migration_id}")
     return [Fact(Schedule.FenceAdopted, {"request_id": request_id,
                                          "migration_id": migration_id})]
+
+
+def carried_over(program: Program | None, now: datetime | None,
+                 previous: ScheduleState | None) -> dict[str, Any]:
+    """What a new incarnation's ``Created`` carries so the key never starts a (time,
+    origin) twice: its first cursor (``now``, but not before the previous incarnation's:
+    a host whose clock runs behind would otherwise process its last times again), the
+    backfill count and the last trigger."""
+    cursor = nominal_text(now) if now is not None else None
+    if previous is not None and previous.cursor is not None and cursor is not None:
+        cursor = max(cursor, previous.cursor, key=parse_nominal)
+    return {"cursor": cursor if program is not None and program.spec is not None else None,
+            "backfill_count": previous.backfill_count if previous else 0,
+            "last_trigger": previous.last_trigger if previous else None}
+
+
+def pause_facts(state: ScheduleState, paused: bool, now: datetime | None) -> Facts:
+    """Pause or unpause at ``now``, as a scheduler that never stops would see it. A pause
+    first ticks at ``now`` (the times that came due before it are the schedule's, as if a
+    pass had just run: ``scheduling.tick``); an unpause moves the cursor to ``now``, so the
+    paused stretch is not caught up (as in Temporal). Without ``now`` (an older caller) only
+    the flag changes."""
+    if state.paused == paused:
+        return []
+    if now is None or state.cursor is None:
+        return [Fact(Schedule.Paused, {"paused": paused})]
+    if paused:
+        from .scheduling import tick  # scheduling reads this module's state type
+        return [*tick(state, now), Fact(Schedule.Paused, {"paused": True})]
+    cursor = max(parse_nominal(state.cursor), now.replace(microsecond=0))
+    return [Fact(Schedule.Paused, {"paused": False, "cursor": nominal_text(cursor)})]
 
 
 def release_fence_facts(state: ScheduleState, request_id: str | None, paused: bool,
@@ -335,7 +383,9 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
                              action=event.action, policies=event.policies,
                              remaining_actions=event.remaining_actions,
                              cursor=event.cursor or (nominal_text(event.timestamp)
-                                                     if event.spec else None))
+                                                     if event.spec else None),
+                             backfill_count=event.backfill_count,
+                             last_trigger=event.last_trigger)
     if isinstance(event, Schedule.CreatedByMigration):
         h = event.handover
         return ScheduleState(
@@ -356,7 +406,7 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
         return updated(state, closed=True, close_reason="takeover_abandoned",
                        fence_request_id=None, fence_migration_id=None)
     if isinstance(event, Schedule.Paused):
-        return updated(state, paused=event.paused)
+        return updated(state, paused=event.paused, cursor=event.cursor or state.cursor)
     if isinstance(event, Schedule.NotesUpdated):
         return updated(state, notes=event.notes)
     if isinstance(event, Schedule.Deleted):

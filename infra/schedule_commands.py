@@ -58,12 +58,12 @@ class ScheduleCommands:
             if key.state.forward_migration_id:
                 raise MigrationPending(f"schedule {namespace}/{schedule_id} is being taken in "
                                        f"by forward migration {key.state.forward_migration_id}")
-            check_creatable(namespace, schedule_id,
-                            self.app.repository.get(current).state if current else None)
+            previous = self.app.repository.get(current).state if current else None
+            check_creatable(namespace, schedule_id, previous)
             check = self._destination_check(namespace, schedule_id, "create check")
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
-                                       self.epoch(), program, now)
+                                       self.epoch(), program, now or utc_now(), previous)
             self.app.save(key, schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
@@ -93,7 +93,7 @@ class ScheduleCommands:
                 new = manual.merged(program_of(schedule.state), **changes)
                 schedule.record(manual.update_program(schedule.state, new, at))
             if paused is not None:
-                schedule.set_paused(paused)
+                schedule.set_paused(paused, at)
             if notes is not None:
                 schedule.set_notes(notes)
             if delete:

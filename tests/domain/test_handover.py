@@ -121,3 +121,17 @@ def test_a_rollback_of_what_the_destination_cannot_carry_is_refused_before_the_f
         handoff.rollback(source, "src", "R1", "caller", uuid.uuid4(), same=None, pending=None,
                          last=None, sentinel={"workflow_id": "w", "current": None}, epoch=0,
                          actor="")
+
+
+def test_a_new_incarnation_carries_its_keys_cursor_backfills_and_trigger():
+    """A host whose clock runs behind re-creates a key: its first cursor is the dead
+    incarnation's, not its own earlier now, and backfill and trigger names go on."""
+    from schedfence.domain.schedule import carried_over
+    program = Program(make_spec(intervals=[(60, 0)]),
+                      make_action(workflow_type="W", task_queue="q", workflow_id="a"))
+    dead = replace(ScheduleState("ns", "s", 1, False, ""), **program.fields(),
+                   cursor=nominal_text(M), backfill_count=3, last_trigger=nominal_text(M - S))
+    assert carried_over(program, M - 5 * S, dead) == {
+        "cursor": nominal_text(M), "backfill_count": 3, "last_trigger": nominal_text(M - S)}
+    assert carried_over(program, M + 5 * S, None)["cursor"] == nominal_text(M + 5 * S)
+    assert carried_over(None, M, dead)["cursor"] is None  # no spec: no cursor

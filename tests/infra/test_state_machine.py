@@ -214,7 +214,7 @@ class RollbackMachine(RuleBasedStateMachine):
         fenced = self._fenced(sid)
         kwargs = {"pause": {"paused": True}, "resume": {"paused": False},
                   "notes": {"notes": "edited"}, "delete": {"delete": True}}[change]
-        got = self._call(self.svc.update_schedule, NS, sid, **kwargs)
+        got = self._call(self.svc.update_schedule, NS, sid, now=self.now, **kwargs)
         if fenced:  # I1: every mutation of a fenced source is refused
             assert isinstance(got, MigrationPending), got
 
@@ -476,3 +476,31 @@ def test_the_machine_replays_a_seed_exactly() -> None:
     first = run()
     assert first == run()
     assert any(line.startswith("ActionStartIssued:2026-01-05T12:01:00Z") for line in first)
+
+
+def test_a_re_created_schedule_starts_no_time_of_its_key_twice() -> None:
+    """The machine found it once its clock was fixed: trigger and backfill, delete, re-create
+    in the same second, trigger and backfill again. The new incarnation had the same
+    ``backfill-1`` name and trigger second, so the same (time, origin) and request ids as the
+    dead one (I17; a closed first run would have run again under ALLOW_DUPLICATE). A new
+    incarnation now carries the key's backfill count, last trigger and cursor floor."""
+    machine = RollbackMachine()
+    try:
+        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
+                          pause_on_failure=False)
+        machine.scheduler_pass(130)
+        machine.manual("trigger")
+        machine.manual("backfill")
+        machine.scheduler_pass(0)
+        machine.mutate(RUNNING, "delete")
+        machine.create(RUNNING, False, "")
+        again = machine._call(machine.svc.trigger_schedule, NS, RUNNING, now=machine.now)
+        assert isinstance(again, DomainError) and again.code == "already_exists"
+        machine.manual("backfill")
+        machine.scheduler_pass(0)
+        machine.checker_finds_nothing()
+        names = {e.origin for e in machine._events(schedule_aggregate_id(NS, RUNNING, 2))
+                 if isinstance(e, ActionStartIssued)}
+        assert names == {"backfill-2"}
+    finally:
+        machine.teardown()
