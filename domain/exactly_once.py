@@ -1,23 +1,36 @@
 """I14, exactly once across the handoff: the action starts of both sides of a schedule, taken
 together, are what one scheduler that never migrated would have started.
 
-``check_exactly_once`` takes what the source started (its ``ActionStartIssued`` nominal times,
-any origin), what the destination started (its own record: the simulator's, or the action
-workflows a Temporal server lists, by their deterministic ``<prefix>-<nominal Z>`` ids) and
-what one scheduler would have owed over the same period: every spec time after the schedule's
-first cursor up to ``until``, and every time of each backfill's range. It reports the times
-started twice (on one side or across both), the times owed and started nowhere, and the times
-started that nobody owed. A schedule that was paused during the period owes the times of its
-unpaused stretches only; ``paused`` lists those stretches as ``(from, to]`` intervals.
+``Owed`` is that scheduler, as a pure model written apart from the source's generator (so it
+can judge it): from the spec, the first cursor and ``until``, it owes
+
+- each spec time (origin ``auto``) in ``(first, until]`` outside the ``paused`` stretches
+  (``(from, to]`` intervals), none older than the ``catchup_window`` at the instant it was
+  processed (the first of ``ticks`` at or after it; ``until`` when none is), and no more than
+  ``remaining`` of them in order (the action limit; skipped times do not count);
+- each backfill's times in ``[start, end]`` under its own origin (``backfill-N``, N from
+  ``first_backfill``), ignoring pause, limit and window, as Temporal's backfill does;
+- each trigger at its instant (origin ``trigger``).
+
+Starts are counted per origin, as both schedulers count them (I17): a time two backfills
+cover is owed twice. ``check_exactly_once`` takes each side's starts, as (time, origin)
+slots where a side knows them (the source's log, the handover's plan) or as bare times where
+it does not (a server's listing of ``<prefix>-<nominal Z>`` workflows, all runs counted), and
+names the times started more often than owed, owed and never started, and started though
+never owed. Overlap policies are not modelled: a run the policy skipped or buffered out is
+the caller's to leave out of ``owed`` (the source records each such skip with its reason).
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Iterable
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Union
 
-from .spec import ScheduleSpec, times_between, times_within
+from .spec import ScheduleSpec, times_after, times_within
+
+Slot = tuple[datetime, str]  # (nominal time, origin)
+Start = Union[datetime, Slot]
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,13 @@ class Verdict:
     def ok(self) -> bool:
         return not (self.twice or self.missing or self.unexpected)
 
+    @property
+    def first(self) -> tuple[str, datetime] | None:
+        """The earliest time at fault and how: ``twice``, ``missing`` or ``unexpected``."""
+        found = [(t, name) for name in ("twice", "missing", "unexpected")
+                 for t in getattr(self, name)]
+        return None if not found else min(found)[::-1]
+
     def describe(self) -> str:
         def few(ts: tuple[datetime, ...]) -> str:
             return ", ".join(t.isoformat() for t in ts[:5]) + (" ..." if len(ts) > 5 else "")
@@ -40,30 +60,66 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Owed:
-    """What one scheduler that never migrated owes: the spec's times in ``(first, until]``
-    outside ``paused`` stretches, and each backfill's times in ``[start, end]``."""
+    """What one scheduler that never migrated owes (see the module doc)."""
 
     spec: ScheduleSpec
     first: datetime
     until: datetime
     backfills: tuple[tuple[datetime, datetime], ...] = ()
     paused: tuple[tuple[datetime, datetime], ...] = field(default=())
+    triggers: tuple[datetime, ...] = ()
+    remaining: int | None = None
+    catchup_window: timedelta | None = None
+    ticks: tuple[datetime, ...] = ()
+    first_backfill: int = 1
 
-    def times(self) -> set[datetime]:
-        owed = {t for t in times_between(self.spec, self.first, self.until)
-                if not any(a < t <= b for a, b in self.paused)}
-        for start, end in self.backfills:
-            owed.update(times_within(self.spec, start, end))
+    def spec_times(self) -> list[datetime]:
+        """The ``auto`` times owed, in order."""
+        out: list[datetime] = []
+        for t in times_after(self.spec, self.first):
+            if t > self.until or (self.remaining is not None and len(out) >= self.remaining):
+                break
+            if any(a < t <= b for a, b in self.paused):
+                continue
+            if self.catchup_window is not None and \
+                    self._processed_at(t) - t > self.catchup_window:
+                continue
+            out.append(t)
+        return out
+
+    def _processed_at(self, t: datetime) -> datetime:
+        return min((k for k in self.ticks if k >= t), default=self.until)
+
+    def slots(self) -> Counter[Slot]:
+        owed: Counter[Slot] = Counter((t, "auto") for t in self.spec_times())
+        for n, (start, end) in enumerate(self.backfills, start=self.first_backfill):
+            owed.update((t, f"backfill-{n}") for t in times_within(self.spec, start, end))
+        owed.update((t, "trigger") for t in self.triggers)
         return owed
 
+    def times(self) -> set[datetime]:
+        return {t for t, _ in self.slots()}
 
-def check_exactly_once(owed: Owed, source: Iterable[datetime],
-                       destination: Iterable[datetime]) -> Verdict:
-    """The I14 verdict over both sides' starts (see the module doc)."""
-    counts = Counter([*source, *destination])
-    expected = owed.times()
+
+def check_exactly_once(owed: Owed, source: Iterable[Start],
+                       destination: Iterable[Start]) -> Verdict:
+    """The I14 verdict over both sides' starts (see the module doc): by slot where every
+    start names its origin, else by time (each time owed as often as its slots)."""
+    starts = [*source, *destination]
+    expected = owed.slots()
+    if all(isinstance(s, tuple) for s in starts):
+        return _verdict(Counter(s for s in starts if isinstance(s, tuple)), expected)
+    by_time = Counter(s[0] if isinstance(s, tuple) else s for s in starts)
+    return _verdict(by_time, Counter(t for t, _ in expected.elements()))
+
+
+def _verdict(got: Counter[Any], expected: Counter[Any]) -> Verdict:
+    """Counts of slots, or of times, against the owed counts of the same keys."""
+    def at(key: Any) -> datetime:
+        return key[0] if isinstance(key, tuple) else key
+
+    keys = set(got) | set(expected)
     return Verdict(
-        twice=tuple(sorted(t for t, n in counts.items() if n > 1)),
-        missing=tuple(sorted(expected - set(counts))),
-        unexpected=tuple(sorted(set(counts) - expected)))
-
+        twice=tuple(sorted({at(k) for k in keys if got[k] > expected[k] > 0})),
+        missing=tuple(sorted({at(k) for k in keys if got[k] < expected[k]})),
+        unexpected=tuple(sorted({at(k) for k in keys if got[k] and not expected[k]})))

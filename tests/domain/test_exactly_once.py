@@ -9,6 +9,7 @@ from schedfence.domain.spec import make_spec, times_between
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 SPEC = make_spec(intervals=[(60, 0)])
 S = timedelta(seconds=1)
+M = timedelta(minutes=1)
 OWED = Owed(SPEC, T0, T0 + timedelta(minutes=10),
             backfills=((T0 - timedelta(hours=1), T0 - timedelta(minutes=58)),))
 
@@ -35,3 +36,33 @@ def test_paused_stretches_owe_nothing():
     owed = paused.times()
     assert T0 + timedelta(minutes=3) not in owed and T0 + timedelta(minutes=6) in owed
     assert len(owed) == 7
+
+
+def test_a_time_two_backfills_cover_is_owed_once_per_backfill():
+    owed = Owed(SPEC, T0, T0, backfills=((T0 - 3 * M, T0 - M), (T0 - 2 * M, T0 - M)))
+    one = [(T0 - 3 * M, "backfill-1"), (T0 - 2 * M, "backfill-1"), (T0 - M, "backfill-1")]
+    two = [(T0 - 2 * M, "backfill-2"), (T0 - M, "backfill-2")]
+    assert check_exactly_once(owed, one, two).ok
+    again = check_exactly_once(owed, one + [(T0 - M, "backfill-1")], two)
+    assert again.twice == (T0 - M,) and again.first == ("twice", T0 - M)
+    # A listing by workflow id counts runs per time: two runs of T0 - M are owed.
+    assert check_exactly_once(owed, [], [t for t, _ in one + two]).ok
+
+
+def test_the_limit_and_the_catch_up_window_owe_what_a_tick_would():
+    down = Owed(SPEC, T0, T0 + 30 * M, catchup_window=timedelta(minutes=10),
+                ticks=(T0 + 30 * M,))
+    assert down.spec_times() == times_between(SPEC, T0 + 20 * M - S, T0 + 30 * M)
+    limited = Owed(SPEC, T0, T0 + 30 * M, remaining=3)
+    assert limited.spec_times() == [T0 + M, T0 + 2 * M, T0 + 3 * M]
+    both = Owed(SPEC, T0, T0 + 30 * M, remaining=2, catchup_window=timedelta(minutes=10),
+                ticks=(T0 + 30 * M,))
+    assert both.spec_times() == [T0 + 20 * M, T0 + 21 * M]
+
+
+def test_triggers_are_owed_at_their_instant_and_a_stray_is_named_first():
+    owed = Owed(SPEC, T0, T0 + 2 * M, triggers=(T0 + 30 * S,))
+    starts = [(T0 + M, "auto"), (T0 + 2 * M, "auto"), (T0 + 30 * S, "trigger")]
+    assert check_exactly_once(owed, starts, []).ok
+    stray = check_exactly_once(owed, starts + [(T0 + 10 * S, "trigger")], [])
+    assert stray.first == ("unexpected", T0 + 10 * S)

@@ -40,8 +40,11 @@ from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.service import MIGRATION_TOPICS, MigrationService, open_service
+from schedfence.infra.views import ScheduleView
 from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
 from tests import pgtools
+from tests.infra import machine_oracle as oracle
+from tests.infra.machine_oracle import PauseLog
 from tests.helpers import MEMORY
 
 NS = "sm"
@@ -89,12 +92,16 @@ class RollbackMachine(RuleBasedStateMachine):
         self.now = START  # the compressed clock of both sides: fixed, so a seed replays
         self.sim = SimulatedDestination(self.raw, seed=11, clock=lambda: self.now)
         self.overlap, self.pause_on_failure = "allow_all", False
+        self.catchup: int | None = None
+        self.limit: int | None = None
+        self.ticks: list[datetime] = []  # every instant the running schedule's times advance
         self.hook = ArmedCrash()
         self.url = self.store()
         self.svc = open_service(self.url, self.sim, worker_id="w0", crash_hook=self.hook)
         self.restarts = itertools.count(1)
         self.foreign = itertools.count(1)
         self.foreign_ids: set[str] = set()
+        self.pauses = PauseLog()  # the stretches a user paused the running schedule
 
     def teardown(self) -> None:
         self.svc.close()
@@ -156,19 +163,27 @@ class RollbackMachine(RuleBasedStateMachine):
                 "action": make_action(workflow_type="W", task_queue="q",
                                       workflow_id=ACTION_PREFIX),
                 "policies": make_policies(overlap=self.overlap,
-                                          pause_on_failure=self.pause_on_failure)}
+                                          pause_on_failure=self.pause_on_failure,
+                                          **({} if self.catchup is None else
+                                             {"catchup_window": self.catchup})),
+                "limit": self.limit}
 
     @initialize(pre=st.lists(st.tuples(st.booleans(), st.sampled_from(["", "n"]),
                                        st.sampled_from(OCCUPANTS)),
                              min_size=len(SIDS), max_size=len(SIDS)),
-                overlap=st.sampled_from(OVERLAPS), pause_on_failure=st.booleans())
-    def schedules(self, pre, overlap, pause_on_failure):
+                overlap=st.sampled_from(OVERLAPS), pause_on_failure=st.booleans(),
+                catchup=st.sampled_from([None, None, 120, 600]),
+                limit=st.sampled_from([None, None, 2, 6]))
+    def schedules(self, pre, overlap, pause_on_failure, catchup=None, limit=None):
         """Every example starts with all schedules live, so steps reach migrations sooner, and
-        with the destination id free or already held (F1 foreign run, F4 sentinel)."""
+        with the destination id free or already held (F1 foreign run, F4 sentinel). The
+        running schedule may have a catch-up window (seconds) and an action limit."""
         self.overlap, self.pause_on_failure = overlap, pause_on_failure
+        self.catchup, self.limit = catchup, limit
         for sid, (paused, notes, occupant) in zip(SIDS, pre):
-            self.svc.create_schedule(NS, sid, paused=paused, notes=notes, now=self.now,
-                                     **self._program(sid))
+            view = self.svc.create_schedule(NS, sid, paused=paused, notes=notes, now=self.now,
+                                            **self._program(sid))
+            self._paused(sid, view, paused)
             if occupant == "dummy_completed":
                 self.dummy_sentinel(sid, running=False)
             elif occupant is not None:
@@ -176,14 +191,37 @@ class RollbackMachine(RuleBasedStateMachine):
 
     @rule(sid=st.sampled_from(SIDS), paused=st.booleans(), notes=st.sampled_from(["", "n"]))
     def create(self, sid, paused, notes):
-        self._call(self.svc.create_schedule, NS, sid, paused=paused, notes=notes,
-                   now=self.now, **self._program(sid))
+        got = self._call(self.svc.create_schedule, NS, sid, paused=paused, notes=notes,
+                         now=self.now, **self._program(sid))
+        self._paused(sid, got, paused)
+
+    def _paused(self, sid: str, view, paused: bool) -> None:
+        """A user's pause or unpause of the running schedule that took effect, for the
+        oracle (tests/infra/machine_oracle.py)."""
+        if sid == RUNNING and isinstance(view, ScheduleView):
+            self.pauses.set(view.incarnation, paused, self.now)
+            self.ticks.append(self.now)  # a pause ticks first
 
     # -- the running schedule ---------------------------------------------------------------
     @rule(seconds=st.integers(0, 150))
     def scheduler_pass(self, seconds):
         self.now += timedelta(seconds=seconds)
+        self.ticks.append(self.now)
         self._call(self.svc.run_scheduler, now=self.now, crash_hook=self.hook)
+
+    @rule(seconds=st.integers(1, 150))
+    def scheduler_down(self, seconds):
+        """Time passes with no scheduler pass (it is down, or passes rarely): what happens
+        meanwhile (a pause and an unpause, a rollback) must not change what is owed."""
+        self.now += timedelta(seconds=seconds)
+
+    @rule(seconds=st.integers(1, 300))
+    def pause_while_down(self, seconds):
+        """A user pauses the running schedule and unpauses it with no pass between (issue 27
+        item 9: the paused stretch was caught up at the next pass)."""
+        self.mutate(RUNNING, "pause")
+        self.scheduler_down(seconds)
+        self.mutate(RUNNING, "resume")
 
     @rule(kind=st.sampled_from(["trigger", "backfill"]))
     def manual(self, kind):
@@ -215,6 +253,8 @@ class RollbackMachine(RuleBasedStateMachine):
         kwargs = {"pause": {"paused": True}, "resume": {"paused": False},
                   "notes": {"notes": "edited"}, "delete": {"delete": True}}[change]
         got = self._call(self.svc.update_schedule, NS, sid, now=self.now, **kwargs)
+        if change in ("pause", "resume"):
+            self._paused(sid, got, change == "pause")
         if fenced:  # I1: every mutation of a fenced source is refused
             assert isinstance(got, MigrationPending), got
 
@@ -389,6 +429,33 @@ class RollbackMachine(RuleBasedStateMachine):
             if m.boundary_settled and not h.paused and h.remaining_actions is None:
                 gap = times_between(h.spec, parse_nominal(h.cursor), created)
                 assert set(gap) <= {t for t, _ in dest}, sorted(set(gap) - {t for t, _ in dest})
+
+    @invariant()
+    def the_oracle_finds_nothing_twice_or_unowed(self):
+        """The one oracle (domain/exactly_once.py) over each incarnation of the running
+        schedule: the source's starts and its handovers' destinations' together."""
+        migrations = self._migrations()
+        for n in itertools.count(1):
+            aggregate = schedule_aggregate_id(NS, RUNNING, n)
+            events = self._events(aggregate)
+            if not events:
+                return
+            dest = [slot for m in migrations if m.source_id == str(aggregate)
+                    for slot in self._destination_slots(m)]
+            created = [parse_nominal(r["created_at"]) for r in self._runs(RUNNING)
+                       if "created_at" in r]
+            got = oracle.verdict(events, self.pauses, n, dest, self.now,
+                                 ticks=tuple(sorted([*self.ticks, *created])))
+            assert got is None or not (got.twice or got.unexpected), got.describe()
+
+    def _destination_slots(self, m) -> list:
+        run = next((r for r in self._runs(m.schedule_id) if r["by_start"] and
+                    r["create_request_id"] == m.request_id and "created_at" in r), None)
+        if m.handover is None or run is None:
+            return []
+        return destination_slots(Handover.model_validate(m.handover),
+                                 parse_nominal(run["created_at"]),
+                                 [parse_nominal(t) for t in run.get("settled", [])], self.now)
 
     def _events(self, aggregate_id: UUID) -> list:
         return [self.svc.app.mapper.to_domain_event(e)

@@ -1,0 +1,78 @@
+"""The state machine's use of the one oracle (domain/exactly_once.py), after every step.
+
+For each incarnation of the running schedule: the source's starts (its ``ActionStartIssued``
+slots) and the starts of every destination that took its handover
+(``domain.handover.destination_slots``), together, against what one never-migrated scheduler
+owes: its spec's times after its first cursor outside the stretches a user paused it, its
+backfills' ranges under their names, its triggers. Overlap policies, faults and
+pause-on-failure can only leave owed times unstarted, so the machine asserts that nothing is
+started twice and nothing is started that was never owed (an upper bound, exact in what it
+forbids); the missing side is asserted where it is exact (``a_handed_over_time_starts_once``).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+from schedfence.domain.action import parse_nominal
+from schedfence.domain.exactly_once import Owed, Slot, Verdict, check_exactly_once
+from schedfence.domain.runs import ActionStartIssued, BackfillRequested, Triggered
+from schedfence.domain.schedule import Schedule
+from schedfence.domain.spec import ScheduleSpec
+
+class PauseLog:
+    """The stretches a user paused each incarnation, on the machine's clock."""
+
+    def __init__(self) -> None:
+        self.stretches: dict[int, list[tuple[datetime, datetime | None]]] = {}
+
+    def set(self, incarnation: int, paused: bool, at: datetime) -> None:
+        runs = self.stretches.setdefault(incarnation, [])
+        is_open = bool(runs) and runs[-1][1] is None
+        if paused and not is_open:
+            runs.append((at, None))
+        elif not paused and is_open:
+            runs[-1] = (runs[-1][0], at)
+
+    def of(self, incarnation: int, until: datetime) -> tuple[tuple[datetime, datetime], ...]:
+        return tuple((a, until + timedelta(days=1) if b is None else b)
+                     for a, b in self.stretches.get(incarnation, []))
+
+
+def _owed(events: list[Any], paused: tuple[tuple[datetime, datetime], ...],
+          until: datetime, ticks: tuple[datetime, ...]) -> Owed | None:
+    first = events[0]
+    remaining, window = None, None
+    if isinstance(first, Schedule.Created):
+        if not first.spec or not first.cursor:
+            return None
+        spec, cursor, remaining = first.spec, first.cursor, first.remaining_actions
+        window = timedelta(seconds=(first.policies or {}).get("catchup_window", 365 * 86400))
+    elif isinstance(first, Schedule.CreatedByMigration):  # the Temporal side's: looser
+        spec, cursor = first.handover.get("spec"), first.handover.get("cursor")
+        if not spec or not cursor:
+            return None
+    else:
+        return None
+    backfills = [e for e in events if isinstance(e, BackfillRequested)]
+    return Owed(ScheduleSpec.model_validate(spec), parse_nominal(cursor), until,
+                backfills=tuple((parse_nominal(b.start), parse_nominal(b.end))
+                                for b in backfills),
+                paused=paused,
+                triggers=tuple(parse_nominal(e.nominal) for e in events
+                               if isinstance(e, Triggered)),
+                remaining=remaining, catchup_window=window, ticks=ticks,
+                first_backfill=int(backfills[0].backfill_id.split("-")[1]) if backfills else 1)
+
+
+def verdict(events: list[Any], pauses: PauseLog, incarnation: int,
+            destination: Iterable[Slot], until: datetime,
+            ticks: tuple[datetime, ...] = ()) -> Verdict | None:
+    """The oracle's verdict on one incarnation (None: it runs nothing); ``ticks`` are the
+    instants times were processed at (passes, pauses, destinations' creates)."""
+    owed = _owed(events, pauses.of(incarnation, until), until, ticks)
+    if owed is None:
+        return None
+    source = [(parse_nominal(e.nominal), e.origin) for e in events
+              if isinstance(e, ActionStartIssued)]
+    return check_exactly_once(owed, source, list(destination))
