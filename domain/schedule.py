@@ -12,7 +12,7 @@ from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id
-from .action import nominal_text
+from .action import nominal_text, upcast_action_v1_v2, upcast_handover_v1_v2
 from .model import EvolvingAggregate, Fact, Facts, updated
 from .program import Program
 from .runs import evolve_runs
@@ -84,10 +84,22 @@ def check_fence(state: ScheduleState, request_id: str) -> None:
 
 
 class Schedule(EvolvingAggregate):
+    """``class_version`` versions the snapshot state: v2 keeps the action whole
+    (domain/action.py, ``upcast_action_v1_v2``)."""
+
     TOPIC = "schedfence.Schedule"
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        upcast_action_v1_v2(state.get("action"))
 
     class Created(EvolvingAggregate.Created):
-        """v3 adds what the schedule runs and when: ``spec``, ``action`` and ``policies`` (JSON
+        """v4 keeps the action whole (every payload with its metadata, timeouts, retry
+        policy, user metadata: domain/action.py); a v3 action is upcast
+        (``upcast_action_v1_v2``).
+
+        v3 adds what the schedule runs and when: ``spec``, ``action`` and ``policies`` (JSON
         documents of domain.spec / domain.action; None: none) and ``remaining_actions`` (None:
         unlimited). v2 and v1 read as a schedule with no spec and no action.
 
@@ -98,7 +110,7 @@ class Schedule(EvolvingAggregate):
         there (single owner, I1). v1 did not look, and reads as None."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.Created"
-        class_version: ClassVar[int] = 3
+        class_version: ClassVar[int] = 4
         namespace: str
         schedule_id: str
         incarnation: int
@@ -118,6 +130,10 @@ class Schedule(EvolvingAggregate):
         @staticmethod
         def upcast_v2_v3(state: dict[str, Any]) -> None:
             state.update(spec=None, action=None, policies=None, remaining_actions=None)
+
+        @staticmethod
+        def upcast_v3_v4(state: dict[str, Any]) -> None:
+            upcast_action_v1_v2(state.get("action"))
 
     class Paused(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
@@ -159,10 +175,11 @@ class Schedule(EvolvingAggregate):
     class CreatedByMigration(EvolvingAggregate.Created):
         """An incarnation a forward migration created from a Temporal Schedule's handover
         (domain/forward.py): dormant, fenced by that migration, until the Temporal schedule
-        is deleted and ``OwnershipTaken`` releases it."""
+        is deleted and ``OwnershipTaken`` releases it. v2: the handover's action is whole
+        (a v1 one is upcast, ``upcast_handover_v1_v2``)."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.CreatedByMigration"
-        class_version: ClassVar[int] = 1
+        class_version: ClassVar[int] = 2
         namespace: str
         schedule_id: str
         incarnation: int
@@ -170,6 +187,10 @@ class Schedule(EvolvingAggregate):
         migration_id: str
         handover: dict[str, Any]
         epoch: int = 0
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            upcast_handover_v1_v2(state.get("handover"))
 
     class OwnershipTaken(EvolvingAggregate.Event):
         """The forward migration proved the Temporal schedule gone: the source runs it now,
