@@ -1,10 +1,12 @@
 """Issue 27, items 6 and 7, on a real Temporal dev server through the ``temporal`` CLI and the
 ``schedfence`` CLI: a schedule made without ``--input`` is taken back by ``schedfence forward``
 (and ``migrate --to source --dry-run`` checks the namespace) instead of failing on its empty
-payload list; a schedule made with two inputs and an execution timeout keeps both payloads
-(bytes and encoding metadata) and the timeout on the source, the source's own starts apply
-them, and a rollback hands them back to a Temporal Schedule whole. A field the source cannot
-carry (a run timeout of 90.5 s: the source keeps whole seconds) parks the forward migration ``unsupported_schedule`` before its fence."""
+payload list; a schedule made with two inputs, execution, run and task timeouts, a memo, typed
+search attributes and user metadata keeps every one on the source (payloads with their
+encoding metadata, byte for byte), the source's own starts apply them, and a rollback hands
+back a Temporal Schedule action equal to the first. A field the source cannot carry (a run
+timeout of 90.5 s: the source keeps whole seconds) parks the forward migration
+``unsupported_schedule`` before its fence."""
 from __future__ import annotations
 
 import difflib
