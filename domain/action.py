@@ -47,7 +47,7 @@ class StartWorkflowAction(Immutable):
     user metadata (``summary``, ``details``) are carried as given. Timeouts are whole seconds,
     None where unset. Every field is applied by every start, the source's and the server's.
 
-    v2 (``ACTION_VERSION``) keeps payloads whole; v1 had one JSON ``input`` and JSON ``memo``
+    Its document v2 keeps payloads whole; v1 had one JSON ``input`` and JSON ``memo``
     and ``search_attributes`` values, and is upcast by ``upcast_action_v1_v2`` (the events that
     carry an action call it from their own ``upcast`` hooks)."""
 
@@ -73,9 +73,6 @@ class StartWorkflowAction(Immutable):
             data = copy.deepcopy(data)
             upcast_action_v1_v2(data)
         return data
-
-
-ACTION_VERSION = 2
 
 
 def upcast_action_v1_v2(doc: dict[str, Any] | None) -> None:
