@@ -9,16 +9,19 @@ answer, a crash or a failover is deduplicated by the destination instead of runn
 """
 from __future__ import annotations
 
+import copy
 import json
 from datetime import datetime, timezone
 from typing import Any
 from uuid import uuid5
 
+from pydantic import ValidationError, model_validator
 
 from .errors import InvalidArgument
 from .ids import SCHEDFENCE_NAMESPACE
 from .invoker import OVERLAPS, Overlap
 from .model import Immutable
+from .payload import Payload, json_payload
 from .text import validate_text
 
 DEFAULT_CATCHUP_WINDOW = 365 * 86400  # seconds, Temporal's default (one year)
@@ -26,16 +29,69 @@ MIN_CATCHUP_WINDOW = 10  # seconds, Temporal's minimum
 MAX_INPUT_BYTES = 256 * 1024
 
 
+class RetryPolicy(Immutable):
+    """Temporal's ``RetryPolicy`` for the action's workflows: intervals in whole seconds (None
+    and 0: the server's default), ``maximum_attempts`` 0: unlimited."""
+
+    initial_interval: int | None = None
+    backoff_coefficient: float = 0.0
+    maximum_interval: int | None = None
+    maximum_attempts: int = 0
+    non_retryable_error_types: tuple[str, ...] = ()
+
+
 class StartWorkflowAction(Immutable):
-    """Start ``workflow_type`` on ``task_queue`` with ``input``; ``workflow_id`` is the prefix of
-    every action workflow's id. ``memo`` and ``search_attributes`` are kept opaque."""
+    """Start ``workflow_type`` on ``task_queue`` with ``inputs`` (its arguments, each payload
+    kept whole: domain/payload.py); ``workflow_id`` is the prefix of every action workflow's
+    id. ``memo``, ``search_attributes`` (each payload with its ``type`` metadata: typed) and the
+    user metadata (``summary``, ``details``) are carried as given. Timeouts are whole seconds,
+    None where unset. Every field is applied by every start, the source's and the server's.
+
+    Its document v2 keeps payloads whole; v1 had one JSON ``input`` and JSON ``memo``
+    and ``search_attributes`` values, and is upcast by ``upcast_action_v1_v2`` (the events that
+    carry an action call it from their own ``upcast`` hooks)."""
 
     workflow_type: str
     task_queue: str
     workflow_id: str
-    input: Any = None
-    memo: dict[str, Any] = {}
-    search_attributes: dict[str, Any] = {}
+    inputs: tuple[Payload, ...] = ()
+    memo: dict[str, Payload] = {}
+    search_attributes: dict[str, Payload] = {}
+    execution_timeout: int | None = None  # seconds
+    run_timeout: int | None = None  # seconds
+    task_timeout: int | None = None  # seconds
+    retry_policy: RetryPolicy | None = None
+    summary: Payload | None = None
+    details: Payload | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _v1_document(cls, data: Any) -> Any:
+        """A v1 document read outside an event (a simulator's run of an older release, say)
+        is upcast the same way the events' hooks do."""
+        if isinstance(data, dict) and "input" in data:
+            data = copy.deepcopy(data)
+            upcast_action_v1_v2(data)
+        return data
+
+
+def upcast_action_v1_v2(doc: dict[str, Any] | None) -> None:
+    """A v1 action document (one JSON ``input``, JSON memo and search attributes) as v2, in
+    place: each JSON value becomes the payload the v1 code sent for it (Temporal's default
+    converter: a v1 action without input started its workflows with one null argument, and
+    still does), no timeouts, no retry policy, no user metadata. A v2 document is left as is."""
+    if doc is None or "input" not in doc:
+        return
+    doc["inputs"] = [json_payload(doc.pop("input")).model_dump(mode="json")]
+    for name in ("memo", "search_attributes"):
+        doc[name] = {k: json_payload(v).model_dump(mode="json")
+                     for k, v in (doc.get(name) or {}).items()}
+
+
+def upcast_handover_v1_v2(doc: dict[str, Any] | None) -> None:
+    """A handover document whose action is v1 (domain/handover.py), in place."""
+    if doc is not None:
+        upcast_action_v1_v2(doc.get("action"))
 
 
 class SchedulePolicies(Immutable):
@@ -46,20 +102,61 @@ class SchedulePolicies(Immutable):
 
 def make_action(*, workflow_type: str, task_queue: str, workflow_id: str,
                 input: Any = None, memo: dict[str, Any] | None = None,
-                search_attributes: dict[str, Any] | None = None) -> StartWorkflowAction:
-    """A checked action; every refusal is ``invalid_argument`` naming the field. ``memo`` and
-    ``search_attributes`` are JSON objects kept as given (opaque to the scheduler)."""
+                search_attributes: dict[str, Any] | None = None,
+                **carried: Any) -> StartWorkflowAction:
+    """A checked action; every refusal is ``invalid_argument`` naming the field. ``input`` is
+    one JSON argument (None: no argument); ``memo`` and ``search_attributes`` are JSON objects
+    (each value a ``Payload`` kept as given, or JSON made one). ``carried``: any other field of
+    ``StartWorkflowAction`` as it is kept (``inputs`` instead of ``input``, timeouts, retry
+    policy, user metadata)."""
     for field, value in (("workflow_type", workflow_type), ("task_queue", task_queue),
                          ("workflow_id", workflow_id)):
         validate_text(field, value, max_length=500, identifier=True)
     _json("input", input)
+    if input is not None and "inputs" in carried:
+        raise InvalidArgument("input: one JSON argument, or inputs (payloads), not both")
+    fields: dict[str, Any] = {"inputs": () if input is None else (json_payload(input),)}
     for field, doc in (("memo", memo), ("search_attributes", search_attributes)):
         if doc is not None and not isinstance(doc, dict):
             raise InvalidArgument(f"{field}: must be a JSON object")
-        _json(field, doc)
-    return StartWorkflowAction(workflow_type=workflow_type, task_queue=task_queue,
-                               workflow_id=workflow_id, input=input, memo=memo or {},
-                               search_attributes=search_attributes or {})
+        _json(field, {k: v for k, v in (doc or {}).items() if not isinstance(v, Payload)})
+        fields[field] = {k: v if isinstance(v, Payload) else json_payload(v)
+                         for k, v in (doc or {}).items()}
+    fields.update(carried)
+    try:
+        action = StartWorkflowAction(workflow_type=workflow_type, task_queue=task_queue,
+                                     workflow_id=workflow_id, **fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidArgument(f"{where}: {first['msg']}") from None
+    check_action(action)
+    return action
+
+
+def check_action(action: StartWorkflowAction) -> StartWorkflowAction:
+    """What the source can start as given: timeouts and intervals not negative, payloads within
+    ``MAX_INPUT_BYTES`` in all (``invalid_argument`` naming the field)."""
+    for name in ("execution_timeout", "run_timeout", "task_timeout"):
+        _seconds(name, getattr(action, name))
+    retry = action.retry_policy
+    if retry is not None:
+        _seconds("retry_policy.initial_interval", retry.initial_interval)
+        _seconds("retry_policy.maximum_interval", retry.maximum_interval)
+        if retry.backoff_coefficient < 0 or retry.maximum_attempts < 0:
+            raise InvalidArgument("retry_policy: backoff_coefficient and maximum_attempts "
+                                  "must not be negative")
+    carried = [*action.inputs, *action.memo.values(), *action.search_attributes.values(),
+               *(p for p in (action.summary, action.details) if p is not None)]
+    size = sum(p.size() for p in carried)
+    if size > MAX_INPUT_BYTES:
+        raise InvalidArgument(f"inputs: {size} bytes of payloads, more than {MAX_INPUT_BYTES}")
+    return action
+
+
+def _seconds(field: str, value: int | None) -> None:
+    if value is not None and not 0 <= value <= 100 * 365 * 86400:
+        raise InvalidArgument(f"{field}: must be whole seconds from 0 to 100 years")
 
 
 def _json(field: str, value: Any) -> None:

@@ -6,7 +6,9 @@ can judge it): from the spec, the first cursor and ``until``, it owes
 
 - each spec time (origin ``auto``) in ``(first, until]`` outside the ``paused`` stretches
   (``(from, to]`` intervals), none older than the ``catchup_window`` at the instant it was
-  processed (the first of ``ticks`` at or after it; ``until`` when none is), and no more than
+  processed (on time inside a ``live`` stretch, where a scheduler ran throughout, such as a
+  Temporal Schedule after its create; else the first of ``ticks`` at or after it; else
+  ``until``), and no more than
   ``remaining`` of them in order (the action limit; skipped times do not count);
 - each backfill's times in ``[start, end]`` under its own origin (``backfill-N``, N from
   ``first_backfill``), ignoring pause, limit and window, as Temporal's backfill does;
@@ -72,6 +74,7 @@ class Owed:
     catchup_window: timedelta | None = None
     ticks: tuple[datetime, ...] = ()
     first_backfill: int = 1
+    live: tuple[tuple[datetime, datetime], ...] = ()
 
     def spec_times(self) -> list[datetime]:
         """The ``auto`` times owed, in order."""
@@ -88,6 +91,8 @@ class Owed:
         return out
 
     def _processed_at(self, t: datetime) -> datetime:
+        if any(a < t <= b for a, b in self.live):
+            return t
         return min((k for k in self.ticks if k >= t), default=self.until)
 
     def slots(self) -> Counter[Slot]:

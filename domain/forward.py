@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from .action import upcast_handover_v1_v2
 from .ids import SCHEDFENCE_NAMESPACE
 from .model import EvolvingAggregate
 
@@ -78,6 +79,11 @@ class ForwardState:
 
 class ForwardMigration(EvolvingAggregate):
     TOPIC = "schedfence.ForwardMigration"
+    class_version: ClassVar[int] = 2  # snapshot state v2: the handover's action whole
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        upcast_handover_v1_v2(state.get("handover"))
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a forward migration begins with ``ForwardRequested``."""
@@ -104,11 +110,17 @@ class ForwardMigration(EvolvingAggregate):
         worker: str
 
     class TemporalFenced(EvolvingAggregate.Event):
+        """v2: the handover's action is whole (a v1 one is upcast)."""
+
         TOPIC: ClassVar[str] = "schedfence.forward.TemporalFenced"
-        class_version: ClassVar[int] = 1
+        class_version: ClassVar[int] = 2
         request_id: str
         conflict_token: str  # the token after the fence applied
         handover: dict[str, Any]
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            upcast_handover_v1_v2(state.get("handover"))
 
     class SourceCreated(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.forward.SourceCreated"

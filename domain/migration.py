@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
 
+from .action import upcast_handover_v1_v2
 from .model import EvolvingAggregate, updated
 
 # The one phase vocabulary (domain, projections, due work, CLI and JSON all use these names).
@@ -104,6 +105,11 @@ class _Event(EvolvingAggregate.Event):
 
 class Migration(EvolvingAggregate):
     TOPIC = "schedfence.Migration"
+    class_version: ClassVar[int] = 2  # snapshot state v2: the handover's action whole
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        upcast_handover_v1_v2(state.get("handover"))
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a migration begins with one of the two subclasses below."""
@@ -113,6 +119,7 @@ class Migration(EvolvingAggregate):
     class RequestIdAssigned(Created):
         """The admin rollback was accepted; persisted with the source's pause and fence.
 
+        v5: the handover's action is whole (domain/action.py; a v4 one is upcast).
         v4 adds ``handover``: the source as the fence froze it (domain/handover.py, a JSON
         document; None for a schedule with no program, and on v3 and older).
         v3 adds the store ``epoch`` the migration was accepted in (failovers
@@ -129,7 +136,7 @@ class Migration(EvolvingAggregate):
         """
 
         TOPIC: ClassVar[str] = "schedfence.migration.RequestIdAssigned"
-        class_version: ClassVar[int] = 4
+        class_version: ClassVar[int] = 5
         namespace: str
         schedule_id: str
         source_id: str
@@ -157,6 +164,10 @@ class Migration(EvolvingAggregate):
         def upcast_v3_v4(state: dict[str, Any]) -> None:
             state.update(handover=None)
 
+        @staticmethod
+        def upcast_v4_v5(state: dict[str, Any]) -> None:
+            upcast_handover_v1_v2(state.get("handover"))
+
         @model_validator(mode="after")
         def _identity_consistent(self) -> Any:
             # An id-less record is only ever a v1 upcast; it must never carry an armed claim.
@@ -170,12 +181,19 @@ class Migration(EvolvingAggregate):
         TOPIC: ClassVar[str] = "schedfence.migration.StartClaimConsumed"
 
     class DestinationStartIssued(_Event):
+        """v2: the input's handover has its action whole (a v1 one is upcast)."""
+
         TOPIC: ClassVar[str] = "schedfence.migration.DestinationStartIssued"
+        class_version: ClassVar[int] = 2
         workflow_id: str
         workflow_type: str
         id_reuse_policy: str
         id_conflict_policy: str
         input: dict[str, Any]
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            upcast_handover_v1_v2((state.get("input") or {}).get("handover"))
 
     class DestinationAnswered(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.DestinationAnswered"

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .action import StartWorkflowAction
+
 RunStatus = Literal[
     "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out"
 ]
@@ -23,7 +25,9 @@ StopKind = Literal["cancel", "terminate"]
 
 @dataclass(frozen=True)
 class StartWorkflow:
-    """One StartWorkflowExecution request."""
+    """One StartWorkflowExecution request. ``action``: a schedule action's start, which
+    carries the action's own arguments (its payloads, whole), timeouts, retry policy, memo,
+    search attributes and user metadata, every one applied (``input`` is unused then)."""
 
     namespace: str
     workflow_id: str
@@ -33,6 +37,7 @@ class StartWorkflow:
     id_reuse_policy: ReusePolicy = "allow_duplicate"
     id_conflict_policy: ConflictPolicy = "fail"
     task_queue: str = ""  # the destination's own queue when empty (a schedule action names one)
+    action: StartWorkflowAction | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from uuid import UUID
 
 from .errors import AlreadyExists, Closed, MigrationPending
 from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id
-from .action import nominal_text, parse_nominal
+from .action import nominal_text, parse_nominal, upcast_action_v1_v2, upcast_handover_v1_v2
 from .model import EvolvingAggregate, Fact, Facts, updated
 from .program import Program
 from .runs import evolve_runs
@@ -86,20 +86,30 @@ def check_fence(state: ScheduleState, request_id: str) -> None:
 
 
 class Schedule(EvolvingAggregate):
+    """``class_version`` versions the snapshot state: v2 keeps the action whole
+    (domain/action.py, ``upcast_action_v1_v2``)."""
+
     TOPIC = "schedfence.Schedule"
+    class_version: ClassVar[int] = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        upcast_action_v1_v2(state.get("action"))
 
     class Created(EvolvingAggregate.Created):
-        """v3 adds what the schedule runs and when: ``spec``, ``action`` and ``policies`` (JSON
+        """v4 keeps the action whole (every payload with its metadata, timeouts, retry
+        policy, user metadata: domain/action.py; a v3 action is upcast by
+        ``upcast_action_v1_v2``) and adds ``cursor``: the first exclusive cursor of a schedule
+        with a spec, given by the caller's clock (a test's fixed clock, so a seed replays
+        exactly) and never before the previous incarnation's; and what a new incarnation
+        carries over from its key's previous one so no (time, origin) of the key starts twice
+        (I17): ``backfill_count`` (its first backfill is named after the previous one's last)
+        and ``last_trigger``. v3 and older read as None, 0 and None: the cursor is the event's
+        timestamp in whole seconds, as it was.
+
+        v3 adds what the schedule runs and when: ``spec``, ``action`` and ``policies`` (JSON
         documents of domain.spec / domain.action; None: none) and ``remaining_actions`` (None:
         unlimited). v2 and v1 read as a schedule with no spec and no action.
-
-        v4 adds ``cursor``: the first exclusive cursor of a schedule with a spec, given by the
-        caller's clock (a test's fixed clock, so a seed replays exactly) and never before the
-        previous incarnation's; and what a new incarnation carries over from its key's
-        previous one so no (time, origin) of the key starts twice (I17): ``backfill_count``
-        (its first backfill is named after the previous one's last) and ``last_trigger``. v3
-        and older read as None, 0 and None: the cursor is the event's timestamp in whole
-        seconds, as it was.
 
         v2 adds ``epoch`` (the store's failover epoch when created; v1 reads as 0) and
         ``destination_check``: what the destination showed at the schedule's
@@ -135,6 +145,7 @@ class Schedule(EvolvingAggregate):
         @staticmethod
         def upcast_v3_v4(state: dict[str, Any]) -> None:
             state.update(cursor=None, backfill_count=0, last_trigger=None)
+            upcast_action_v1_v2(state.get("action"))
 
     class Paused(EvolvingAggregate.Event):
         """v2 adds ``cursor``: an unpause moves the exclusive cursor to the instant it
@@ -186,10 +197,11 @@ class Schedule(EvolvingAggregate):
     class CreatedByMigration(EvolvingAggregate.Created):
         """An incarnation a forward migration created from a Temporal Schedule's handover
         (domain/forward.py): dormant, fenced by that migration, until the Temporal schedule
-        is deleted and ``OwnershipTaken`` releases it."""
+        is deleted and ``OwnershipTaken`` releases it. v2: the handover's action is whole
+        (a v1 one is upcast, ``upcast_handover_v1_v2``)."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.CreatedByMigration"
-        class_version: ClassVar[int] = 1
+        class_version: ClassVar[int] = 2
         namespace: str
         schedule_id: str
         incarnation: int
@@ -197,6 +209,10 @@ class Schedule(EvolvingAggregate):
         migration_id: str
         handover: dict[str, Any]
         epoch: int = 0
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            upcast_handover_v1_v2(state.get("handover"))
 
     class OwnershipTaken(EvolvingAggregate.Event):
         """The forward migration proved the Temporal schedule gone: the source runs it now,

@@ -200,10 +200,12 @@ def stops_pending(state: ScheduleState) -> list[tuple[str, str]]:
 
 def start_request(state: ScheduleState, issued: dict[str, Any]) -> StartWorkflow:
     """The runner's start for one issued action: its workflow id and deterministic request id,
-    the action's type, queue and input."""
+    the action's type and queue, and the whole action (arguments, timeouts, retry policy,
+    memo, search attributes, user metadata) for the destination to apply."""
     action = program_of(state).action
     assert action is not None
     return StartWorkflow(namespace=state.namespace, workflow_id=issued["workflow_id"],
                          request_id=issued["request_id"], workflow_type=action.workflow_type,
-                         input=action.input, task_queue=action.task_queue,
-                         id_reuse_policy="allow_duplicate", id_conflict_policy="fail")
+                         input=None, task_queue=action.task_queue,
+                         id_reuse_policy="allow_duplicate", id_conflict_policy="fail",
+                         action=action)

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from schedfence.domain.action import make_action, make_policies
+from schedfence.domain.action import StartWorkflowAction, make_action, make_policies
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.spec import make_spec
 
@@ -97,6 +97,19 @@ def parse_policies(current: dict[str, Any] | None, overlap: str | None,
     return make_policies(**base)
 
 
+def updated_action(current: dict[str, Any] | None, schedule_id: str,
+                   given: dict[str, Any]) -> StartWorkflowAction:
+    """The action with the options given replaced, every other field of it kept as it is
+    (payloads, timeouts, retry policy, memo, search attributes, user metadata)."""
+    if current is None:
+        return make_action(**{"workflow_id": schedule_id, **given})
+    old = StartWorkflowAction.model_validate(current)
+    kept = {name: getattr(old, name) for name in StartWorkflowAction.model_fields}
+    if "input" in given:
+        del kept["inputs"]
+    return make_action(**{**kept, **given})
+
+
 def parse_update(current: dict[str, Any], **options: Any) -> dict[str, Any]:
     """``schedule update``: the parts of the program to replace (``MigrationService.
     update_schedule``'s keywords); a part whose options are all absent is kept. The action
@@ -115,8 +128,7 @@ def parse_update(current: dict[str, Any], **options: Any) -> dict[str, Any]:
         if current.get("action") is None and not {"workflow_type", "task_queue"} <= set(given):
             raise InvalidArgument("action: --workflow-type and --task-queue are required for "
                                   "a schedule without an action")
-        base = dict(current.get("action") or {"workflow_id": current["schedule_id"]})
-        changes["action"] = make_action(**dict(base, **given))
+        changes["action"] = updated_action(current.get("action"), current["schedule_id"], given)
     policy = (options["overlap"], options["catchup_window"], options["pause_on_failure"])
     if any(v is not None for v in policy):
         changes["policies"] = parse_policies(current.get("policies"), *policy)

@@ -1,7 +1,8 @@
 """A handover (domain/handover.py) as Temporal's own Schedule, and back: pure functions over
 the protobuf types the server's CreateSchedule takes.
 
-- the spec, action, policies and state are the Schedule's own fields (what the server runs);
+- the spec, action, policies and state are the Schedule's own fields (what the server runs;
+  the action whole, every field both ways: infra/destination/action_proto.py);
 - the plan (domain.handover.patch_plan) is the create's initial patch: backfill requests and
   at most one trigger;
 - what a Temporal Schedule has no field for (the source's incarnation, counts, cursor, recent
@@ -15,13 +16,11 @@ from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
-from temporalio.api.common.v1 import Memo, Payload, Payloads, SearchAttributes, WorkflowType
+from temporalio.api.common.v1 import Memo, Payload
 from temporalio.api.enums.v1 import ScheduleOverlapPolicy
 from temporalio.api.schedule.v1 import (BackfillRequest, IntervalSpec, Schedule, ScheduleAction,
                                         SchedulePatch, SchedulePolicies, ScheduleSpec,
                                         ScheduleState, TriggerImmediatelyRequest)
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflow.v1 import NewWorkflowExecutionInfo
 from temporalio.converter import default as default_converter
 
 from schedfence.domain import action as da
@@ -29,6 +28,7 @@ from schedfence.domain import spec as ds
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import SECOND, Handover, PatchPlan
 from schedfence.domain.invoker import OVERLAPS
+from schedfence.infra.destination.action_proto import action_back, new_workflow_info
 from schedfence.infra.destination.calendar_cron import calendar_crons
 
 MEMO_KEY = "schedfence.handover"
@@ -69,13 +69,7 @@ def _spec(spec: ds.ScheduleSpec) -> ScheduleSpec:
 
 
 def _action(action: da.StartWorkflowAction) -> ScheduleAction:
-    return ScheduleAction(start_workflow=NewWorkflowExecutionInfo(
-        workflow_id=action.workflow_id, workflow_type=WorkflowType(name=action.workflow_type),
-        task_queue=TaskQueue(name=action.task_queue),
-        input=Payloads(payloads=[_payload(action.input)]),
-        memo=Memo(fields={k: _payload(v) for k, v in action.memo.items()}),
-        search_attributes=SearchAttributes(indexed_fields={
-            k: _payload(v) for k, v in action.search_attributes.items()})))
+    return ScheduleAction(start_workflow=new_workflow_info(action))
 
 
 def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, Memo]:
@@ -198,9 +192,6 @@ def _spec_back(spec: ScheduleSpec) -> ds.ScheduleSpec:
 
 
 def _action_back(action: ScheduleAction) -> da.StartWorkflowAction:
-    start = action.start_workflow
-    return da.StartWorkflowAction(
-        workflow_type=start.workflow_type.name, task_queue=start.task_queue.name,
-        workflow_id=start.workflow_id, input=_value(start.input.payloads[0]),
-        memo={k: _value(v) for k, v in start.memo.fields.items()},
-        search_attributes={k: _value(v) for k, v in start.search_attributes.indexed_fields.items()})
+    """The source's action, every field whole (``invalid_argument`` naming one it cannot
+    carry: infra/destination/action_proto.py)."""
+    return action_back(action.start_workflow)

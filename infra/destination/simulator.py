@@ -14,20 +14,12 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import get_args
+from typing import Any, get_args
 
-from schedfence.domain.ports import (
-    AlreadyStarted,
-    ConflictPolicy,
-    DestinationNotFound,
-    DestinationUnavailable,
-    InvalidStartRequest,
-    ReusePolicy,
-    RunDescription,
-    StartAccepted,
-    StartWorkflow,
-    StopKind,
-)
+from schedfence.domain.action import StartWorkflowAction
+from schedfence.domain.ports import (AlreadyStarted, ConflictPolicy, DestinationNotFound,
+                                     DestinationUnavailable, InvalidStartRequest, ReusePolicy,
+                                     RunDescription, StartAccepted, StartWorkflow, StopKind)
 from schedfence.infra.destination.sim_forward import SimScheduleHost
 from schedfence.infra.destination.sim_schedules import (Clock, SimSchedules, creates_schedule,
                                                         utc_now)
@@ -108,6 +100,10 @@ def _already_started(run: dict) -> AlreadyStarted:
     )
 
 
+def _doc(action: StartWorkflowAction | None) -> dict[str, Any] | None:
+    return None if action is None else action.model_dump(mode="json")
+
+
 def _validate(req: StartWorkflow) -> str | None:
     """Request-validation errors, which Temporal returns before any dedupe."""
     if not req.workflow_id:
@@ -186,6 +182,9 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             "create_request_id": request_id,
             "request_ids": [request_id],
             "input": copy.deepcopy(req.input),  # JSON: a schedule action's may be any
+            # A schedule action's start applies the whole action, as the server would:
+            # arguments (payloads whole), timeouts, retry policy, memo, search attributes.
+            "action": _doc(req.action),
             "deleted": False,
             "by_start": first is None,
         }
@@ -212,7 +211,8 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
                     result = DestinationUnavailable("start committed but its response was lost")
             # A shallow copy: the request is frozen and its input is built per call (asdict's
             # deep copy was half of a start's cost in benchmarks/batch_throughput.py).
-            tx.append_log({"request": dict(vars(request)), "outcome": outcome})
+            tx.append_log({"request": dict(vars(request), action=_doc(request.action)),
+                           "outcome": outcome})
         if isinstance(result, Exception):
             raise result
         return result
@@ -382,7 +382,9 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             entries = tx.log(namespace, workflow_id)
         result = []
         for entry in entries:
-            req = StartWorkflow(**entry["request"])
+            action = entry["request"].get("action")
+            req = StartWorkflow(**{**entry["request"], "action": action and
+                                   StartWorkflowAction.model_validate(action)})
             if namespace is not None and req.namespace != namespace:
                 continue
             if workflow_id is not None and req.workflow_id != workflow_id:
@@ -393,3 +395,4 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
     def workflow_ids(self) -> list[tuple[str, str]]:
         with self._state.session() as tx:
             return tx.workflow_ids()
+

@@ -35,6 +35,7 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, Destin
                                      DestinationUnavailable, InvalidStartRequest, RunDescription,
                                      StartAccepted, StartWorkflow, StopKind)
 
+from schedfence.infra.destination.action_proto import start_fields
 from schedfence.infra.destination.temporal_connect import connect_client
 from schedfence.infra.destination.temporal_schedule import create_schedule, settle_handover
 from schedfence.infra.destination.temporal_forward import TemporalScheduleHost
@@ -304,17 +305,25 @@ class TemporalDestination(TemporalScheduleHost):
         reuse, conflict = policies(request.id_reuse_policy, request.id_conflict_policy)
         rpc = StartWorkflowExecutionRequest(
             namespace=request.namespace, workflow_id=request.workflow_id,
-            workflow_type=WorkflowType(name=request.workflow_type),
-            task_queue=TaskQueue(name=request.task_queue or self.task_queue),
-            input=Payloads(payloads=self._converter.to_payloads([request.input])),
             identity=self.identity, request_id=request.request_id,
-            workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict)
+            workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict,
+            **self._start_fields(request))
         resp = self._rpc("start", "start_workflow_execution", rpc, start_error)
         # The server sets ``started`` when the request id is the run's create id (a retry of
         # the start that created it answers True too), False for an attached id or
         # USE_EXISTING. A server too old to know the field leaves it False: never a false True.
         return StartAccepted(resp.run_id, resp.first_execution_run_id, status_name(resp.status),
                              started=resp.started)
+
+    def _start_fields(self, request: StartWorkflow) -> dict[str, Any]:
+        """A schedule action's start applies the whole action (its arguments, timeouts, retry
+        policy, memo, search attributes, user metadata: action_proto.py, as the server's own
+        starts do); any other start has one JSON argument."""
+        if request.action is not None:
+            return start_fields(request.action)
+        return {"workflow_type": WorkflowType(name=request.workflow_type),
+                "task_queue": TaskQueue(name=request.task_queue or self.task_queue),
+                "input": Payloads(payloads=self._converter.to_payloads([request.input]))}
 
     def describe(self, namespace: str, workflow_id: str,
                  run_id: str | None = None) -> RunDescription:

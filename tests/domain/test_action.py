@@ -63,9 +63,12 @@ def test_policy_defaults_are_temporals():
 def test_memo_and_search_attributes_are_kept_opaque_and_checked():
     from schedfence.domain.action import make_action
     from schedfence.domain.errors import InvalidArgument
+    from schedfence.domain.payload import json_payload
     action = make_action(workflow_type="W", task_queue="q", workflow_id="a",
                          memo={"team": {"x": [1]}}, search_attributes={"Env": "prod"})
-    assert action.memo == {"team": {"x": [1]}} and action.search_attributes == {"Env": "prod"}
+    assert action.memo == {"team": json_payload({"x": [1]})}
+    assert action.search_attributes == {"Env": json_payload("prod")}
+    assert action.memo["team"].data_bytes() == b'{"x":[1]}'
     for field, bad in (("memo", [1]), ("search_attributes", {"x": object()})):
         try:
             make_action(workflow_type="W", task_queue="q", workflow_id="a", **{field: bad})

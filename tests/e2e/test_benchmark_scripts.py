@@ -50,3 +50,13 @@ def test_cron_libraries_benchmark_compares_both_and_they_agree() -> None:
     rows = [ln for ln in lines if "ratio croniter/cronsim" in ln]
     assert len(rows) == 8  # 4 expressions x 2 zones
     assert all(ln.endswith("same instants: yes") for ln in rows)
+
+
+def test_history_soak_runs_generated_histories_and_counts_violations() -> None:
+    """The soak's own figures: how many histories ran, at what rate, and 0 violations (a
+    violation makes it exit 1 with hypothesis' shrunk example)."""
+    lines = _run("history_soak.py")
+    ran = int(lines[0].split()[1].replace(",", ""))
+    assert ran >= 40 and "(6 steps each, 1 processes)" in lines[0]
+    assert lines[1].startswith("time: ") and "histories/s" in lines[1]
+    assert lines[2] == "violations: 0"

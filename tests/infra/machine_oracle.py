@@ -40,7 +40,8 @@ class PauseLog:
 
 
 def _owed(events: list[Any], paused: tuple[tuple[datetime, datetime], ...],
-          until: datetime, ticks: tuple[datetime, ...]) -> Owed | None:
+          until: datetime, ticks: tuple[datetime, ...],
+          live: tuple[datetime, ...]) -> Owed | None:
     first = events[0]
     remaining, window = None, None
     if isinstance(first, Schedule.Created):
@@ -62,15 +63,18 @@ def _owed(events: list[Any], paused: tuple[tuple[datetime, datetime], ...],
                 triggers=tuple(parse_nominal(e.nominal) for e in events
                                if isinstance(e, Triggered)),
                 remaining=remaining, catchup_window=window, ticks=ticks,
+                live=tuple((t, until) for t in live),
                 first_backfill=int(backfills[0].backfill_id.split("-")[1]) if backfills else 1)
 
 
 def verdict(events: list[Any], pauses: PauseLog, incarnation: int,
             destination: Iterable[Slot], until: datetime,
-            ticks: tuple[datetime, ...] = ()) -> Verdict | None:
+            ticks: tuple[datetime, ...] = (),
+            live: tuple[datetime, ...] = ()) -> Verdict | None:
     """The oracle's verdict on one incarnation (None: it runs nothing); ``ticks`` are the
-    instants times were processed at (passes, pauses, destinations' creates)."""
-    owed = _owed(events, pauses.of(incarnation, until), until, ticks)
+    instants the source processed times at (passes, pauses), ``live`` the creates of
+    destinations, which process their times on time from then on."""
+    owed = _owed(events, pauses.of(incarnation, until), until, ticks, live)
     if owed is None:
         return None
     source = [(parse_nominal(e.nominal), e.origin) for e in events

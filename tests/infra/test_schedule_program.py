@@ -10,6 +10,7 @@ import pytest
 
 from schedfence.domain.action import make_action, make_policies
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.payload import Payload
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.spec import make_spec
 from schedfence.infra.service import open_service
@@ -70,8 +71,9 @@ def test_the_cli_creates_and_describes_a_running_schedule(store: str) -> None:
        "--input", '{"region": "eu"}', "--overlap", "buffer_all", "--limit", "7")
     doc = ok_json(store, "schedule", "describe", NS, "rep", "--next", "3")
     assert doc["spec"]["intervals"] == [{"every": 300, "offset": 60}]
-    assert doc["spec"]["cron_expressions"] == ["0 0 * * *"] and doc["action"]["input"] == \
-        {"region": "eu"}
+    assert doc["spec"]["cron_expressions"] == ["0 0 * * *"]
+    assert [Payload.model_validate(p).data_bytes() for p in doc["action"]["inputs"]] == \
+        [b'{"region":"eu"}']  # one JSON argument, kept as the payload it is started with
     assert (doc["policies"]["overlap"], doc["remaining_actions"]) == ("buffer_all", 7)
     times = doc["next_action_times"]
     assert len(times) == 3 and times == sorted(times) and all(t.endswith("Z") for t in times)
@@ -120,3 +122,25 @@ def test_action_events_round_trip_through_the_store_and_are_narrated():
         assert all(narrate(e.type.rsplit(".", 1)[-1], e.data) is not None for e in entries
                    if e.type.rsplit(".", 1)[-1] in {c.__name__ for c in RUN_EVENTS})
         assert svc.verify() == []
+
+
+def test_an_update_keeps_every_field_of_the_action_it_does_not_name():
+    from schedfence.domain.action import RetryPolicy
+    from schedfence.domain.payload import json_payload
+    from schedfence.infra.cli.program import updated_action
+    full = make_action(workflow_type="W", task_queue="q", workflow_id="w",
+                       inputs=(Payload.of({"encoding": b"binary/protobuf"}, b"\x01\xff"),),
+                       memo={"m": Payload.of({"encoding": b"binary/encrypted"}, b"\x00")},
+                       search_attributes={"Env": Payload.of({"encoding": b"json/plain",
+                                                             "type": b"Keyword"}, b'"prod"')},
+                       execution_timeout=60, task_timeout=5,
+                       retry_policy=RetryPolicy(maximum_attempts=3),
+                       summary=json_payload("nightly"))
+    doc = full.model_dump(mode="json")
+    assert updated_action(doc, "s", {"task_queue": "q2"}) == \
+        full.model_copy(update={"task_queue": "q2"})
+    fresh = updated_action(doc, "s", {"input": {"a": 1}})
+    assert fresh == full.model_copy(update={"inputs": (json_payload({"a": 1}),)})
+    with pytest.raises(InvalidArgument, match="^input:"):
+        make_action(workflow_type="W", task_queue="q", workflow_id="w", input=1,
+                    inputs=(json_payload(2),))

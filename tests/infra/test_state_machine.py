@@ -445,7 +445,8 @@ class RollbackMachine(RuleBasedStateMachine):
             created = [parse_nominal(r["created_at"]) for r in self._runs(RUNNING)
                        if "created_at" in r]
             got = oracle.verdict(events, self.pauses, n, dest, self.now,
-                                 ticks=tuple(sorted([*self.ticks, *created])))
+                                 ticks=tuple(sorted([*self.ticks, *created])),
+                                 live=tuple(created))
             assert got is None or not (got.twice or got.unexpected), got.describe()
 
     def _destination_slots(self, m) -> list:

@@ -1,12 +1,15 @@
 """A schedule handed to a Temporal Schedule and read back is the same schedule: generated
 schedules (every spec shape and policy, paused or not, limited actions, 0-7 buffered starts,
-0-3 backfills in progress, recent and running actions, memo and search attributes) go
-source -> handover -> Temporal Schedule (+ initial patch + memo) -> handover three times;
+0-3 backfills in progress, recent and running actions, and actions with 0-3 arguments of any
+encoding, memo, typed search attributes, timeouts, retry policy and user metadata, or given
+as JSON the way a v1 action was) go source -> handover -> Temporal Schedule (+ initial patch
++ memo) -> handover three times;
 every field is preserved and the input is never mutated. Seeds 0, 1, 7, 42 and 63 are pinned
 besides hypothesis' own draws."""
 from __future__ import annotations
 
 import copy
+import json
 import random
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -15,11 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedfence.domain.action import (SchedulePolicies, make_action, make_policies, nominal_text,
-                                      parse_nominal)
+from schedfence.domain.action import (RetryPolicy, SchedulePolicies, make_action, make_policies,
+                                      nominal_text, parse_nominal)
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.handover import Handover, handover_of, patch_plan
 from schedfence.domain.invoker import OVERLAPS
+from schedfence.domain.payload import Payload, json_payload
 from schedfence.domain.program import Program
 from schedfence.domain.schedule import ScheduleState
 from schedfence.domain.spec import make_spec, times_after
@@ -43,6 +47,60 @@ def json_value(rng: random.Random, depth: int = 0):
     return [None, rng.randrange(-10**6, 10**6), f"v{rng.randrange(999)}", rng.random() < .5][kind]
 
 
+def payload(rng: random.Random) -> Payload:
+    """Any encoding: JSON as some client wrote it (spaces kept), null, raw or protobuf bytes,
+    a codec's encrypted bytes with metadata of its own."""
+    kind = rng.randrange(5)
+    if kind == 0:
+        return json_payload(json_value(rng))
+    if kind == 1:
+        return Payload.of({"encoding": b"json/plain"}, json.dumps(json_value(rng)).encode())
+    if kind == 2:
+        return Payload.of({"encoding": b"binary/null"}, b"")
+    raw = bytes(rng.randrange(256) for _ in range(rng.randrange(12)))
+    if kind == 3:
+        return Payload.of({"encoding": b"binary/protobuf", "messageType": b"x.v1.Y"}, raw)
+    return Payload.of({"encoding": b"binary/encrypted", "encryption-key-id": b"k1"}, raw)
+
+
+def typed(rng: random.Random) -> Payload:
+    """A search attribute as a client sends it: JSON with its ``type`` metadata."""
+    kind, value = rng.choice([("Keyword", "prod"), ("Int", 42), ("Bool", True),
+                              ("Double", 2.5), ("Datetime", "2026-06-01T00:00:00Z"),
+                              ("KeywordList", ["a", "b"]), ("Text", "free text")])
+    p = json_payload(value)
+    return Payload.of({**p.metadata_bytes(), "type": kind.encode()}, p.data_bytes())
+
+
+def maybe(rng: random.Random, value):
+    return value if rng.random() < .5 else None
+
+
+def carried(rng: random.Random) -> dict:
+    """Every field of an action besides its names: arguments, memo, search attributes,
+    timeouts, retry policy, user metadata."""
+    if rng.random() < .2:  # as a v1 action was given: JSON
+        return {"input": json_value(rng),
+                "memo": {f"m{i}": json_value(rng) for i in range(rng.randrange(3))},
+                "search_attributes": {f"S{i}": json_value(rng)
+                                      for i in range(rng.randrange(3))}}
+    retry = RetryPolicy(initial_interval=maybe(rng, 1 + rng.randrange(60)),
+                        backoff_coefficient=rng.choice([0.0, 1.0, 1.5, 2.0]),
+                        maximum_interval=maybe(rng, 60 + rng.randrange(3600)),
+                        maximum_attempts=rng.randrange(5),
+                        non_retryable_error_types=tuple(f"E{i}"
+                                                        for i in range(rng.randrange(3))))
+    return {"inputs": tuple(payload(rng) for _ in range(rng.randrange(4))),
+            "memo": {f"m{i}": payload(rng) for i in range(rng.randrange(3))},
+            "search_attributes": {f"S{i}": typed(rng) for i in range(rng.randrange(3))},
+            "execution_timeout": maybe(rng, 1 + rng.randrange(86400)),
+            "run_timeout": maybe(rng, 1 + rng.randrange(86400)),
+            "task_timeout": maybe(rng, 1 + rng.randrange(120)),
+            "retry_policy": maybe(rng, retry),
+            "summary": maybe(rng, json_payload(f"summary {rng.randrange(99)}")),
+            "details": maybe(rng, payload(rng))}
+
+
 def program(rng: random.Random) -> Program:
     intervals = [(e, rng.randrange(e)) for e in rng.sample([60, 300, 3600, 86400, 7 * 86400],
                                                            rng.randrange(3))]
@@ -52,10 +110,7 @@ def program(rng: random.Random) -> Program:
     spec = make_spec(intervals=intervals, cron=crons, start_at=start, end_at=end,
                      jitter=rng.choice([0, 0, 30, 600]), time_zone=rng.choice(ZONES))
     action = make_action(workflow_type=f"W{rng.randrange(9)}", task_queue=f"q{rng.randrange(9)}",
-                         workflow_id=f"act-{rng.randrange(99)}", input=json_value(rng),
-                         memo={f"m{i}": json_value(rng) for i in range(rng.randrange(3))},
-                         search_attributes={f"S{i}": json_value(rng)
-                                            for i in range(rng.randrange(3))})
+                         workflow_id=f"act-{rng.randrange(99)}", **carried(rng))
     policies = make_policies(overlap=rng.choice(OVERLAPS),
                              catchup_window=rng.choice([10, 60, 86400, 365 * 86400]),
                              pause_on_failure=rng.random() < .5) if rng.random() < .8 else None

@@ -103,16 +103,16 @@ def test_old_snapshot_state_is_upcast_and_newer_is_refused(tmp_path, monkeypatch
     with svc:
         mig = svc.app.repository.get(_long_migration(svc, "s1"))
         snapshot = Migration.Snapshot.take(mig)
-        assert snapshot.state_version == 1
+        assert snapshot.state_version == Migration.class_version == 2
 
-        def upcast_v1_v2(fields: dict) -> None:
+        def upcast_v2_v3(fields: dict) -> None:
             fields["park_detail"] = "upcast"
 
-        monkeypatch.setattr(Migration, "class_version", 2, raising=False)
-        monkeypatch.setattr(Migration, "upcast_v1_v2", staticmethod(upcast_v1_v2),
+        monkeypatch.setattr(Migration, "class_version", 3, raising=False)
+        monkeypatch.setattr(Migration, "upcast_v2_v3", staticmethod(upcast_v2_v3),
                             raising=False)
         assert snapshot.mutate(None).state.park_detail == "upcast"
-        newer = snapshot.model_copy(update={"state_version": 3})
+        newer = snapshot.model_copy(update={"state_version": 4})
         with pytest.raises(ValueError, match="newer than this code"):
             newer.mutate(None)
 
