@@ -22,6 +22,8 @@ import pytest
 
 from schedfence.domain.action import make_action, make_policies, parse_nominal
 from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.forward import ForwardMigration
+from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import DestinationNotFound
 from schedfence.domain.spec import make_spec
 from schedfence.infra.service import open_service
@@ -56,6 +58,11 @@ def forward(svc, sid: str, request_id: str | None = None) -> str:
     st = svc.forward_state(NS, sid, answer.request_id)
     assert st.phase == "completed", st
     return answer.request_id
+
+
+def recorded(svc, event_class: type) -> list:
+    return [svc.app.mapper.to_domain_event(n)
+            for n in svc.app.notifications((event_class.TOPIC,))]
 
 
 def verdicts(env: TemporalEnv, wtype: str,
@@ -111,7 +118,11 @@ def test_three_round_trips_without_request_ids_each_forward_is_new(
         for n in range(ROUND_TRIPS):
             rollback(svc, sid)
             time.sleep(1.5)
+            scheduler = temporal_env.destination.describe(NS, destination_workflow_id(sid))
             forwards.append(forward(svc, sid))
+            requested = [e for e in recorded(svc, ForwardMigration.ForwardRequested)
+                         if e.request_id == forwards[-1]]  # it names the schedule taken over
+            assert requested[0].schedule_identity == scheduler.first_execution_run_id
             with pytest.raises(DestinationNotFound):
                 temporal_env.destination.describe_schedule(NS, sid)
             source = svc.load.source(NS, sid).state
