@@ -64,11 +64,23 @@ def probe_plan(spec: ScheduleSpec, prefix: str, created: datetime, applied: date
     ``PROBE_LIMIT`` candidates: the newest are checked and the floor rises to the newest
     left unchecked (older times are the server's, as they were before the fence)."""
     floor = max([created, *started_times(spec, prefix, recent, running)])
-    candidates = times_between(spec, floor, applied + SLACK)[::-1]
+    candidates = _newest(spec, floor, applied + SLACK)[::-1]
     if len(candidates) > PROBE_LIMIT:
         floor = candidates[PROBE_LIMIT]
         candidates = candidates[:PROBE_LIMIT]
     return floor, candidates
+
+
+def _newest(spec: ScheduleSpec, floor: datetime, until: datetime) -> list[datetime]:
+    """The newest ``PROBE_LIMIT`` + 1 spec times in ``(floor, until]``, oldest first, from a
+    window widening back from ``until``: a floor long ago never walks every time since."""
+    span = timedelta(minutes=1)
+    while True:
+        after = floor if span >= until - floor else until - span
+        times = times_between(spec, after, until)
+        if len(times) > PROBE_LIMIT or after == floor:
+            return times[-(PROBE_LIMIT + 1):]
+        span *= 2
 
 
 def observation(created: datetime, applied: datetime, floor: datetime,

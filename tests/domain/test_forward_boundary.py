@@ -78,3 +78,10 @@ def test_probes_are_bounded_and_the_floor_rises_over_times_left_unchecked():
     assert len(boundary["probed"]) == PROBE_LIMIT
     oldest_probed = boundary["probed"][-1][0]
     assert boundary_cursor(boundary, pre_paused=False) == boundary["floor"] < oldest_probed
+
+
+def test_a_server_that_began_long_ago_and_started_nothing_is_read_in_a_bounded_window():
+    created = APPLIED - timedelta(days=400)  # a floor 34 million seconds back
+    floor, candidates = probe_plan(EVERY_SECOND, "act", created, APPLIED, [], [])
+    assert len(candidates) == PROBE_LIMIT and candidates[0] == at(21)
+    assert floor == candidates[-1] - timedelta(seconds=1)
