@@ -8,8 +8,9 @@ can judge it): from the spec, the first cursor and ``until``, it owes
   (``(from, to]`` intervals), none older than the ``catchup_window`` at the instant it was
   processed (on time inside a ``live`` stretch, where a scheduler ran throughout, such as a
   Temporal Schedule after its create; else the first of ``ticks`` at or after it; else
-  ``until``), and no more than
-  ``remaining`` of them in order (the action limit; skipped times do not count);
+  ``until``), and no more than ``remaining`` of them (the action limit: the first ones where
+  every due time starts; only started actions count, so a time an overlap policy dropped
+  leaves its place to a later one);
 - each backfill's times in ``[start, end]`` under its own origin (``backfill-N``, N from
   ``first_backfill``), ignoring pause, limit and window, as Temporal's backfill does;
 - each trigger at its instant (origin ``trigger``).
@@ -76,11 +77,14 @@ class Owed:
     first_backfill: int = 1
     live: tuple[tuple[datetime, datetime], ...] = ()
 
-    def spec_times(self) -> list[datetime]:
-        """The ``auto`` times owed, in order."""
+    def spec_times(self, limited: bool = True) -> list[datetime]:
+        """The ``auto`` times owed, in order: with the limit, its first ``remaining`` (exact
+        where every due time starts; an overlap policy that drops a due time leaves the limit
+        to a later one, as both schedulers count only started actions)."""
         out: list[datetime] = []
         for t in times_after(self.spec, self.first):
-            if t > self.until or (self.remaining is not None and len(out) >= self.remaining):
+            if t > self.until or (limited and self.remaining is not None and
+                                  len(out) >= self.remaining):
                 break
             if any(a < t <= b for a, b in self.paused):
                 continue
@@ -95,8 +99,8 @@ class Owed:
             return t
         return min((k for k in self.ticks if k >= t), default=self.until)
 
-    def slots(self) -> Counter[Slot]:
-        owed: Counter[Slot] = Counter((t, "auto") for t in self.spec_times())
+    def slots(self, limited: bool = True) -> Counter[Slot]:
+        owed: Counter[Slot] = Counter((t, "auto") for t in self.spec_times(limited))
         for n, (start, end) in enumerate(self.backfills, start=self.first_backfill):
             owed.update((t, f"backfill-{n}") for t in times_within(self.spec, start, end))
         owed.update((t, "trigger") for t in self.triggers)
@@ -109,22 +113,30 @@ class Owed:
 def check_exactly_once(owed: Owed, source: Iterable[Start],
                        destination: Iterable[Start]) -> Verdict:
     """The I14 verdict over both sides' starts (see the module doc): by slot where every
-    start names its origin, else by time (each time owed as often as its slots)."""
+    start names its origin, else by time (each time owed as often as its slots). Under a
+    limit, an ``auto`` start may be any owed time (overlap decides which), at most
+    ``remaining`` of them; the later ones beyond it are named unexpected."""
     starts = [*source, *destination]
-    expected = owed.slots()
+    allowed, exact = owed.slots(limited=False), owed.slots()
     if all(isinstance(s, tuple) for s in starts):
-        return _verdict(Counter(s for s in starts if isinstance(s, tuple)), expected)
+        got: Counter[Any] = Counter(s for s in starts if isinstance(s, tuple))
+        autos = sorted(t for t, origin in got.elements() if origin == "auto")
+        over = autos[owed.remaining:] if owed.remaining is not None else []
+        return _verdict(got, allowed, exact, over)
     by_time = Counter(s[0] if isinstance(s, tuple) else s for s in starts)
-    return _verdict(by_time, Counter(t for t, _ in expected.elements()))
+    return _verdict(by_time, Counter(t for t, _ in allowed.elements()),
+                    Counter(t for t, _ in exact.elements()), [])
 
 
-def _verdict(got: Counter[Any], expected: Counter[Any]) -> Verdict:
-    """Counts of slots, or of times, against the owed counts of the same keys."""
+def _verdict(got: Counter[Any], allowed: Counter[Any], exact: Counter[Any],
+             over: list[datetime]) -> Verdict:
+    """Counts of slots, or of times, against what may start and what must."""
     def at(key: Any) -> datetime:
         return key[0] if isinstance(key, tuple) else key
 
-    keys = set(got) | set(expected)
+    keys = set(got) | set(allowed)
     return Verdict(
-        twice=tuple(sorted({at(k) for k in keys if got[k] > expected[k] > 0})),
-        missing=tuple(sorted({at(k) for k in keys if got[k] < expected[k]})),
-        unexpected=tuple(sorted({at(k) for k in keys if got[k] and not expected[k]})))
+        twice=tuple(sorted({at(k) for k in keys if got[k] > allowed[k] > 0})),
+        missing=tuple(sorted({at(k) for k in keys if got[k] < exact[k]})),
+        unexpected=tuple(sorted({at(k) for k in keys if got[k] and not allowed[k]} |
+                                set(over))))

@@ -36,11 +36,14 @@ def forward_marker(request_id: str) -> str:
     return f"schedfence: migrating to the source (request {request_id})"
 
 
-def derive_forward_request_id(namespace: str, schedule_id: str, conflict_token: str) -> str:
+def derive_forward_request_id(namespace: str, schedule_id: str, conflict_token: str,
+                              schedule_identity: str) -> str:
     """A caller that omits an id gets one stable across its retries of one migration: a
-    function of the key and the conflict token the schedule had when it was asked."""
+    function of the key, the Temporal Schedule taken over (``schedule_identity``: its
+    scheduler workflow's first run id, so one created later at the id, whose conflict token
+    starts again at 1, is a new forward) and the conflict token it had when asked."""
     key = f"forward/{len(namespace)}:{namespace}/{len(schedule_id)}:{schedule_id}/" \
-          f"{conflict_token}"
+          f"{len(schedule_identity)}:{schedule_identity}/{conflict_token}"
     return str(uuid.uuid5(SCHEDFENCE_NAMESPACE, key))
 
 
@@ -92,13 +95,21 @@ class ForwardMigration(EvolvingAggregate):
 
     class ForwardRequested(Created):
         TOPIC: ClassVar[str] = "schedfence.forward.ForwardRequested"
-        class_version: ClassVar[int] = 1
+        class_version: ClassVar[int] = 2
         namespace: str
         schedule_id: str
         request_id: str
         request_id_origin: str
         actor: str
         epoch: int = 0
+        # The Temporal Schedule as asked: its identity and conflict token (a derived id is a
+        # function of both); "" where not read (an older event).
+        schedule_identity: str = ""
+        conflict_token: str = ""
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(schedule_identity="", conflict_token="")
 
     class TemporalFenceIssued(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.forward.TemporalFenceIssued"
@@ -110,16 +121,22 @@ class ForwardMigration(EvolvingAggregate):
         worker: str
 
     class TemporalFenced(EvolvingAggregate.Event):
-        """v2: the handover's action is whole (a v1 one is upcast)."""
+        """v2: the handover's action is whole (a v1 one is upcast), and ``boundary`` records
+        what the server was seen to have started (a v1 one reads as None: its cursor came
+        from the update's time)."""
 
         TOPIC: ClassVar[str] = "schedfence.forward.TemporalFenced"
         class_version: ClassVar[int] = 2
         request_id: str
         conflict_token: str  # the token after the fence applied
         handover: dict[str, Any]
+        # What the server was seen to have started (domain/forward_boundary.py), the
+        # handover's cursor's proof; None: v1, whose cursor came from the update's time.
+        boundary: dict[str, Any] | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(boundary=None)
             upcast_handover_v1_v2(state.get("handover"))
 
     class SourceCreated(EvolvingAggregate.Event):
@@ -162,12 +179,14 @@ class ForwardMigration(EvolvingAggregate):
 
     @classmethod
     def request(cls, namespace: str, schedule_id: str, request_id: str, origin: str,
-                actor: str, epoch: int) -> ForwardMigration:
+                actor: str, epoch: int, schedule_identity: str = "",
+                conflict_token: str = "") -> ForwardMigration:
         return cls._create(cls.ForwardRequested,
                            id=forward_aggregate_id(namespace, schedule_id, request_id),
                            namespace=namespace, schedule_id=schedule_id,
                            request_id=request_id, request_id_origin=origin, actor=actor,
-                           epoch=epoch)
+                           epoch=epoch, schedule_identity=schedule_identity,
+                           conflict_token=conflict_token)
 
 
 F = ForwardMigration

@@ -13,6 +13,7 @@ from typing import Any
 from .errors import AlreadyExists, MigrationPending, RecoveryRefused
 from .forward import ForwardMigration as F
 from .forward import ForwardState, forward_marker
+from .forward_boundary import boundary_cursor
 from .handover import Handover
 from .model import Fact, Facts
 from .ports import ScheduleSnapshot
@@ -89,7 +90,8 @@ def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
             return park(st, *_buffered(snap))
         return Step([Fact(F.TemporalFenced, {"request_id": st.request_id,
                                              "conflict_token": snap.conflict_token,
-                                             "handover": handover_doc(st, snap)})])
+                                             "handover": handover_doc(st, snap),
+                                             "boundary": snap.boundary})])
     if st.phase == "fence_issued" and snap.conflict_token == st.conflict_token:
         return Step(call="fence", wait=True)  # not applied yet: ask again (same token)
     if st.fence_issues >= MAX_FENCE_ISSUES:
@@ -121,14 +123,19 @@ def predicted_park(snap: ScheduleSnapshot) -> tuple[str, str] | None:
 
 def handover_doc(st: ForwardState, snap: ScheduleSnapshot) -> dict[str, Any]:
     """The schedule as the source continues it, read after the fence applied: the pause and
-    notes from before the fence (I11), and the cursor it resumes strictly after."""
+    notes from before the fence (I11), and the cursor it resumes strictly after: the last
+    time the server was seen to have started (``boundary_cursor``), never the pause's time."""
     program = snap.program
+    cursor = None
+    if program.get("spec"):
+        cursor = boundary_cursor(snap.boundary, bool(st.pre_paused)) if snap.boundary \
+            else snap.responsible_until
     h = Handover(namespace=st.namespace, schedule_id=st.schedule_id, incarnation=0,
                  paused=bool(st.pre_paused), notes=st.pre_notes or "", spec=program.get("spec"),
                  action=program.get("action"), policies=program.get("policies"),
                  remaining_actions=program.get("remaining_actions"),
                  action_count=snap.action_count,
-                 cursor=snap.responsible_until if program.get("spec") else None,
+                 cursor=cursor,
                  recent_actions=snap.recent_actions, running=snap.running)
     return h.model_dump(mode="json")
 

@@ -7,7 +7,8 @@
 - I20, the source takes over only with proof: it is created (dormant) only after the fence
   applied on the Temporal side, and released only after the Temporal schedule's delete was
   issued (or an operator confirmed a delete that raced the handoff); each source-side event
-  lands with its migration's, in one append.
+  lands with its migration's, in one append; the cursor it resumes after is the one the
+  recorded boundary proves (domain/forward_boundary.py).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from .forward import ForwardMigration as F
 from .forward import ForwardState, evolve_forward
+from .forward_boundary import boundary_cursor
 from .schedule import Schedule as S
 
 Flag = Callable[[str, str, list[int], str], None]
@@ -41,6 +43,8 @@ class ForwardLedger:
         key = (st.namespace, st.schedule_id)
         if isinstance(e, F.ForwardRequested):
             self._requested(pos, mid, key)
+        elif isinstance(e, F.TemporalFenced):
+            self._cursor_proven(pos, mid, before, e)
         elif isinstance(e, F.SourceCreated):
             if before is None or before.phase != "fenced":
                 self.flag("I20", mid, [pos], "source created before the fence applied on the "
@@ -57,6 +61,16 @@ class ForwardLedger:
             self.at[(mid, "ForwardAborted+source")] = pos
         if not st.is_open and st.phase != "parked" and self.open_by_key.get(key) == mid:
             del self.open_by_key[key]
+
+    def _cursor_proven(self, pos: int, mid: str, before: ForwardState | None, e: Any) -> None:
+        """The cursor handed over is the one the recorded boundary proves (v2 events): the
+        last time the server was seen to have started, never when it applied the pause."""
+        if e.boundary is None or before is None or not e.handover.get("spec"):
+            return
+        proven = boundary_cursor(e.boundary, bool(before.pre_paused))
+        if e.handover.get("cursor") != proven:
+            self.flag("I20", mid, [pos], f"handed over cursor {e.handover.get('cursor')}, but "
+                      f"what the server was seen to start proves {proven}")
 
     def _requested(self, pos: int, mid: str, key: tuple[str, str]) -> None:
         if key in self.rollback_open:

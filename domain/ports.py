@@ -161,9 +161,13 @@ class ScheduleSnapshot:
     """A Temporal Schedule as DescribeSchedule shows it. ``program`` holds the JSON documents
     of domain.spec.ScheduleSpec, domain.action.StartWorkflowAction and SchedulePolicies
     (``spec``, ``action``, ``policies``: None where absent) and ``remaining_actions``.
-    ``responsible_until`` (RFC 3339 UTC, whole seconds) is the last nominal time this side
-    answers for: when its last update was applied, or a later time whose action workflow it
-    started (checked by deterministic id). ``buffered`` counts starts it holds unstarted."""
+    ``identity`` names this Temporal Schedule among all ever created at its id: the first run
+    id of the server's scheduler workflow ``temporal-sys-scheduler:<id>`` (a forward's derived
+    request id includes it). ``boundary``, on a paused schedule with a spec, is what the
+    server was seen to have started (domain/forward_boundary.py: ``observation``);
+    ``responsible_until`` (RFC 3339 UTC, whole seconds) is the cursor it proves, kept for
+    display (a host that sets no ``boundary`` hands this cursor over instead).
+    ``buffered`` counts starts it holds unstarted."""
 
     namespace: str
     schedule_id: str
@@ -176,6 +180,8 @@ class ScheduleSnapshot:
     running: tuple[str, ...] = ()
     buffered: int = 0
     responsible_until: str | None = None
+    identity: str = ""
+    boundary: dict[str, Any] | None = None
 
 
 class ConflictTokenMoved(DestinationError):

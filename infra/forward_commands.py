@@ -55,27 +55,49 @@ class ForwardCommands:
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
                 actor: str = "") -> RollbackResult:
         """Ask for a Temporal Schedule to be handed to the source. The request id (the
-        caller's, or one derived from the schedule's conflict token now, stable across the
-        caller's retries) is recorded before anything is done to either side; a schedule the
-        Temporal side does not hold is refused (``not_found``), writing nothing."""
+        caller's, or one derived from the Temporal Schedule taken over and its conflict token
+        now, stable across the caller's retries) is recorded before anything is done to
+        either side; a schedule the Temporal side does not hold is refused (``not_found``),
+        writing nothing."""
         validate_destination_key(namespace, schedule_id)
         if request_id is not None:
             validate_request_id(request_id)
         if actor:
             validate_actor(actor)
         self.require_active()
+        seen: ScheduleSnapshot | None = None
         if request_id is not None and self.app.find(
                 forward_aggregate_id(namespace, schedule_id, request_id)) is not None:
             rid, origin = request_id, "caller"  # a retry: the same migration's answer
+        elif request_id is None and (pending := self._derived_retry(namespace, schedule_id)):
+            return pending
         else:
             self._check_key(namespace, schedule_id)  # the key first: no I/O for a refusal
-            snap = self._describe(namespace, schedule_id)  # none there: refused, unwritten
+            seen = self._describe(namespace, schedule_id)  # none there: refused, unwritten
             origin = "caller" if request_id is not None else "derived"
-            rid = request_id or derive_forward_request_id(namespace, schedule_id,
-                                                          snap.conflict_token)
+            rid = request_id or derive_forward_request_id(
+                namespace, schedule_id, seen.conflict_token, seen.identity)
         return retry_on_conflict(
-            lambda: self._forward_once(namespace, schedule_id, rid, origin, actor),
+            lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
             AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
+
+    def _derived_retry(self, namespace: str, schedule_id: str) -> RollbackResult | None:
+        """A caller without an id asking again while its forward is pending: the id derived
+        now names the migration that holds the key (same Temporal Schedule, same token), so
+        the answer is that migration's, ``already_pending``. Otherwise None (decide anew)."""
+        key = self.load.key(namespace, schedule_id)
+        holder = key.state.forward_migration_id if key is not None else None
+        if holder is None:
+            return None
+        try:
+            snap = self._describe(namespace, schedule_id)
+        except (NotFound, Unavailable):
+            return None  # the key's refusal says more than the Temporal side's silence
+        rid = derive_forward_request_id(namespace, schedule_id, snap.conflict_token,
+                                        snap.identity)
+        if str(forward_aggregate_id(namespace, schedule_id, rid)) != str(holder):
+            return None  # another forward holds the key: refused as before
+        return RollbackResult("already_pending", rid, "derived", str(holder))
 
     def predict_forward(self, namespace: str, schedule_id: str,
                         request_id: str) -> tuple[str, tuple[str, str] | None]:
@@ -91,7 +113,7 @@ class ForwardCommands:
         return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
 
     def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
-                      actor: str) -> RollbackResult:
+                      actor: str, seen: ScheduleSnapshot | None) -> RollbackResult:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)
         same = self.app.find(mid)
         if same is not None:
@@ -100,7 +122,9 @@ class ForwardCommands:
             return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
-                                       actor or self.worker_id, self.epoch())
+                                       actor or self.worker_id, self.epoch(),
+                                       seen.identity if seen else "",
+                                       seen.conflict_token if seen else "")
         key.open_forward(str(mig.id))
         self.app.save(mig, key)
         return RollbackResult("accepted", request_id, origin, str(mid))

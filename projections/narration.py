@@ -46,6 +46,15 @@ def _flag(value: object) -> str:
     return "yes" if value else "no"
 
 
+def _boundary(boundary: dict | None) -> str:
+    """How the forward boundary was proven (TemporalFenced v2): the times checked by id."""
+    if not boundary:
+        return ""
+    dropped = sum(1 for _, found in boundary["probed"] if not found)
+    return (f" (the last time the server started; {dropped} later time(s) it never started "
+            f"are the source's)") if dropped else " (the last time the server started)"
+
+
 def park_text(reason: str, detail: str = "") -> str:
     meaning = PARK_MEANING.get(reason, reason)
     return f"parked {reason}: {meaning}" + (f" ({detail})" if detail else "")
@@ -179,7 +188,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                   f"it paused={_flag(d['pre_paused'])})"),
     "TemporalFenced": lambda d: Line(
         "worker", f"Temporal schedule fenced and read; the source resumes after "
-                  f"{d['handover'].get('cursor') or '-'}"),
+                  f"{d['handover'].get('cursor') or '-'}{_boundary(d.get('boundary'))}"),
     "SourceCreated": lambda d: Line(
         "worker", f"source incarnation {d['incarnation']} created, dormant"),
     "TemporalDeleteIssued": lambda d: Line("worker", "delete of the Temporal schedule issued"),

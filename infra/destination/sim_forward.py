@@ -10,14 +10,16 @@ update waits until ``apply_updates()`` (or is dropped then, if the token moved m
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from schedfence.domain.action import nominal_text, parse_nominal
+from schedfence.domain.forward_boundary import boundary_cursor, observation, probe_plan
 from schedfence.domain.handover import Handover, destination_starts
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      DestinationUnavailable, ScheduleSnapshot)
+from schedfence.domain.spec import ScheduleSpec
 
 PAGE_SIZE_MAX = 1000
 
@@ -28,6 +30,10 @@ class SimScheduleHost:
 
     _state: Any
     defer_updates: bool = False
+    # How far the server's scheduler lags when a pause lands: the spec times due in that
+    # stretch before it are dropped, never started (Temporal's scheduler buffers a time and
+    # drops it when the pause comes in the same workflow task; issue 27, item 5).
+    pause_lag: timedelta = timedelta(0)
 
     # -- the port ---------------------------------------------------------------------------
     def list_schedules(self, namespace: str, page_token: bytes | None = None,
@@ -111,6 +117,8 @@ class SimScheduleHost:
             return []
         stops = [parse_nominal(t) for t in (sched.get("paused_at"), sched.get("deleted_at"))
                  if t] + [now or self.clock()]  # type: ignore[attr-defined]
+        if sched.get("paused_at"):
+            stops.append(parse_nominal(sched["paused_at"]) - self.pause_lag)
         return destination_starts(Handover.model_validate(head["input"]["handover"]),
                                   parse_nominal(head["created_at"]),
                                   [parse_nominal(t) for t in head.get("settled", [])],
@@ -142,22 +150,44 @@ class SimScheduleHost:
         sched = self._sched(head)
         doc = head["input"].get("handover") or {}
         program = {k: doc.get(k) for k in ("spec", "action", "policies", "remaining_actions")}
-        started: list[datetime] = []
-        if doc.get("spec"):
-            stops = [parse_nominal(t) for t in (sched.get("paused_at"),) if t]
-            started = destination_starts(
-                Handover.model_validate(doc), parse_nominal(head["created_at"]),
-                [parse_nominal(t) for t in head.get("settled", [])],
-                min([*stops, self.clock()]))  # type: ignore[attr-defined]
-        until = min([parse_nominal(sched["paused_at"])] if sched.get("paused_at") and
-                    sched["paused"] else [self.clock()])  # type: ignore[attr-defined]
-        if started:
-            until = max(until, started[-1])
+        created = parse_nominal(head["created_at"])
+        started = self._started(head, doc, sched)
+        recent = tuple({"nominal": nominal_text(t), "origin": "auto"} for t in started[-10:])
+        boundary = None
+        if doc.get("spec") and sched["paused"]:  # applied: when the last update was
+            applied = parse_nominal(sched.get("updated_at") or head["created_at"])
+            boundary = self._boundary(doc, created, applied, recent, set(started))
         return ScheduleSnapshot(
             namespace=namespace, schedule_id=schedule_id, conflict_token=str(sched["token"]),
             paused=sched["paused"], notes=sched["notes"], program=program,
             action_count=int(doc.get("action_count", 0)) + len(started),
-            recent_actions=tuple({"nominal": nominal_text(t), "origin": "auto"}
-                                 for t in started[-10:]),
-            running=(), buffered=0,
-            responsible_until=nominal_text(until.replace(microsecond=0)))
+            recent_actions=recent, running=(), buffered=0,
+            responsible_until=boundary_cursor(boundary, False) if boundary else None,
+            identity=str(head["first_execution_run_id"]), boundary=boundary)
+
+    def _started(self, head: dict, doc: dict, sched: dict) -> list[datetime]:
+        """What this side started: its handover's patch, the settled boundary, and its own
+        spec times until the pause, but for the ``pause_lag`` before it (dropped)."""
+        if not doc.get("spec"):
+            return []
+        stops = [parse_nominal(sched["paused_at"]) - self.pause_lag] \
+            if sched.get("paused_at") else []
+        return destination_starts(
+            Handover.model_validate(doc), parse_nominal(head["created_at"]),
+            [parse_nominal(t) for t in head.get("settled", [])],
+            min([*stops, self.clock()]))  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _boundary(doc: dict, created: datetime, applied: datetime, recent: tuple,
+                  started: set[datetime]) -> dict[str, Any]:
+        """The observation the Temporal host makes (forward_boundary.py), from this side's
+        own record of starts in place of describes by workflow id."""
+        spec = ScheduleSpec.model_validate(doc["spec"])
+        floor, candidates = probe_plan(spec, "", created, applied,
+                                       [r["nominal"] for r in recent], [])
+        probed: list[tuple[datetime, bool]] = []
+        for t in candidates:
+            probed.append((t, t in started))
+            if probed[-1][1]:
+                break
+        return observation(created, applied, floor, probed)

@@ -2,14 +2,15 @@
 ``TemporalDestination``: ListSchedules, DescribeSchedule, an UpdateSchedule that changes only
 the pause and notes under the conflict token, DeleteSchedule.
 
-``responsible_until`` is when the server applied the schedule's last update (our fence, once
-it shows) or, for a schedule not paused, now; extended to any later spec time whose action
-workflow exists on the server (by its deterministic id), so the source never starts a time
-the server started.
+A describe of a paused schedule carries the boundary's observation (domain/forward_boundary.py):
+when the server's scheduler began and applied the pause, and which spec times after the last
+start it lists were started, checked newest first by their action workflows' deterministic
+ids. Every describe names the schedule's identity: the first run id of the server's scheduler
+workflow ``temporal-sys-scheduler:<id>`` (a schedule created again at the id has another).
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 from temporalio.api.workflowservice.v1 import (DeleteScheduleRequest, DescribeScheduleRequest,
@@ -18,12 +19,18 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import StartWorkflowAction, action_workflow_id, nominal_text
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.forward_boundary import (boundary_cursor, instant_text, observation,
+                                                probe_plan)
+from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      ScheduleSnapshot)
-from schedfence.domain.spec import ScheduleSpec, times_between
+from schedfence.domain.spec import ScheduleSpec
 from schedfence.infra.destination.schedule_proto import program_docs
 
-LOOK_AHEAD = timedelta(minutes=2)  # spec times after the update checked by action workflow id
+
+
+def _utc(ts: Any) -> datetime:
+    return ts.ToDatetime(tzinfo=timezone.utc)
 
 
 def _update_error(exc: RPCError) -> Exception:
@@ -63,36 +70,57 @@ class TemporalScheduleHost:
         except (ValueError, InvalidArgument) as exc:  # no form on the source says the same
             program = {"unsupported": getattr(exc, "message", None) or str(exc)}
         info, state = resp.info, resp.schedule.state
-        recent = tuple({"nominal": nominal_text(r.schedule_time.ToDatetime(tzinfo=timezone.utc)),
-                        "origin": "auto",
+        recent = tuple({"nominal": nominal_text(_utc(r.schedule_time)), "origin": "auto",
                         "workflow_id": r.start_workflow_result.workflow_id,
                         "run_id": r.start_workflow_result.run_id}
                        for r in info.recent_actions)
+        running = tuple(w.workflow_id for w in info.running_workflows)
+        boundary = self._boundary(namespace, program, info, recent, running) \
+            if state.paused else None
         return ScheduleSnapshot(
             namespace=namespace, schedule_id=schedule_id,
             conflict_token=resp.conflict_token.hex(), paused=state.paused, notes=state.notes,
             program=program, action_count=info.action_count, recent_actions=recent,
-            running=tuple(w.workflow_id for w in info.running_workflows),
-            buffered=info.buffer_size,
-            responsible_until=self._responsible_until(namespace, program, info, state))
+            running=running, buffered=info.buffer_size,
+            responsible_until=boundary_cursor(boundary, False) if boundary else None,
+            identity=self._identity(namespace, schedule_id, info), boundary=boundary)
 
-    def _responsible_until(self, namespace: str, program: dict, info: Any,
-                           state: Any) -> str | None:
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        until = info.update_time.ToDatetime(tzinfo=timezone.utc).replace(microsecond=0) \
-            if state.paused and info.HasField("update_time") else now
-        for r in info.recent_actions:
-            until = max(until, r.schedule_time.ToDatetime(tzinfo=timezone.utc))
-        if program.get("spec") and program.get("action"):
-            spec = ScheduleSpec.model_validate(program["spec"])
-            action = StartWorkflowAction.model_validate(program["action"])
-            for t in times_between(spec, until, until + LOOK_AHEAD):
-                try:
-                    self.describe(namespace, action_workflow_id(action, t))
-                    until = t  # the server started it: it answers for it
-                except DestinationNotFound:
-                    pass
-        return nominal_text(until)
+    def _identity(self, namespace: str, schedule_id: str, info: Any) -> str:
+        """The first run id of the server's scheduler workflow (kept across its
+        continue-as-new); the schedule's create time where the server runs none."""
+        try:
+            return self.describe(namespace, WORKFLOW_ID_PREFIX + schedule_id) \
+                .first_execution_run_id
+        except DestinationNotFound:
+            return f"created {instant_text(_utc(info.create_time))}"
+
+    def _boundary(self, namespace: str, program: dict, info: Any, recent: tuple,
+                  running: tuple) -> dict[str, Any] | None:
+        """What the server started, read once it shows paused (forward_boundary.py)."""
+        if not program.get("spec"):
+            return None
+        spec = ScheduleSpec.model_validate(program["spec"])
+        action = StartWorkflowAction.model_validate(program["action"]) \
+            if program.get("action") else None
+        created = _utc(info.create_time)
+        applied = _utc(info.update_time) if info.HasField("update_time") else created
+        floor, candidates = probe_plan(spec, action.workflow_id if action else "", created,
+                                       applied, [r["nominal"] for r in recent], list(running))
+        probed: list[tuple[datetime, bool]] = []
+        for t in candidates:
+            if action is None:
+                break  # no action: nothing was ever started
+            probed.append((t, self._exists(namespace, action_workflow_id(action, t))))
+            if probed[-1][1]:
+                break  # the newest started: every earlier time was the server's to decide
+        return observation(created, applied, floor, probed)
+
+    def _exists(self, namespace: str, workflow_id: str) -> bool:
+        try:
+            self.describe(namespace, workflow_id)
+            return True
+        except DestinationNotFound:
+            return False
 
     def update_schedule_state(self, namespace: str, schedule_id: str, conflict_token: str,
                               paused: bool, notes: str) -> None:

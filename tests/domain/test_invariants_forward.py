@@ -69,3 +69,20 @@ def test_a_source_created_without_its_migration_event_is_i20():
 
 def test_a_clean_forward_history_has_no_violation():
     assert codes(log(*events(forward()))) == []
+
+
+def test_a_cursor_its_recorded_boundary_does_not_prove_is_i20():
+    """TemporalFenced v2 carries what the server was seen to start; a cursor taken from the
+    pause's time instead (10:00:20, which the server dropped) is flagged."""
+    boundary = {"created": "2026-12-05T10:00:00.400000Z", "applied": "2026-12-05T10:00:20.700000Z",
+                "floor": "2026-12-05T10:00:19Z",
+                "probed": [["2026-12-05T10:00:21Z", False], ["2026-12-05T10:00:20Z", False]]}
+    for cursor, found in (("2026-12-05T10:00:19Z", []), ("2026-12-05T10:00:20Z", ["I20"])):
+        mig = forward()
+        mig.record([Fact(F.TemporalFenceIssued, {"request_id": "F1", "conflict_token": "1",
+                                                 "pre_paused": False, "pre_notes": "",
+                                                 "worker": "w"}),
+                    Fact(F.TemporalFenced, {"request_id": "F1", "conflict_token": "2",
+                                            "handover": {"spec": {"every": 1}, "cursor": cursor},
+                                            "boundary": boundary})])
+        assert codes(log(*events(mig))) == found

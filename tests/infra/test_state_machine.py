@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
+from schedfence.domain.action import SchedulePolicies, make_action, make_policies, parse_nominal
+from schedfence.domain.exactly_once import Owed
 from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    WORKFLOW_ID_PREFIX, destination_workflow_id,
@@ -35,7 +36,7 @@ from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
 from schedfence.domain.handover import Handover, destination_slots
 from schedfence.domain.invoker import OVERLAPS
 from schedfence.domain.runs import ActionStartIssued
-from schedfence.domain.spec import make_spec, times_between
+from schedfence.domain.spec import make_spec
 from schedfence.domain.ports import DestinationError, StartWorkflow
 from schedfence.domain.schedule import Schedule
 from schedfence.infra.demo.legacy import plant_legacy_v1
@@ -427,7 +428,9 @@ class RollbackMachine(RuleBasedStateMachine):
                       for e in self._events(UUID(m.source_id)) if isinstance(e, ActionStartIssued)}
             assert not issued & set(dest), sorted(issued & set(dest))
             if m.boundary_settled and not h.paused and h.remaining_actions is None:
-                gap = times_between(h.spec, parse_nominal(h.cursor), created)
+                window = timedelta(seconds=(h.policies or SchedulePolicies()).catchup_window)
+                gap = Owed(h.spec, parse_nominal(h.cursor), created, catchup_window=window,
+                           ticks=(created,)).spec_times()  # the oracle, at the create
                 assert set(gap) <= {t for t, _ in dest}, sorted(set(gap) - {t for t, _ in dest})
 
     @invariant()
