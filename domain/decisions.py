@@ -16,7 +16,7 @@ from .migration import CLOSED_PHASES, AnswerKind, Migration, MigrationState
 from .model import Fact, Facts
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
-from .scheduling import check_phase
+from .scheduling import check_overlap_seen, check_phase
 from .schedule import ScheduleState
 
 M = Migration
@@ -47,6 +47,7 @@ def rollback_gate(source: ScheduleState, request_id: str, same_id: MigrationStat
         raise AlreadyExists(f"request id {request_id} was already used by migration "
                             f"{same_id.migration_id} ({same_id.phase}); use a new request id")
     check_phase(source)  # no action start in flight, no stop pending (the phase gate)
+    check_overlap_seen(source)  # no running action a Temporal Schedule's policy cannot see
     return "accept"
 
 

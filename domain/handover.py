@@ -42,7 +42,8 @@ from .errors import InvalidArgument
 from .ids import SCHEDFENCE_NAMESPACE
 from .model import Immutable
 from .program import program_of
-from .spec import ScheduleSpec, times_after, times_between, times_within
+from .spec import (ScheduleSpec, check_same_on_temporal, times_after, times_between,
+                   times_within)
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -114,6 +115,7 @@ def check_handover(h: Handover) -> None:
                               "carries one (wait until they have started)")
     if h.cursor is None:
         raise InvalidArgument("cursor: the schedule has no last processed time")
+    check_same_on_temporal(h.spec)
 
 
 def _left(h: Handover) -> int | None:

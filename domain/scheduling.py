@@ -127,6 +127,19 @@ def _invoke(buffer: list[BufferedStart], running: list[str], paused: bool) -> In
     return replace(decided, keep=tuple(b for b in buffer if b.origin == "auto") + decided.keep)
 
 
+def check_overlap_seen(state: ScheduleState) -> None:
+    """A rollback waits while the source's actions run under an overlap policy other than
+    ``allow_all``: a Temporal Schedule cannot be told of runs it did not start, so its first
+    action would ignore them (start beside one under ``skip``, not wait under ``buffer_*``,
+    not stop it under ``cancel_other``/``terminate_other``) where the never-moved schedule
+    would not. Nothing is written; retry once they close."""
+    overlap = (program_of(state).policies or SchedulePolicies()).overlap
+    if state.running and overlap != "allow_all":
+        raise PhaseBlocked(f"schedule {state.namespace}/{state.schedule_id} has "
+                           f"{len(state.running)} action(s) running under overlap {overlap}, "
+                           "which a Temporal Schedule cannot see; retry after they close")
+
+
 def check_phase(state: ScheduleState) -> None:
     """The phase gate: a rollback waits while a start is in flight (or in backoff) or a stop
     is pending, so no action of the source can land after its fence (I1)."""

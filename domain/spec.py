@@ -143,6 +143,63 @@ def sub_hour_shift(name: str) -> date | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def dst_hours(name: str) -> frozenset[int]:
+    """The local hours that a clock change of ``name`` skips or repeats, 2000 to 2100 (New
+    York: 2, skipped in spring; 1, repeated in autumn)."""
+    tz, day, hours = zone(name), datetime(2000, 1, 1, tzinfo=UTC), set()
+    before = day.astimezone(tz).utcoffset()
+    while day.year < 2100:
+        day += timedelta(days=1)
+        offset = day.astimezone(tz).utcoffset()
+        if offset != before:
+            assert offset is not None and before is not None
+            lo, hi = day - timedelta(days=1), day  # the change is in (lo, hi]
+            while hi - lo > timedelta(minutes=1):
+                mid = lo + (hi - lo) / 2
+                lo, hi = (mid, hi) if mid.astimezone(tz).utcoffset() == before else (lo, mid)
+            hi = hi.replace(second=0, microsecond=0)  # clocks change at whole minutes
+            a, b = sorted((hi + before, hi + offset))  # the wall-clock stretch skipped/repeated
+            t = a.replace(minute=0, second=0, microsecond=0)
+            while t < b:
+                hours.add(t.hour)
+                t += timedelta(hours=1)
+            before = offset
+    return frozenset(hours)
+
+
+def fixed_hours(field: str) -> set[int]:
+    """The hours a cron hour field names, or the empty set for a wildcard one (``*``,
+    ``*/n``): cron runs a wildcard hour in whatever hours a day has, as Temporal does."""
+    if field.startswith("*"):
+        return set()
+    hours: set[int] = set()
+    for part in field.split(","):
+        span, _, step = part.partition("/")
+        first, _, last = span.partition("-")
+        hours.update(range(int(first), int(last or (23 if step else first)) + 1,
+                           int(step or 1)))
+    return hours
+
+
+def check_same_on_temporal(spec: ScheduleSpec) -> None:
+    """Refuse (``invalid_argument`` naming ``cron``) a cron string whose fixed hours include
+    one that the zone's clock changes skip or repeat: there this scheduler runs the time
+    once (after a skipped hour, at its first instant), Temporal's never or twice, so the
+    starts would change when the schedule moves between them."""
+    if not spec.cron_expressions:
+        return
+    changed = dst_hours(spec.time_zone)
+    for cron in spec.cron_expressions:
+        both = sorted(fixed_hours(cron.split()[1]) & changed)
+        if both:
+            raise _refuse("cron", f"{cron!r} runs at hour {', '.join(map(str, both))} in "
+                                  f"{spec.time_zone}, which its clock changes skip or "
+                                  "repeat: this scheduler runs such a time once, Temporal's "
+                                  "never or twice, so a handover would change its starts; use "
+                                  "another hour, a wildcard hour or UTC")
+
+
 def make_spec(*, intervals: list[tuple[int, int]] | tuple = (), cron: list[str] | tuple = (),
               start_at: datetime | None = None, end_at: datetime | None = None,
               jitter: int = 0, time_zone: str = "UTC") -> ScheduleSpec:

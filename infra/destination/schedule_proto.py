@@ -184,11 +184,13 @@ def _spec_back(spec: ScheduleSpec) -> ds.ScheduleSpec:
     """The source's spec, checked as a new schedule's is (``ValueError`` or a refusal,
     ``invalid_argument``: the source cannot run it the same)."""
     crons = tuple(spec.cron_string) + calendar_crons(spec)
-    return ds.make_spec(
+    back = ds.make_spec(
         intervals=[(i.interval.seconds, i.phase.seconds) for i in spec.interval], cron=crons,
         start_at=_time(spec.start_time) if spec.HasField("start_time") else None,
         end_at=_time(spec.end_time) if spec.HasField("end_time") else None,
         jitter=spec.jitter.seconds, time_zone=spec.timezone_name or "UTC")
+    ds.check_same_on_temporal(back)  # a clock change's hour runs differently here
+    return back
 
 
 def _action_back(action: ScheduleAction) -> da.StartWorkflowAction:

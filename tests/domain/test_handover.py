@@ -135,3 +135,31 @@ def test_a_new_incarnation_carries_its_keys_cursor_backfills_and_trigger():
         "cursor": nominal_text(M), "backfill_count": 3, "last_trigger": nominal_text(M - S)}
     assert carried_over(program, M + 5 * S, None)["cursor"] == nominal_text(M + 5 * S)
     assert carried_over(None, M, dead)["cursor"] is None  # no spec: no cursor
+
+
+def test_a_fixed_hour_a_clock_change_skips_or_repeats_is_refused_before_the_fence():
+    """Where the two schedulers differ by nature: at 02:30 in New York the source runs the
+    spring-forward day's time at 03:00 and the autumn's once, Temporal's scheduler never and
+    twice. Such a handover is refused naming ``cron``; a wildcard hour, another hour and UTC
+    are the same on both and go ahead."""
+    import pytest
+
+    from schedfence.domain.errors import InvalidArgument
+    from schedfence.domain.spec import dst_hours
+
+    assert dst_hours("America/New_York") == {1, 2} and dst_hours("Europe/Berlin") == {2}
+    assert dst_hours("UTC") == frozenset()
+
+    def with_cron(cron: str, zone: str):
+        program = Program(make_spec(cron=[cron], time_zone=zone),
+                          make_action(workflow_type="W", task_queue="q", workflow_id="a"))
+        state = replace(ScheduleState("ns", "s", 1, False, ""), **program.fields(),
+                        cursor=nominal_text(M))
+        return handover_of(state, False, "")
+
+    for cron in ("30 2 * * *", "0 1-3 * * *", "15 0,2 * * 1"):
+        with pytest.raises(InvalidArgument, match="^cron: .*America/New_York"):
+            patch_plan(with_cron(cron, "America/New_York"), M)
+    for cron, zone in (("30 2 * * *", "UTC"), ("30 4 * * *", "America/New_York"),
+                       ("30 * * * *", "America/New_York"), ("0 */2 * * *", "Europe/Berlin")):
+        assert patch_plan(with_cron(cron, zone), M).until == M

@@ -14,7 +14,7 @@ from schedfence.domain.decisions import rollback_gate
 from schedfence.domain.errors import PhaseBlocked
 from schedfence.domain.program import Program
 from schedfence.domain.runs import ActionStarted
-from schedfence.domain.scheduling import tick
+from schedfence.domain.scheduling import run_closed, tick
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.spec import make_spec
 
@@ -96,12 +96,20 @@ def test_limited_actions_skip_the_rest_as_limit():
     assert s.state.remaining_actions == 0
 
 
-def test_a_rollback_waits_behind_the_phase_gate_while_a_start_is_in_flight():
-    s = schedule()
+@pytest.mark.parametrize("overlap", ["allow_all", "skip"])
+def test_a_rollback_waits_behind_the_phase_gate_while_a_start_is_in_flight(overlap):
+    """In flight: every policy waits. Running: only ``allow_all`` goes ahead, since a
+    Temporal Schedule's overlap policy cannot see a run it did not start (the others wait
+    for the close, nothing written)."""
+    s = schedule(overlap)
     s.record(tick(s.state, start_of(s) + timedelta(seconds=3)))
-    with pytest.raises(PhaseBlocked):
+    with pytest.raises(PhaseBlocked, match="in flight"):
         rollback_gate(s.state, "R1", None, None)
     started = s.state.issued[0]
     s.record([(ActionStarted, {"nominal": started["nominal"], "origin": "auto",
                                "workflow_id": started["workflow_id"], "run_id": "r1"})])
+    if overlap != "allow_all":
+        with pytest.raises(PhaseBlocked, match="running under overlap skip"):
+            rollback_gate(s.state, "R1", None, None)
+        s.record(run_closed(s.state, started["workflow_id"], "completed"))
     assert rollback_gate(s.state, "R1", None, None) == "accept"

@@ -60,7 +60,7 @@ def test_an_unknown_outcome_is_retried_after_a_growing_backoff_with_the_same_req
 
 
 def test_a_start_in_backoff_holds_the_phase_gate_until_it_is_answered():
-    s = schedule()
+    s = schedule("allow_all")  # a running action holds the others' gate too
     issued, now = issued_at(s)
     s.record(start_answered(s.state, issued, DestinationUnavailable("timeout"), now))
     with pytest.raises(PhaseBlocked):

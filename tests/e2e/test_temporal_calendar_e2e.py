@@ -87,3 +87,38 @@ def test_a_calendar_whose_days_cron_reads_otherwise_parks_unsupported(
         assert (desc.schedule.state.paused, desc.schedule.state.notes) == (False, "theirs")
         with pytest.raises(NotFound):  # nothing created on the source
             svc.load.source(NS, sid)
+
+
+def test_a_clock_change_hour_is_refused_both_ways_before_any_fence(
+        temporal_env: TemporalEnv, tmp_path: Path) -> None:
+    """At 02:30 New York the source runs the spring-forward day's time once at 03:00 and the
+    autumn's once; Temporal's scheduler never and twice. A rollback of such a schedule is
+    refused naming ``cron`` (nothing written, the source runs on), and a Temporal Schedule at
+    that hour taken back parks ``unsupported_schedule`` before its fence."""
+    from temporalio.client import (Schedule, ScheduleActionStartWorkflow, ScheduleSpec as Spec,
+                                   ScheduleState)
+
+    from schedfence.domain.errors import InvalidArgument
+    tag = uuid.uuid4().hex[:8]
+    with open_service(f"sqlite:///{tmp_path / 'fence.db'}", temporal_env.destination,
+                      worker_id="e2e") as svc:
+        sid = f"dst-src-{tag}"
+        _create(svc, sid, tag, make_spec(cron=["30 2 * * *"], time_zone="America/New_York"))
+        before = svc.event_count()
+        with pytest.raises(InvalidArgument, match="^cron: "):
+            svc.rollback(NS, sid, f"R-{tag}")
+        assert svc.event_count() == before and not svc.schedule(NS, sid).migration_pending
+        theirs = f"dst-tmp-{tag}"
+        schedule = Schedule(action=ScheduleActionStartWorkflow(f"Dst{tag}", id=f"dst-{tag}",
+                                                               task_queue=f"q-{tag}"),
+                            spec=Spec(cron_expressions=["30 2 * * *"],
+                                      time_zone_name="America/New_York"),
+                            state=ScheduleState(note="theirs"))
+        temporal_env.ops.run(lambda: temporal_env.ops.client.create_schedule(theirs, schedule))
+        svc.forward(NS, theirs, f"F-{tag}")
+        svc.run_until_idle(retry_for=10.0)
+        st = svc.forward_state(NS, theirs, f"F-{tag}")
+        assert (st.phase, st.park_reason) == ("parked", "unsupported_schedule")
+        assert "America/New_York" in st.park_detail
+        desc = temporal_env.ops.describe_schedule(theirs)
+        assert (desc.schedule.state.paused, desc.schedule.state.notes) == (False, "theirs")

@@ -179,8 +179,9 @@ def corrupt(w: World) -> None:
 
 def s1(w: World) -> None:
     """A schedule takes actions (buffer_one overlap: one waits, the rest skip); a rollback is
-    refused by the phase gate while a start's answer is unknown; once answered, the fence
-    stops every action and the handover completes."""
+    refused by the phase gate while a start's answer is unknown, and while its run runs (a
+    Temporal Schedule's buffer_one could not see it); once closed, the fence stops every
+    action and the handover completes."""
     w.service.create_schedule(NS, "s1", spec=make_spec(intervals=[(2, 0)]),
                               action=make_action(workflow_type="Report", task_queue="q",
                                                  workflow_id="act"),
@@ -194,6 +195,10 @@ def s1(w: World) -> None:
     w.service.run_scheduler(now=t0 + timedelta(seconds=7))  # closed; the buffered one starts
     refused(lambda: w.service.rollback(NS, "s1", "R1"))  # phase gate: its answer was lost
     w.service.run_scheduler(now=t0 + timedelta(seconds=8))  # after the backoff: a dedupe
+    refused(lambda: w.service.rollback(NS, "s1", "R1"))  # it runs: Temporal could not see it
+    while w.service.load.source(NS, "s1").state.running:  # it closes, the buffered one runs
+        w.dest.complete(NS, w.service.load.source(NS, "s1").state.running[0])
+        w.service.run_scheduler(now=t0 + timedelta(seconds=8))  # its close seen
     w.service.rollback(NS, "s1", "R1")
     w.service.run_scheduler(now=t0 + timedelta(seconds=30))  # fenced: nothing
     w.service.run_until_idle()
@@ -231,6 +236,9 @@ def s2(w: World) -> None:
     refused(lambda: w.service.rollback(NS, "s2", "R2"))  # phase gate: stops pending
     for _ in range(3):  # stops carried out, closes seen, the trigger starts
         w.service.run_scheduler(now=t0 + timedelta(seconds=3))
+    for workflow_id in w.service.load.source(NS, "s2").state.running:  # the trigger's run
+        w.dest.complete(NS, workflow_id)
+    w.service.run_scheduler(now=t0 + timedelta(seconds=3))  # its close seen
     w.service.rollback(NS, "s2", "R2")
     w.service.run_scheduler(now=t0 + timedelta(hours=2))  # fenced: nothing
     w.service.run_until_idle()

@@ -30,7 +30,7 @@ from schedfence.domain.spec import make_spec, times_after
 from schedfence.infra.destination.schedule_proto import from_temporal, to_temporal
 
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
-CRONS = ["*/5 * * * *", "0 9 * * 1-5", "@daily", "30 2 1 * *"]
+CRONS = ["*/5 * * * *", "0 9 * * 1-5", "@daily", "30 4 1 * *"]  # no clock-change hour
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
 
 
