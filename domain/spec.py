@@ -126,28 +126,10 @@ def cron_fields(expression: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def sub_hour_shift(name: str) -> date | None:
-    """The first day since 2000 (until 2100) on which ``name`` moves its clock by other than
-    whole hours (Lord Howe's 30-minute DST, Pyongyang 2015, ...), or None. The cron library
-    steps through such a shift in whole hours and would drop or repeat times there."""
-    tz, day = zone(name), datetime(2000, 1, 1, tzinfo=UTC)
-    before = day.astimezone(tz).utcoffset()
-    while day.year < 2100:
-        day += timedelta(days=1)
-        offset = day.astimezone(tz).utcoffset()
-        if offset != before:
-            assert offset is not None and before is not None
-            if (offset - before).total_seconds() % 3600:
-                return day.date()
-            before = offset
-    return None
-
-
-@functools.lru_cache(maxsize=64)
-def dst_hours(name: str) -> frozenset[int]:
-    """The local hours that a clock change of ``name`` skips or repeats, 2000 to 2100 (New
-    York: 2, skipped in spring; 1, repeated in autumn)."""
-    tz, day, hours = zone(name), datetime(2000, 1, 1, tzinfo=UTC), set()
+def clock_changes(name: str) -> tuple[tuple[datetime, timedelta, timedelta], ...]:
+    """Every change of ``name``'s UTC offset from 2000 to 2100: (the UTC instant, to the
+    minute, offset before, offset after)."""
+    tz, day, out = zone(name), datetime(2000, 1, 1, tzinfo=UTC), []
     before = day.astimezone(tz).utcoffset()
     while day.year < 2100:
         day += timedelta(days=1)
@@ -158,13 +140,30 @@ def dst_hours(name: str) -> frozenset[int]:
             while hi - lo > timedelta(minutes=1):
                 mid = lo + (hi - lo) / 2
                 lo, hi = (mid, hi) if mid.astimezone(tz).utcoffset() == before else (lo, mid)
-            hi = hi.replace(second=0, microsecond=0)  # clocks change at whole minutes
-            a, b = sorted((hi + before, hi + offset))  # the wall-clock stretch skipped/repeated
-            t = a.replace(minute=0, second=0, microsecond=0)
-            while t < b:
-                hours.add(t.hour)
-                t += timedelta(hours=1)
+            out.append((hi.replace(second=0, microsecond=0), before, offset))  # whole minutes
             before = offset
+    return tuple(out)
+
+
+def sub_hour_shift(name: str) -> date | None:
+    """The first day since 2000 (until 2100) on which ``name`` moves its clock by other than
+    whole hours (Lord Howe's 30-minute DST, Pyongyang 2015, ...), or None. The cron library
+    steps through such a shift in whole hours and would drop or repeat times there."""
+    return next((at.date() for at, before, after in clock_changes(name)
+                 if (after - before).total_seconds() % 3600), None)
+
+
+@functools.lru_cache(maxsize=64)
+def dst_hours(name: str) -> frozenset[int]:
+    """The local hours that a clock change of ``name`` skips or repeats, 2000 to 2100 (New
+    York: 2, skipped in spring; 1, repeated in autumn)."""
+    hours = set()
+    for at, before, after in clock_changes(name):
+        a, b = sorted((at + before, at + after))  # the wall-clock stretch skipped/repeated
+        t = a.replace(minute=0, second=0, microsecond=0)
+        while t < b:
+            hours.add(t.hour)
+            t += timedelta(hours=1)
     return frozenset(hours)
 
 
