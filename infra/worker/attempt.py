@@ -19,8 +19,10 @@ from schedfence.domain import handoff as h
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
-                                     HandoverTarget,
+                                     HandoverTarget, RetentionReader,
                                      DestinationUnavailable, RunDescription)
+from schedfence.domain.retention import (RETENTION_MARGIN_SECONDS, ClaimRecord,
+                                         RetentionReading)
 from schedfence.domain.schedule import Schedule
 
 from schedfence.infra.observability.calls import latency_of
@@ -36,18 +38,21 @@ CrashHook = Callable[[str], None]
 CLAIM_GRACE_SECONDS = 15.0
 LOG = get_logger("worker")
 # Each step's destination call, by the port method it makes (the latency metric's ``call``).
-CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover"}
+CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover",
+         "retention": "retention_seconds"}
 BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
 
 
 class TaskWorker:
     def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
                  crash_hook: CrashHook | None = None,
-                 claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
+                 claim_grace: float = CLAIM_GRACE_SECONDS,
+                 retention_margin: float = RETENTION_MARGIN_SECONDS) -> None:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.load = Aggregates(app)
         self.crash_hook = crash_hook or (lambda point: None)
         self.claim_grace = claim_grace
+        self.retention_margin = retention_margin  # F16: retention less this proves absence
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
@@ -221,7 +226,38 @@ class TaskWorker:
         claimed it (this worker too, or one on the store before a failover), the one start
         may still be on its way."""
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
-        return replace(obs, claim_age=round(_age(mig), 3), claim_grace=self.claim_grace)
+        observed_at = datetime.now(timezone.utc)
+        obs = replace(obs, claim_age=round(_age(mig, observed_at), 3),
+                      claim_grace=self.claim_grace)
+        if obs.failure == "no_current_run" and not obs.in_flight:
+            return self._with_retention(mig, obs, observed_at)
+        return obs
+
+    def _with_retention(self, mig: Migration, obs: d.ChainObservation,
+                        observed_at: datetime) -> d.ChainObservation:
+        """No run at all at the workflow id: read the namespace's retention now, so the
+        decision can tell whether that absence proves no create committed (F16). A failed
+        read is an unreachable destination (nothing changes)."""
+        dest = self.destination
+        if not isinstance(dest, RetentionReader):
+            return obs  # no retention known: absence proves nothing, as before
+        try:
+            seconds = self._call("retention",
+                                 lambda: dest.retention_seconds(mig.state.namespace))
+        except DestinationError as exc:
+            return replace(obs, failure="unavailable", detail=f"retention: {exc}")
+        return replace(obs, retention=RetentionReading(
+            observed_at, float(seconds), self._latest_claim(mig), self.retention_margin))
+
+    def _latest_claim(self, mig: Migration) -> ClaimRecord | None:
+        """The latest claim in the migration's log, and the answer to its start since."""
+        answer = "none"
+        for event in self.app.events.get(mig.id, desc=True):
+            if isinstance(event, Migration.DestinationAnswered) and answer == "none":
+                answer = event.kind  # the latest answer, if it follows the latest claim
+            if isinstance(event, Migration.StartClaimConsumed):
+                return ClaimRecord(event.timestamp, answer)
+        return None
 
     def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
@@ -289,6 +325,6 @@ class TaskWorker:
         return d.ChainObservation(head=head, **seen)
 
 
-def _age(mig: Migration) -> float:
+def _age(mig: Migration, now: datetime | None = None) -> float:
     """Seconds since the migration's last step, now (the step's own clock is the writer's)."""
-    return (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
+    return ((now or datetime.now(timezone.utc)) - mig.modified_on).total_seconds()
