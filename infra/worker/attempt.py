@@ -30,7 +30,8 @@ from schedfence.infra.observability.logs import appending, get_logger
 from schedfence.infra.store.aggregates import Aggregates
 from schedfence.infra.store.eventstore import FenceApplication
 
-AttemptResult = Literal["progress", "idle", "backoff"]
+# "wait": another start may still land (the claim grace); a drain waits it out (drain.py).
+AttemptResult = Literal["progress", "idle", "backoff", "wait"]
 CrashHook = Callable[[str], None]
 # How long a claim consumed by *another* worker counts as in flight: its one start call may
 # still be under way (deadline 5 s), and reconciling before it lands would see no run and
@@ -97,7 +98,7 @@ class TaskWorker:
             except (MigrationPending, Closed):
                 return result  # the fence no longer holds this id (I10): change nothing
             if step != "progress":
-                return "backoff" if step == "backoff" else result
+                return step if step in ("backoff", "wait") else result
             result = "progress"
         return result
 
@@ -112,7 +113,7 @@ class TaskWorker:
         if step in ("drop", "fail_closed", "idle"):
             return "idle"
         if step == "wait":
-            return "backoff"  # another worker's start may still land: let it
+            return "wait"  # another worker's start may still land: let it
         if step == "close":
             if h.needs_settle(st, isinstance(self.destination, HandoverTarget)):
                 return self._settle(mig, attempt)
@@ -217,7 +218,7 @@ class TaskWorker:
         obs = self._observe_chain_in_window(mig)
         verdict = h.chain(self._source(mig).state, mig.state, obs, attempt, self.worker_id)
         if verdict.empty:
-            return "backoff"  # absent, but inside the grace: look again later
+            return "wait"  # absent, but inside the grace: look again after it
         self._commit("chain", mig, verdict)
         return "backoff" if obs.failure == "unavailable" else "progress"
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.retention import REARM_REASON
+from schedfence.infra import jobs
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.service import MigrationService, open_service
 from tests.helpers import start_foreign
@@ -136,3 +139,33 @@ def test_a_chain_deleted_by_hand_defeats_the_rule_as_documented(tmp_path: Path):
         svc.run_until_idle()
         assert svc.migration(NS, "deleted").state == "completed"
         assert sim.created_count(NS, wid) == 2
+
+
+def test_a_job_killed_between_claim_and_start_reruns_at_once_to_completion(tmp_path: Path):
+    """The rerun comes at once, inside the dead run's claim grace: its drain waits the grace
+    out (``wait``) rather than giving up (``not_drained``), then re-arms each claim on absence
+    and starts it once. The report: every schedule completed, none parked."""
+    class Die(Exception):
+        pass
+
+    def die(point: str) -> None:
+        if point == "start.before_call":
+            raise Die(point)
+
+    sim, url = SimulatedDestination(seed=16), f"sqlite:///{tmp_path / 'f.db'}"
+    sids = [f"job-{i}" for i in range(5)]
+    svc = _service(url, sim, "job-run-1", die)
+    for sid in sids:
+        svc.create_schedule(NS, sid)
+    with pytest.raises(Die):
+        jobs.run_job(svc, "j1", NS, "workflow", match="job-*")
+    svc.close()
+    assert sim.workflow_ids() == []  # the kill came before any start
+    with _service(url, sim, "job-run-2") as rerun:
+        rerun.retry_for = 0.1  # less than the grace: only the wait for it drains the rerun
+        report = jobs.run_job(rerun, "j1", NS, "workflow", match="job-*")
+        assert report["drain"]["drained"], report["drain"]
+        assert report["counts"]["completed"] == len(sids) and report["counts"]["parked"] == 0
+        _one_chain_each(rerun, sim, sids)
+        assert any(_kinds(rerun, sid, "StartClaimRearmed", "reason") == [REARM_REASON]
+                   for sid in sids)
