@@ -13,7 +13,9 @@ created (its head's create id is ours: the receipt) or finds no run at all at
 retention, which proves no create committed: the claim is re-armed and started once more.
 
 Judged by the server's own listing: one chain per schedule, started once; every source closed
-on its receipt; nothing parked; the checker clean.
+on its receipt; nothing parked; the checker clean. The first ``PROGRAMS`` schedules run an
+action every 2 s: every nominal time owed from the source's cursor on is started once on the
+server (I14, ``check_exactly_once``), whichever create, first or re-armed, took the schedule.
 """
 from __future__ import annotations
 
@@ -23,12 +25,16 @@ import threading
 import time
 import uuid
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from schedfence.domain.action import make_action, make_policies, parse_nominal
+from schedfence.domain.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.spec import make_spec
 from schedfence.domain.retention import REARM_REASON
 from schedfence.infra.destination.temporal import TemporalDestination
 from schedfence.infra.service import open_service
@@ -39,6 +45,8 @@ from tests.temporal_server import ServerError, wait_ready
 SCHEDULES = int(os.environ.get("SCHEDFENCE_RETENTION_E2E_SCHEDULES", "40"))
 GRACE = 2.0  # the claim grace: longer than a start's deadline below
 ISSUED = "schedfence.migration.DestinationStartIssued"
+PROGRAMS = 4  # schedules with an action every 2 s (the rest: pause-and-notes)
+SPEC = make_spec(intervals=[(2, 0)])
 
 
 @pytest.fixture
@@ -75,11 +83,46 @@ def _kill_once_starts_go_out(own_server: OwnServer, store: Path, worker: threadi
     while time.monotonic() < deadline and worker.is_alive():
         issued = _issued(store)
         if issued:
-            time.sleep(0.02)  # some creates land, some are cut
+            time.sleep(0.1)  # some creates land, some are cut
             own_server.kill()
             return issued
         time.sleep(0.002)
     raise AssertionError("the batch never started")
+
+
+def _create(svc, sid: str, wtype: str | None) -> datetime | None:
+    """A pause-and-notes schedule, or (``wtype``) one with an action every 2 s; its cursor."""
+    if wtype is None:
+        svc.create_schedule(NS, sid, notes=f"job {sid}")
+        return None
+    svc.create_schedule(NS, sid, notes=f"job {sid}", spec=SPEC,
+                        action=make_action(workflow_type=wtype, task_queue=f"q-{sid}",
+                                           workflow_id=f"act-{sid}"),
+                        policies=make_policies(overlap="allow_all"))
+    return parse_nominal(svc.load.source(NS, sid).state.cursor)
+
+
+def _each_time_once(ops: ServerOps, svc, wtype: str, firsts: dict[str, datetime]) -> int:
+    """Every nominal time owed since each source's cursor started once on the server; how
+    many times that was."""
+    time.sleep(6)  # the servers' schedulers run a few times
+    until = datetime.now(timezone.utc) - timedelta(seconds=3)
+
+    async def listing() -> list[str]:
+        return [wf.id async for wf in ops.client.list_workflows(f'WorkflowType = "{wtype}"')]
+    ids = ops.run(listing)
+    assert len(ids) == len(set(ids))  # no action workflow id ran twice
+    checked = 0
+    for sid, first in firsts.items():
+        on_server = [parse_nominal(i.removeprefix(f"act-{sid}-")) for i in ids
+                     if i.startswith(f"act-{sid}-")]
+        assert not any(e.type.endswith("ActionStartIssued") for e in svc.history(NS, sid))
+        verdict = check_exactly_once(Owed(SPEC, first, until), [],
+                                     [t for t in on_server if t <= until])
+        assert verdict.ok, (sid, verdict.describe())
+        checked += len([t for t in on_server if t <= until])
+    assert checked > 0
+    return checked
 
 
 def _of(svc, sid: str, suffix: str) -> list[dict]:
@@ -94,9 +137,13 @@ def test_a_server_killed_mid_batch_parks_nothing(own_server, tmp_path):
     svc = open_service(f"sqlite:///{store}", destination, worker_id="retention-e2e",
                        claim_grace=GRACE, retry_for=1.0)
     ops: ServerOps | None = None
+    wtype = f"Report{uuid.uuid4().hex[:8]}"
+    firsts: dict[str, datetime] = {}
     try:
-        for sid in sids:
-            svc.create_schedule(NS, sid, notes=f"job {sid}")
+        for i, sid in enumerate(sids):
+            first = _create(svc, sid, wtype if i < PROGRAMS else None)
+            if first is not None:
+                firsts[sid] = first
             assert svc.rollback(NS, sid).outcome == "accepted"
         failures: list[BaseException] = []
 
@@ -133,7 +180,9 @@ def test_a_server_killed_mid_batch_parks_nothing(own_server, tmp_path):
             chains = ops.chains(destination_workflow_id(sid), 1)
             assert list(chains) == [mig.destination_first_run_id], (sid, chains)
             assert len(chains[mig.destination_first_run_id]) == 1
-        assert answers["unavailable"] + answers["not_sent"] > 0, answers  # the kill cut some
+        # The kill cut creates in flight (0.1 s after the claims): their outcome was unknown.
+        assert answers["unavailable"] > 0, answers
+        times = _each_time_once(ops, svc, wtype, firsts)
     finally:
         if ops is not None:
             ops.close()
@@ -141,4 +190,5 @@ def test_a_server_killed_mid_batch_parks_nothing(own_server, tmp_path):
         destination.close()
     print(f"\nretention e2e: {SCHEDULES} schedules, killed after {issued} starts issued; "
           f"answers {dict(answers)}; re-armed on absence {len(absent)}; parked 0; "
+          f"{times} action times of {PROGRAMS} schedules each started once; "
           f"{killed_at - began:.1f}s to the kill, {time.monotonic() - killed_at:.1f}s after")
