@@ -169,3 +169,23 @@ def test_a_job_killed_between_claim_and_start_reruns_at_once_to_completion(tmp_p
         _one_chain_each(rerun, sim, sids)
         assert any(_kinds(rerun, sid, "StartClaimRearmed", "reason") == [REARM_REASON]
                    for sid in sids)
+
+
+def test_the_re_arm_on_absence_is_narrated_and_explained(tmp_path: Path):
+    from schedfence.domain.migration import Migration
+    from schedfence.infra.replay.explain import _rearm
+    from schedfence.projections.narration import narrate
+
+    sim = SimulatedDestination(seed=17)
+    with _service(f"sqlite:///{tmp_path / 'f.db'}", sim) as svc:
+        _accept(svc, ["told"])
+        sim.inject("start", "unavailable")
+        svc.run_until_idle()
+        [data] = [e.data for e in svc.history(NS, "told")
+                  if e.type.endswith("StartClaimRearmed")]
+        line = narrate("StartClaimRearmed", data).text
+        assert "no run at the workflow id" in line and "answer was unavailable" in line
+        events = [svc.app.mapper.to_domain_event(n) for n in svc.app.notifications()]
+    rearm = next(e for e in events if isinstance(e, Migration.StartClaimRearmed))
+    state = type("S", (), {"unproven_starts": 1})()
+    assert all(c["equal"] for c in _rearm(rearm, state, {}))
