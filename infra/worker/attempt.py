@@ -159,11 +159,9 @@ class TaskWorker:
             raise
         except Exception as exc:  # the store failed the save: did the claim commit anyway?
             mig = self._claim_if_ours(mig.id, before, attempt, exc)
-        request = d.start_request(mig.state)
-        try:
-            answer: Any = self._call("start", lambda: self.destination.start_workflow(request))
-        except DestinationError as exc:  # the destination's answer, whatever it is, becomes data
-            answer = exc
+        answer = self._start_in_time(mig)
+        if answer is None:
+            return "wait"  # never sent: after the grace, absence re-arms it (F16)
         outcome = d.outcome_of_start(answer)
         recorded = self._record_answer(mig, outcome, attempt)
         if recorded is None:
@@ -172,6 +170,21 @@ class TaskWorker:
         if head is not None:
             self._verify_head(mig, head, outcome, attempt)
         return "backoff" if outcome.kind in BACK_OFF else "progress"
+
+    def _start_in_time(self, mig: Migration) -> Any:
+        """The one start call, and its answer (an error is data too); None if it was not
+        sent because half the claim grace has passed since the claim: a start sent later
+        could land after another worker waited out the grace, found no run and re-armed the
+        claim on absence (F16). The destination's deadline must be within the other half."""
+        if self.claim_grace > 0 and _age(mig) > self.claim_grace / 2:
+            LOG.warning("start not sent: %.1fs after its claim (grace %gs)", _age(mig),
+                        self.claim_grace)
+            return None
+        request = d.start_request(mig.state)
+        try:
+            return self._call("start", lambda: self.destination.start_workflow(request))
+        except DestinationError as exc:  # the destination's answer, whatever it is, is data
+            return exc
 
     def _verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
                      attempt: int) -> None:

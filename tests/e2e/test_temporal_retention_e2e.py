@@ -43,7 +43,7 @@ from tests.e2e.test_temporal_outage_e2e import OwnServer
 from tests.temporal_server import ServerError, wait_ready
 
 SCHEDULES = int(os.environ.get("SCHEDFENCE_RETENTION_E2E_SCHEDULES", "40"))
-GRACE = 2.0  # the claim grace: longer than a start's deadline below
+GRACE = 2.0  # the claim grace: at least twice a start's deadline below
 ISSUED = "schedfence.migration.DestinationStartIssued"
 PROGRAMS = 4  # schedules with an action every 2 s (the rest: pause-and-notes)
 SPEC = make_spec(intervals=[(2, 0)])
@@ -133,7 +133,7 @@ def test_a_server_killed_mid_batch_parks_nothing(own_server, tmp_path):
     began = time.monotonic()
     store = tmp_path / "fence.db"
     sids = [f"ret-{i:03d}-{uuid.uuid4().hex[:6]}" for i in range(SCHEDULES)]
-    destination = TemporalDestination(own_server.target, NS, rpc_timeout=1.5)
+    destination = TemporalDestination(own_server.target, NS, rpc_timeout=1.0)  # <= grace/2
     svc = open_service(f"sqlite:///{store}", destination, worker_id="retention-e2e",
                        claim_grace=GRACE, retry_for=1.0)
     ops: ServerOps | None = None

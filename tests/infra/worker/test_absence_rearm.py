@@ -189,3 +189,24 @@ def test_the_re_arm_on_absence_is_narrated_and_explained(tmp_path: Path):
     rearm = next(e for e in events if isinstance(e, Migration.StartClaimRearmed))
     state = type("S", (), {"unproven_starts": 1})()
     assert all(c["equal"] for c in _rearm(rearm, state, {}))
+
+
+def test_a_start_that_would_go_out_late_is_not_sent_and_is_re_armed(tmp_path: Path):
+    """A worker frozen between its claim and its start for more than half the grace does
+    not send it: another worker's reconcile may already have waited out the grace, found
+    nothing and re-armed (F16). The claim stays consumed; the wait and the re-arm follow."""
+    sim, frozen = SimulatedDestination(seed=18), []
+
+    def freeze(point: str) -> None:
+        if point == "claim.after_append" and not frozen:
+            frozen.append(point)
+            time.sleep(GRACE * 0.7)
+
+    with _service(f"sqlite:///{tmp_path / 'f.db'}", sim, "frozen", freeze) as svc:
+        _accept(svc, ["late"])
+        svc.run_until_idle()
+        wid = destination_workflow_id("late")
+        assert len(sim.start_log(NS, wid)) == 1  # only the start after the re-arm went out
+        _one_chain_each(svc, sim, ["late"])
+        assert _kinds(svc, "late", "StartClaimRearmed", "reason") == [REARM_REASON]
+        assert _kinds(svc, "late", "DestinationAnswered", "kind") == ["created"]
