@@ -270,8 +270,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         return description
 
     def retention_seconds(self, namespace: str) -> float:
-        """The namespace's retention (``RetentionReader``): the simulator keeps closed runs
-        until ``delete`` (a test's retention or a hand delete), so this is what it is told."""
+        """``RetentionReader``: as told (closed runs stay until ``delete``)."""
         return self.retention
 
     def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,

@@ -129,57 +129,64 @@ def _of(svc, sid: str, suffix: str) -> list[dict]:
     return [e.data for e in svc.history(NS, sid) if e.type.endswith(suffix)]
 
 
+def _drain_and_kill(svc, own_server: OwnServer, store: Path) -> int:
+    """Drain in a thread and SIGKILL the server once starts go out; starts issued by then."""
+    failures: list[BaseException] = []
+
+    def drain() -> None:
+        try:
+            svc.run_until_idle()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+    worker = threading.Thread(target=drain, name="retention-e2e-drain")
+    worker.start()
+    issued = _kill_once_starts_go_out(own_server, store, worker)
+    worker.join(120)
+    assert not worker.is_alive() and not failures, failures
+    return issued
+
+
+def _one_chain_each(svc, ops: ServerOps, sids: list[str]) -> None:
+    """Nothing parked, every source closed on the one chain the server lists for it."""
+    states = Counter(svc.migration(NS, sid).state for sid in sids)
+    assert svc.migrations_by_state("parked") == [], states
+    assert states == {"completed": len(sids)}, states
+    assert svc.verify() == []
+    for sid in sids:
+        mig = svc.migration(NS, sid)
+        assert svc.schedule(NS, sid).closed
+        chains = ops.chains(destination_workflow_id(sid), 1)
+        assert list(chains) == [mig.destination_first_run_id], (sid, chains)
+        assert len(chains[mig.destination_first_run_id]) == 1
+
+
 def test_a_server_killed_mid_batch_parks_nothing(own_server, tmp_path):
-    began = time.monotonic()
-    store = tmp_path / "fence.db"
+    began, store = time.monotonic(), tmp_path / "fence.db"
     sids = [f"ret-{i:03d}-{uuid.uuid4().hex[:6]}" for i in range(SCHEDULES)]
     destination = TemporalDestination(own_server.target, NS, rpc_timeout=1.0)  # <= grace/2
     svc = open_service(f"sqlite:///{store}", destination, worker_id="retention-e2e",
                        claim_grace=GRACE, retry_for=1.0)
     ops: ServerOps | None = None
-    wtype = f"Report{uuid.uuid4().hex[:8]}"
-    firsts: dict[str, datetime] = {}
+    wtype, firsts = f"Report{uuid.uuid4().hex[:8]}", {}
     try:
         for i, sid in enumerate(sids):
             first = _create(svc, sid, wtype if i < PROGRAMS else None)
             if first is not None:
                 firsts[sid] = first
             assert svc.rollback(NS, sid).outcome == "accepted"
-        failures: list[BaseException] = []
-
-        def drain() -> None:
-            try:
-                svc.run_until_idle()
-            except BaseException as exc:  # reported below
-                failures.append(exc)
-        worker = threading.Thread(target=drain, name="retention-e2e-drain")
-        worker.start()
-        issued = _kill_once_starts_go_out(own_server, store, worker)
-        worker.join(120)
-        assert not worker.is_alive() and not failures, failures
+        issued = _drain_and_kill(svc, own_server, store)
         killed_at = time.monotonic()
-
         own_server.start()  # same port, same temporal.db
         wait_ready(own_server.target, NS)
         for _ in range(10):  # reconnects lazily; unknown starts wait out the claim grace
             svc.run_until_idle(retry_for=GRACE + 1)
             if all(svc.migration(NS, sid).state == "completed" for sid in sids):
                 break
-
-        states = Counter(svc.migration(NS, sid).state for sid in sids)
-        assert svc.migrations_by_state("parked") == [], states
-        assert states == {"completed": SCHEDULES}, states
-        assert svc.verify() == []
+        ops = ServerOps(own_server.target)
+        _one_chain_each(svc, ops, sids)
         answers = Counter(a["kind"] for sid in sids for a in _of(svc, sid, "DestinationAnswered"))
         absent = [sid for sid in sids if any(r["reason"] == REARM_REASON
                                              for r in _of(svc, sid, "StartClaimRearmed"))]
-        ops = ServerOps(own_server.target)
-        for sid in sids:
-            mig = svc.migration(NS, sid)
-            assert svc.schedule(NS, sid).closed
-            chains = ops.chains(destination_workflow_id(sid), 1)
-            assert list(chains) == [mig.destination_first_run_id], (sid, chains)
-            assert len(chains[mig.destination_first_run_id]) == 1
         # The kill cut creates in flight (0.1 s after the claims): their outcome was unknown.
         assert answers["unavailable"] > 0, answers
         times = _each_time_once(ops, svc, wtype, firsts)
