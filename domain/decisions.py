@@ -8,6 +8,7 @@ the source's side and the fence rechecks, so each command is one decision over b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
@@ -225,6 +226,7 @@ class ChainObservation:
     detail: str = ""
     claim_age: float | None = None  # seconds since the migration's last step, when read
     claim_grace: float | None = None  # for how long after it a start may still land
+    observed_at: datetime | None = None  # when the destination was read
     retention: rt.RetentionReading | None = None  # read when the describe found no run
 
     @property

@@ -229,6 +229,8 @@ class TaskWorker:
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
+        if obs.failure == "no_current_run" and not obs.in_flight:
+            obs = self._with_retention(mig, obs)
         verdict = h.chain(self._source(mig).state, mig.state, obs, attempt, self.worker_id)
         if verdict.empty:
             return "wait"  # absent, but inside the grace: look again after it
@@ -241,14 +243,10 @@ class TaskWorker:
         may still be on its way."""
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
         observed_at = datetime.now(timezone.utc)
-        obs = replace(obs, claim_age=round(_age(mig, observed_at), 3),
-                      claim_grace=self.claim_grace)
-        if obs.failure == "no_current_run" and not obs.in_flight:
-            return self._with_retention(mig, obs, observed_at)
-        return obs
+        return replace(obs, claim_age=round(_age(mig, observed_at), 3),
+                       claim_grace=self.claim_grace, observed_at=observed_at)
 
-    def _with_retention(self, mig: Migration, obs: d.ChainObservation,
-                        observed_at: datetime) -> d.ChainObservation:
+    def _with_retention(self, mig: Migration, obs: d.ChainObservation) -> d.ChainObservation:
         """No run at all at the workflow id: read the namespace's retention now, so the
         decision can tell whether that absence proves no create committed (F16). A failed
         read is an unreachable destination (nothing changes)."""
@@ -260,8 +258,9 @@ class TaskWorker:
                                  lambda: dest.retention_seconds(mig.state.namespace))
         except DestinationError as exc:
             return replace(obs, failure="unavailable", detail=f"retention: {exc}")
+        assert obs.observed_at is not None
         return replace(obs, retention=RetentionReading(
-            observed_at, float(seconds), self._latest_claim(mig), self.retention_margin))
+            obs.observed_at, float(seconds), self._latest_claim(mig), self.retention_margin))
 
     def _latest_claim(self, mig: Migration) -> ClaimRecord | None:
         """The latest claim in the migration's log, and the answer to its start since."""
