@@ -17,6 +17,7 @@ from schedfence.infra import jobs
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.service import MigrationService, open_service
 from tests.helpers import start_foreign
+from tests.infra.worker.pool_helpers import store  # noqa: F401 (fixture: SQLite, PostgreSQL)
 
 NS = "default"
 GRACE = 0.3  # the claim grace: long enough to be a grace, short enough for a test
@@ -49,10 +50,10 @@ def _one_chain_each(svc: MigrationService, sim: SimulatedDestination, sids: list
     assert svc.verify() == []
 
 
-def test_a_start_lost_with_the_server_re_arms_on_absence_and_completes(tmp_path: Path):
+def test_a_start_lost_with_the_server_re_arms_on_absence_and_completes(store: str):
     sim = SimulatedDestination(seed=11)
     sids = [f"crash-{i}" for i in range(6)]
-    with _service(f"sqlite:///{tmp_path / 'f.db'}", sim) as svc:
+    with _service(store, sim) as svc:
         _accept(svc, sids)
         sim.inject("start", "unavailable", times=len(sids))  # died before committing
         svc.run_until_idle()
@@ -68,7 +69,7 @@ def test_a_start_lost_with_the_server_re_arms_on_absence_and_completes(tmp_path:
             assert seen["retention_seconds"] == sim.retention
 
 
-def test_a_worker_killed_between_claim_and_start_leaves_nothing_parked(tmp_path: Path):
+def test_a_worker_killed_between_claim_and_start_leaves_nothing_parked(store: str):
     class Die(Exception):
         pass
 
@@ -76,7 +77,7 @@ def test_a_worker_killed_between_claim_and_start_leaves_nothing_parked(tmp_path:
         if point == "start.before_call":
             raise Die(point)
 
-    sim, url = SimulatedDestination(seed=12), f"sqlite:///{tmp_path / 'f.db'}"
+    sim, url = SimulatedDestination(seed=12), store
     sids = [f"killed-{i}" for i in range(4)]
     svc = _service(url, sim, "w1", die_before_start)
     _accept(svc, sids)
