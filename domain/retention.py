@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from .model import Immutable
 
@@ -39,7 +39,7 @@ class AbsenceObserved(Immutable):
     """What a re-arm on absence rests on, recorded on ``StartClaimRearmed`` (v2)."""
 
     observed_at: datetime  # when the describe answered (the worker's clock)
-    source: Literal["describe_workflow_execution"] = DESCRIBE
+    source: str = DESCRIBE  # any other (a visibility listing) proves nothing: I9 says so
     run_found: bool = False  # False: NOT_FOUND for the workflow id, no run open or closed
     answer: str  # the start's recorded answer: "unavailable", or "none" (a crash)
     claim_age: float  # seconds from the unproven start's claim to observed_at

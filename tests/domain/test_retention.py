@@ -157,8 +157,10 @@ def test_the_checker_accepts_a_re_arm_that_satisfies_the_rule():
     ({"claim_age": 1.0, "observed_at": T0 + timedelta(days=3)}, "the log's is"),
     ({"run_found": True}, "a run (open or closed)"),
     ({"margin_seconds": 0.0}, "leaves nothing"),
+    ({"source": "list_workflow_executions"}, "not DescribeWorkflowExecution"),
 ], ids=["claim_too_old", "definite_answer", "answer_not_the_logs", "inside_grace",
-        "step_age_overstated", "claim_age_understated", "run_found", "no_margin"])
+        "step_age_overstated", "claim_age_understated", "run_found", "no_margin",
+        "visibility"])
 def test_the_checker_flags_a_re_arm_whose_observation_proves_nothing(change, why):
     violations = check_history(numbered(_re_armed(**change)))
     assert [v.invariant for v in violations] == ["I9"], violations
