@@ -8,12 +8,14 @@ the source's side and the fence rechecks, so each command is one decision over b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from .errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
 from .ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
 from .migration import CLOSED_PHASES, AnswerKind, Migration, MigrationState
 from .model import Fact, Facts
+from . import retention as rt
 from .ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
 from .scheduling import check_overlap_seen, check_phase
@@ -225,6 +227,8 @@ class ChainObservation:
     detail: str = ""
     claim_age: float | None = None  # seconds since the migration's last step, when read
     claim_grace: float | None = None  # for how long after it a start may still land
+    observed_at: datetime | None = None  # when the destination was read
+    retention: rt.RetentionReading | None = None  # read when the describe found no run
 
     @property
     def in_flight(self) -> bool:
@@ -247,11 +251,7 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
     if obs.in_flight and not chain_owned(state, obs):
         return []  # the start may still land: look again after the grace, park nothing
     if obs.failure is not None:
-        reason = "no_first_run_identity" if obs.failure == "no_first_run_identity" \
-            else "head_missing"
-        return [Fact(M.ChainVerified, dict(seen, verdict=obs.failure)),
-                Fact(M.MigrationParked, dict(ctx, reason=reason,
-                                         detail=obs.detail or obs.failure))]
+        return _absent(state, obs, ctx, seen)
     head = obs.head
     assert head is not None
     owned = chain_owned(state, obs)
@@ -264,6 +264,26 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
             ctx, reason="foreign_destination",
             detail=f"chain head {obs.first_run_id} was not started by {state.request_id}")))
     return facts
+
+
+def _absent(state: MigrationState, obs: ChainObservation, ctx: dict[str, Any],
+            seen: dict[str, Any]) -> Facts:
+    """No chain head to judge: re-arm when no run at all is at the workflow id inside the
+    namespace's retention and the start's outcome was unknown (F16, retention.py); else park,
+    saying why absence proved nothing."""
+    detail = obs.detail or obs.failure or ""
+    if obs.failure == "no_current_run":
+        absence, why = rt.absence_proof(state.phase, state.unproven_starts, state.unverified,
+                                        obs.retention, obs.claim_age, obs.claim_grace)
+        if absence is not None:
+            return [Fact(M.StartClaimRearmed, dict(
+                ctx, actor="worker", reason=rt.REARM_REASON, absence=absence,
+                evidence={"detail": detail}))]
+        detail = f"{detail}; absence proves nothing: {why}"
+    reason = "no_first_run_identity" if obs.failure == "no_first_run_identity" \
+        else "head_missing"
+    return [Fact(M.ChainVerified, dict(seen, verdict=obs.failure)),
+            Fact(M.MigrationParked, dict(ctx, reason=reason, detail=detail))]
 
 
 def chain_owned(state: MigrationState, obs: ChainObservation) -> bool:

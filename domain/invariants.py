@@ -15,8 +15,9 @@ from .failover import StoreEpoch
 from .invariants_actions import ActionLedger
 from .invariants_forward import ForwardLedger
 from .forward import FORWARD_TOPIC_PREFIX
-from .ids import SCHEDULER_WORKFLOW_TYPE
 from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
+from .recovery import confirmed_no_run
+from .retention import ClaimRecord, rearm_refusal
 from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
 from .violation import Violation
 
@@ -42,6 +43,7 @@ class _Trace:
     adopted_at: int | None = None
     chain_seen_at: int | None = None  # first proof that our own chain exists (I5)
     chains: set[str] = field(default_factory=set)  # first run ids this migration created
+    claim: ClaimRecord | None = None  # the latest claim, and the answer to its start (F16)
 
 
 class Checker:
@@ -134,7 +136,7 @@ class Checker:
     def _failover_step(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
         """I16: a migration accepted before the latest failover acts on nothing its claim
         allowed (the lost tail may have used it) until it has reconciled."""
-        attested = isinstance(e, M.StartClaimRearmed) and _confirmed_no_run(e) or \
+        attested = isinstance(e, M.StartClaimRearmed) and confirmed_no_run(e) or \
             isinstance(e, M.MigrationAborted) and isinstance(t.prev, M.MigrationResolved)
         if isinstance(e, _CLAIM_STEPS + (M.MigrationAborted,)) and not attested:
             self.flag("I16", mid, [self.failover_at, pos], f"{type(e).__name__} of a migration "
@@ -153,6 +155,7 @@ class Checker:
                       "migration's own chain was observed")
 
     def _claim(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+        t.claim = ClaimRecord(e.timestamp)
         if not t.state.claim_armed:
             self.flag("I4", mid, [pos], "start claim consumed while not armed")
 
@@ -169,7 +172,7 @@ class Checker:
                       "start input does not carry the pre-migration pause and notes")
 
     def _answer(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
-        t.answer = (pos, e)
+        t.answer, t.claim = (pos, e), t.claim and ClaimRecord(t.claim.at, e.kind)
         if e.kind == "created" or (e.kind == "already_started" and
                                    e.start_request_id == t.state.request_id):
             t.chain_seen_at = t.chain_seen_at or pos
@@ -226,9 +229,13 @@ class Checker:
             self.flag("I2", mid, [pos], "source closed without an ownership receipt")
 
     def _rearm(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
-        if not t.state.no_commit_proven:
+        if e.absence is not None:  # F16: is absence inside retention the proof it claims?
+            why = rearm_refusal(e.absence, t.state, t.claim, getattr(t.prev, "timestamp", None))
+            if why:
+                self.flag("I9", mid, [t.prev_pos, pos], f"re-armed on an absence: {why}")
+        elif not t.state.no_commit_proven:
             self.flag("I9", mid, [pos], "claim re-armed while a start may have committed")
-        elif t.state.unverified and not _confirmed_no_run(e):  # starts outside this log may exist
+        elif t.state.unverified and not confirmed_no_run(e):  # starts outside this log may exist
             self.flag("I9", mid, [pos], "adopted legacy migration re-armed without the "
                       "operator-attested, live-checked absence of a destination run")
 
@@ -357,16 +364,6 @@ def _is_migration(e: Any) -> bool:
 def _head_created_by(chain: Any, request_id: str | None) -> bool:
     return bool(request_id) and chain.verdict == "owned" and \
         chain.head_create_request_id == request_id
-
-
-def _confirmed_no_run(e: Any) -> bool:
-    """The re-arm records the operator's confirmation and a live look that backs it."""
-    ev = e.evidence or {}
-    current = (ev.get("observation") or {}).get("current", "missing")
-    if e.actor == "worker" or ev.get("confirm_no_destination_run") is not True:
-        return False
-    return current is None or (isinstance(current, dict) and current.get("status") != "running"
-                               and current.get("workflow_type") != SCHEDULER_WORKFLOW_TYPE)
 
 
 def check_history(events: Iterable[tuple[int, Any]]) -> list[Violation]:

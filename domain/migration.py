@@ -14,6 +14,7 @@ from pydantic import model_validator
 
 from .action import upcast_handover_v1_v2
 from .model import EvolvingAggregate, updated
+from .retention import AbsenceObserved
 
 # The one phase vocabulary (domain, projections, due work, CLI and JSON all use these names).
 Phase = Literal[
@@ -287,10 +288,21 @@ class Migration(EvolvingAggregate):
         observation: dict[str, Any] = {}
 
     class StartClaimRearmed(_Event):
+        """The start claim may be used again. v2 adds ``absence``: on a re-arm on absence
+        inside retention (reason ``absent_within_retention``, domain/retention.py), what the
+        describe and the namespace's retention showed, which proves that the latest start
+        (its answer unknown) committed nothing. A v1 re-arm carries none."""
+
         TOPIC: ClassVar[str] = "schedfence.migration.StartClaimRearmed"
+        class_version: ClassVar[int] = 2
         actor: str
         reason: str
         evidence: dict[str, Any] = {}
+        absence: AbsenceObserved | None = None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(absence=None)
 
     class SourceClosed(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.SourceClosed"
@@ -382,8 +394,10 @@ def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState
     if isinstance(event, (M.LegacyMigrationAdopted, M.MigrationResolved)):
         return _operator(state, event)
     if isinstance(event, M.StartClaimRearmed):
+        # A re-arm on absence proves the latest start, the one unproven, committed nothing.
+        unproven = state.unproven_starts - (1 if event.absence is not None else 0)
         return updated(state, claim_armed=True, phase="pending", park_reason=None,
-                       park_detail="")
+                       park_detail="", unproven_starts=max(unproven, 0))
     if isinstance(event, M.SourceClosed):
         return updated(state, phase="completed")
     if isinstance(event, M.MigrationAborted):

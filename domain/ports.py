@@ -129,6 +129,15 @@ class Destination(Protocol):
 
 
 @runtime_checkable
+class RetentionReader(Protocol):
+    """How long a closed run stays visible to a describe in ``namespace`` (seconds), read
+    live (Temporal: DescribeNamespace's workflow execution retention). Any failure is
+    ``DestinationUnavailable``: it says nothing about the runs (domain/retention.py)."""
+
+    def retention_seconds(self, namespace: str) -> float: ...
+
+
+@runtime_checkable
 class ActionRunner(Destination, Protocol):
     """A destination that also runs a schedule's actions: it starts them (``start_workflow``),
     watches them (``describe``) and stops overlapping ones for the ``cancel_other`` and

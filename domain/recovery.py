@@ -181,3 +181,14 @@ def _check_named_head(state: MigrationState, first: str, named: RunDescription |
     if named.first_execution_run_id not in ("", named.run_id):
         raise RecoveryRefused(f"run {first} is not a chain head (its first run is "
                               f"{named.first_execution_run_id}); name the first run")
+
+
+def confirmed_no_run(e: Any) -> bool:
+    """The re-arm records the operator's confirmation and a live look that backs it (the
+    checker's I9 and I16 read it)."""
+    ev = e.evidence or {}
+    current = (ev.get("observation") or {}).get("current", "missing")
+    if e.actor == "worker" or ev.get("confirm_no_destination_run") is not True:
+        return False
+    return current is None or (isinstance(current, dict) and current.get("status") != "running"
+                               and current.get("workflow_type") != SCHEDULER_WORKFLOW_TYPE)

@@ -258,7 +258,8 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         def attempt(mid: UUID) -> str:  # a batched migration's first attempt was the batch's
             unseen.discard(mid)
             return batched.pop(mid, None) or self.worker.attempt(mid)
-        report = drain(attempt, self.open_migration_ids, max_attempts, wait)
+        report = drain(attempt, self.open_migration_ids, max_attempts, wait,  # 0: try once
+                       wait_for=self.worker.claim_grace if wait > 0 else 0.0)
         report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
         if not self.open_forward_ids():
             return report

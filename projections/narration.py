@@ -26,6 +26,15 @@ class Line(NamedTuple):
     text: str
 
 
+def _absence(seen: dict | None) -> str:
+    """What a re-arm on absence saw (F16), or nothing."""
+    if not seen:
+        return ""
+    return (f": no run at the workflow id {seen['claim_age']:g}s after the claim, inside "
+            f"retention {seen['retention_seconds']:g}s less {seen['margin_seconds']:g}s; "
+            f"the start's answer was {seen['answer']}")
+
+
 def short(value: object) -> str:
     """Values whole (uuids cut to their first 8 hex digits only under ``narrate(...,
     full_ids=False)``); none as ``-``."""
@@ -130,7 +139,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                     f"{d['attestation']}"),
     "StartClaimRearmed": lambda d: Line(
         "worker" if d.get("actor") == "worker" else "operator",
-        f"start claim re-armed by {d['actor']} ({d['reason']})"),
+        f"start claim re-armed by {d['actor']} ({d['reason']})" + _absence(d.get("absence"))),
     "SourceClosed": lambda d: Line(
         "worker", f"source closed; receipt {short(d['destination_first_run_id'])}"),
     "MigrationAborted": lambda d: Line(

@@ -34,6 +34,7 @@ FAULTS = ("unavailable", "fail_before_commit", "lose_response")
 FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_schedule")
 # The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
 STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
+DEFAULT_RETENTION_SECONDS = 3 * 86400.0  # what a namespace often has (Temporal Cloud's default)
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
 
 
@@ -126,9 +127,10 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
 
     def __init__(
         self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None,
-        clock: Clock = utc_now,
+        clock: Clock = utc_now, retention: float = DEFAULT_RETENTION_SECONDS,
     ) -> None:
         self.clock = clock  # when a schedule is created (sim_schedules.py)
+        self.retention = retention  # seconds; what ``retention_seconds`` answers
         self._state = state if state is not None else InMemorySimState()
         self.seed = seed
         self.faults = faults or FaultRates()
@@ -266,6 +268,10 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         if fault == "lose_response":  # a lost answer is lost whatever it was, NotFound too
             raise DestinationUnavailable("describe response was lost")
         return description
+
+    def retention_seconds(self, namespace: str) -> float:
+        """``RetentionReader``: as told (closed runs stay until ``delete``)."""
+        return self.retention
 
     def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
                       reason: str = "") -> None:

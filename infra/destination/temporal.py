@@ -22,7 +22,8 @@ from temporalio.api.enums.v1 import (EventType, WorkflowExecutionStatus,
                                      WorkflowIdConflictPolicy, WorkflowIdReusePolicy)
 from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionRequest,
+from temporalio.api.workflowservice.v1 import (DescribeNamespaceRequest,
+                                               DescribeWorkflowExecutionRequest,
                                                RequestCancelWorkflowExecutionRequest,
                                                StartWorkflowExecutionRequest,
                                                TerminateWorkflowExecutionRequest)
@@ -339,6 +340,16 @@ class TemporalDestination(TemporalScheduleHost):
             run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
             workflow_type=info.type.name, status=status_name(info.status),
             request_ids=frozenset(infos), create_request_id=create_request_id(infos))
+
+    def retention_seconds(self, namespace: str) -> float:
+        """DescribeNamespace's workflow execution retention (``RetentionReader``); any
+        failure, a missing namespace too, is unavailable: it says nothing about runs."""
+        self._check_namespace(namespace)
+        resp = self._rpc("retention", "describe_namespace",
+                         DescribeNamespaceRequest(namespace=namespace),
+                         lambda exc: DestinationUnavailable(
+                             f"describe namespace: {exc.status.name}: {exc.message}"))
+        return resp.config.workflow_execution_retention_ttl.ToTimedelta().total_seconds()
 
     def settle_handover(self, request: StartWorkflow) -> list[str]:
         """After the receipt: the times at the handover's boundary (temporal_schedule.py)."""

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from schedfence.domain.decisions import next_step as rollback_next_step
 from schedfence.domain.forward import ForwardState
+from schedfence.domain.retention import refusal
 from schedfence.projections.narration import narrate, short
 
 # Fields every migration step carries; shown on the step's header line, not as inputs.
@@ -61,6 +62,11 @@ def _accept(e: Any, st: Any, ctx: dict) -> list:
 
 
 def _rearm(e: Any, st: Any, ctx: dict) -> list:
+    absence = getattr(e, "absence", None)
+    if absence is not None:  # F16: absence inside retention settles the one unproven start
+        return [compare("unproven starts before the re-arm", st.unproven_starts, 1),
+                compare("absence inside retention proves no commit",
+                        refusal(absence) or "proves", "proves")]
     return [compare("unproven starts before the re-arm", st.unproven_starts, 0)]
 
 

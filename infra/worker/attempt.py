@@ -19,8 +19,10 @@ from schedfence.domain import handoff as h
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
-                                     HandoverTarget,
+                                     HandoverTarget, RetentionReader,
                                      DestinationUnavailable, RunDescription)
+from schedfence.domain.retention import (RETENTION_MARGIN_SECONDS, ClaimRecord,
+                                         RetentionReading)
 from schedfence.domain.schedule import Schedule
 
 from schedfence.infra.observability.calls import latency_of
@@ -28,7 +30,8 @@ from schedfence.infra.observability.logs import appending, get_logger
 from schedfence.infra.store.aggregates import Aggregates
 from schedfence.infra.store.eventstore import FenceApplication
 
-AttemptResult = Literal["progress", "idle", "backoff"]
+# "wait": another start may still land (the claim grace); a drain waits it out (drain.py).
+AttemptResult = Literal["progress", "idle", "backoff", "wait"]
 CrashHook = Callable[[str], None]
 # How long a claim consumed by *another* worker counts as in flight: its one start call may
 # still be under way (deadline 5 s), and reconciling before it lands would see no run and
@@ -36,18 +39,21 @@ CrashHook = Callable[[str], None]
 CLAIM_GRACE_SECONDS = 15.0
 LOG = get_logger("worker")
 # Each step's destination call, by the port method it makes (the latency metric's ``call``).
-CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover"}
+CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover",
+         "retention": "retention_seconds"}
 BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
 
 
 class TaskWorker:
     def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
                  crash_hook: CrashHook | None = None,
-                 claim_grace: float = CLAIM_GRACE_SECONDS) -> None:
+                 claim_grace: float = CLAIM_GRACE_SECONDS,
+                 retention_margin: float = RETENTION_MARGIN_SECONDS) -> None:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.load = Aggregates(app)
         self.crash_hook = crash_hook or (lambda point: None)
         self.claim_grace = claim_grace
+        self.retention_margin = retention_margin  # F16: retention less this proves absence
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
@@ -92,7 +98,7 @@ class TaskWorker:
             except (MigrationPending, Closed):
                 return result  # the fence no longer holds this id (I10): change nothing
             if step != "progress":
-                return "backoff" if step == "backoff" else result
+                return step if step in ("backoff", "wait") else result
             result = "progress"
         return result
 
@@ -107,7 +113,7 @@ class TaskWorker:
         if step in ("drop", "fail_closed", "idle"):
             return "idle"
         if step == "wait":
-            return "backoff"  # another worker's start may still land: let it
+            return "wait"  # another worker's start may still land: let it
         if step == "close":
             if h.needs_settle(st, isinstance(self.destination, HandoverTarget)):
                 return self._settle(mig, attempt)
@@ -153,11 +159,9 @@ class TaskWorker:
             raise
         except Exception as exc:  # the store failed the save: did the claim commit anyway?
             mig = self._claim_if_ours(mig.id, before, attempt, exc)
-        request = d.start_request(mig.state)
-        try:
-            answer: Any = self._call("start", lambda: self.destination.start_workflow(request))
-        except DestinationError as exc:  # the destination's answer, whatever it is, becomes data
-            answer = exc
+        answer = self._start_in_time(mig)
+        if answer is None:
+            return "wait"  # never sent: after the grace, absence re-arms it (F16)
         outcome = d.outcome_of_start(answer)
         recorded = self._record_answer(mig, outcome, attempt)
         if recorded is None:
@@ -166,6 +170,21 @@ class TaskWorker:
         if head is not None:
             self._verify_head(mig, head, outcome, attempt)
         return "backoff" if outcome.kind in BACK_OFF else "progress"
+
+    def _start_in_time(self, mig: Migration) -> Any:
+        """The one start call, and its answer (an error is data too); None if it was not
+        sent because half the claim grace has passed since the claim: a start sent later
+        could land after another worker waited out the grace, found no run and re-armed the
+        claim on absence (F16). The destination's deadline must be within the other half."""
+        if self.claim_grace > 0 and _age(mig) > self.claim_grace / 2:
+            LOG.warning("start not sent: %.1fs after its claim (grace %gs)", _age(mig),
+                        self.claim_grace)
+            return None
+        request = d.start_request(mig.state)
+        try:
+            return self._call("start", lambda: self.destination.start_workflow(request))
+        except DestinationError as exc:  # the destination's answer, whatever it is, is data
+            return exc
 
     def _verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
                      attempt: int) -> None:
@@ -210,9 +229,11 @@ class TaskWorker:
 
     def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
+        if obs.failure == "no_current_run" and not obs.in_flight:
+            obs = self._with_retention(mig, obs)
         verdict = h.chain(self._source(mig).state, mig.state, obs, attempt, self.worker_id)
         if verdict.empty:
-            return "backoff"  # absent, but inside the grace: look again later
+            return "wait"  # absent, but inside the grace: look again after it
         self._commit("chain", mig, verdict)
         return "backoff" if obs.failure == "unavailable" else "progress"
 
@@ -221,7 +242,35 @@ class TaskWorker:
         claimed it (this worker too, or one on the store before a failover), the one start
         may still be on its way."""
         obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
-        return replace(obs, claim_age=round(_age(mig), 3), claim_grace=self.claim_grace)
+        observed_at = datetime.now(timezone.utc)
+        return replace(obs, claim_age=round(_age(mig, observed_at), 3),
+                       claim_grace=self.claim_grace, observed_at=observed_at)
+
+    def _with_retention(self, mig: Migration, obs: d.ChainObservation) -> d.ChainObservation:
+        """No run at all at the workflow id: read the namespace's retention now, so the
+        decision can tell whether that absence proves no create committed (F16). A failed
+        read is an unreachable destination (nothing changes)."""
+        dest = self.destination
+        if not isinstance(dest, RetentionReader):
+            return obs  # no retention known: absence proves nothing, as before
+        try:
+            seconds = self._call("retention",
+                                 lambda: dest.retention_seconds(mig.state.namespace))
+        except DestinationError as exc:
+            return replace(obs, failure="unavailable", detail=f"retention: {exc}")
+        assert obs.observed_at is not None
+        return replace(obs, retention=RetentionReading(
+            obs.observed_at, float(seconds), self._latest_claim(mig), self.retention_margin))
+
+    def _latest_claim(self, mig: Migration) -> ClaimRecord | None:
+        """The latest claim in the migration's log, and the answer to its start since."""
+        answer = "none"
+        for event in self.app.events.get(mig.id, desc=True):
+            if isinstance(event, Migration.DestinationAnswered) and answer == "none":
+                answer = event.kind  # the latest answer, if it follows the latest claim
+            if isinstance(event, Migration.StartClaimConsumed):
+                return ClaimRecord(event.timestamp, answer)
+        return None
 
     def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         obs = self._observe_chain_in_window(mig)
@@ -289,6 +338,6 @@ class TaskWorker:
         return d.ChainObservation(head=head, **seen)
 
 
-def _age(mig: Migration) -> float:
+def _age(mig: Migration, now: datetime | None = None) -> float:
     """Seconds since the migration's last step, now (the step's own clock is the writer's)."""
-    return (datetime.now(timezone.utc) - mig.modified_on).total_seconds()
+    return ((now or datetime.now(timezone.utc)) - mig.modified_on).total_seconds()

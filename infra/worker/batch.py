@@ -29,7 +29,7 @@ from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.errors import DomainError
 from schedfence.domain.migration import Migration
-from schedfence.domain.ports import DestinationError, HandoverTarget
+from schedfence.domain.ports import HandoverTarget
 from schedfence.domain.schedule import Schedule
 
 from schedfence.infra.store.bulk import load_many
@@ -116,14 +116,9 @@ class BatchWorker(TaskWorker):
 
     def _start_all(self, items: list[_Item]) -> None:
         """Each claimed migration's one start, concurrently (bounded)."""
-        def start(item: _Item) -> None:
-            request = d.start_request(item.mig.state)
-            try:
-                answer: Any = self._call("start", lambda: self.destination.start_workflow(
-                    request))
-            except DestinationError as exc:  # the answer, whatever it is, becomes data
-                answer = exc
-            item.outcome = d.outcome_of_start(answer)
+        def start(item: _Item) -> None:  # not sent too late: then its attempt waits (F16)
+            answer = self._start_in_time(item.mig)
+            item.outcome = None if answer is None else d.outcome_of_start(answer)
         futures = [self._start_pool().submit(start, i) for i in items]
         wait(futures)  # every start returns before the batch goes on, even past a crash
         for future in futures:

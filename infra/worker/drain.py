@@ -89,16 +89,22 @@ class _Waiting:
     since: float
     tries: int = 0
     due_at: float = field(default=0.0)
+    kind: str = "backoff"  # or "wait": a claim grace being waited out
 
 
 def drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
           max_attempts: int | None = None, retry_for: float = RETRY_FOR,
           clock: Callable[[], float] = time.monotonic,
           sleep: Callable[[float], None] = time.sleep,
-          progress: Progress | None = None) -> DrainReport:
+          progress: Progress | None = None, wait_for: float = 0.0) -> DrainReport:
+    """``wait_for``: how much longer than ``retry_for`` a migration that answers ``wait`` (a
+    start that may still land, within the claim grace) is retried: once the grace has passed
+    its reconcile decides (a run, or no run at all inside retention: F16), so a rerun right
+    after a crash drains instead of giving up on the batch the crash cut."""
     report = _Reporter(progress or _REPORTING.get())
     try:
-        return _drain(attempt, open_ids, max_attempts, retry_for, clock, sleep, report)
+        return _drain(attempt, open_ids, max_attempts, (retry_for, wait_for), clock, sleep,
+                      report)
     finally:
         report.end()
 
@@ -118,7 +124,7 @@ class _Reporter:
 
 
 def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
-           max_attempts: int | None, retry_for: float, clock: Callable[[], float],
+           max_attempts: int | None, limits: tuple[float, float], clock: Callable[[], float],
            sleep: Callable[[float], None], report: _Reporter) -> DrainReport:
     attempts, waiting, blocked = 0, {}, set()  # type: ignore[var-annotated]
     while True:
@@ -133,14 +139,15 @@ def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
                 return DrainReport(attempts, _ids(blocked | set(waiting)), exhausted=True)
             attempts += 1
             result = attempt(mid)
-            if result != "backoff":
+            if result not in ("backoff", "wait"):
                 progressed |= result == "progress"
                 waiting.pop(mid, None)
                 continue
-            w = w or _Waiting(since=clock())
+            if w is None or w.kind != result:  # a wait that ends starts its own retries
+                w = _Waiting(since=clock(), kind=result)
             w.tries += 1
             w.due_at = clock() + min(MAX_WAIT, FIRST_WAIT * 2 ** (w.tries - 1))
-            if w.due_at - w.since > retry_for:
+            if w.due_at - w.since > limits[0] + (limits[1] if result == "wait" else 0.0):
                 blocked.add(mid)
                 waiting.pop(mid, None)
             else:

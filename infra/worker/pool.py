@@ -104,7 +104,8 @@ class WorkerPool:
         base = self.service.worker
         wid = unique_worker_id(base.worker_id, None if self.concurrency == 1 else index,
                                self.token)
-        return BatchWorker(base.app, base.destination, wid, base.crash_hook, base.claim_grace)
+        return BatchWorker(base.app, base.destination, wid, base.crash_hook, base.claim_grace,
+                           base.retention_margin)
 
     def run(self, stop: threading.Event, until_idle: bool = False) -> PoolStats:
         """Run until ``stop`` is set (or, with ``until_idle``, until a pass finds nothing).

@@ -69,6 +69,30 @@ def test_drain_names_what_backs_off_for_longer_than_retry_for() -> None:
     assert report.to_dict()["blocked"] == [str(stuck)]
 
 
+def test_a_wait_for_a_claim_grace_is_retried_for_the_grace_too() -> None:
+    """``wait`` (another run's start may still land) is retried for ``retry_for`` plus the
+    grace; what backs off afterwards gets its own ``retry_for``; a wait longer than both is
+    given up as any backoff is."""
+    t, mid = FakeTime(), UUID(int=1)
+    done: set[UUID] = set()
+
+    def attempt(m: UUID) -> str:
+        if t.now < 15.0:
+            return "wait"
+        if t.now < 17.0:
+            return "backoff"  # the reconcile's read was unavailable for a while
+        done.add(m)
+        return "progress"
+
+    report = drain(attempt, lambda: [] if mid in done else [mid], retry_for=3.0,
+                   wait_for=15.0, clock=t.clock, sleep=t.sleep)
+    assert report.drained and 17.0 <= t.now <= 18.0
+    t = FakeTime()
+    report = drain(lambda m: "wait", lambda: [mid], retry_for=3.0, wait_for=15.0,
+                   clock=t.clock, sleep=t.sleep)
+    assert report.blocked == (str(mid),) and 17.0 <= t.now <= 18.0
+
+
 def test_drain_stops_at_max_attempts_and_says_so() -> None:
     t = FakeTime()
     report = drain(lambda m: "progress", lambda: [UUID(int=i) for i in range(3)],

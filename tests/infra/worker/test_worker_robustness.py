@@ -216,6 +216,6 @@ def test_another_pools_in_flight_claim_is_left_alone_after_a_failover(store: str
         assert other.migration(NS, "s0").state == "claimed"
         other.promote("oncall", "failover drill")
         stats = other.run_workers(threading.Event(), until_idle=True, poll_interval=0.01)
-        assert stats.results["backoff"] >= 1
+        assert stats.results["wait"] >= 1  # the claimer's start may still land
         assert other.migration(NS, "s0").state == "claimed"  # not parked
         assert other.verify() == []

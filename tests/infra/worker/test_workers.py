@@ -101,7 +101,7 @@ def test_a_fresh_claim_of_another_worker_is_left_in_flight(store: str) -> None:
         with pytest.raises(Crash):
             claimer.run_until_idle()  # claim consumed, then the process "dies"
         mid = other.due.open_ids()[0]
-        assert other.worker.attempt(mid) == "backoff"
+        assert other.worker.attempt(mid) == "wait"  # a drain waits the grace out
         assert other.migration(NS, "s0").state == "claimed"  # not parked
         other.worker.claim_grace = 0  # the grace has passed: reconcile
         other.worker.attempt(mid)
