@@ -18,7 +18,7 @@ from uuid import uuid5
 from pydantic import ValidationError, model_validator
 
 from .errors import InvalidArgument
-from .ids import SCHEDFENCE_NAMESPACE
+from .ids import MAX_DESTINATION_ID_BYTES, SCHEDFENCE_NAMESPACE
 from .invoker import OVERLAPS, Overlap
 from .model import Immutable
 from .payload import Payload, json_payload
@@ -27,6 +27,22 @@ from .text import validate_text
 DEFAULT_CATCHUP_WINDOW = 365 * 86400  # seconds, Temporal's default (one year)
 MIN_CATCHUP_WINDOW = 10  # seconds, Temporal's minimum
 MAX_INPUT_BYTES = 256 * 1024
+# What Temporal's server refuses in an action, whatever its configuration (measured on a dev
+# server, 1.32: tests/contract/test_server_accepts.py). Names are counted in UTF-8 bytes; the
+# server appends ``-<RFC 3339>`` (21 bytes) to the action's workflow id before its check.
+APPENDED_BYTES = len("-2026-01-01T00:00:00Z")
+MAX_NAME_BYTES = {"workflow_type": MAX_DESTINATION_ID_BYTES,
+                  "task_queue": MAX_DESTINATION_ID_BYTES,
+                  "workflow_id": MAX_DESTINATION_ID_BYTES - APPENDED_BYTES}
+RESERVED_TASK_QUEUE_PREFIX = "/_sys/"
+PER_NAMESPACE_TASK_QUEUE = "temporal-sys-per-ns-tq"
+MAX_ATTEMPTS = 2**31 - 1  # an int32 on the wire
+SYSTEM_SEARCH_ATTRIBUTES = frozenset({
+    "WorkflowId", "RunId", "WorkflowType", "StartTime", "ExecutionTime", "CloseTime",
+    "ExecutionStatus", "TaskQueue", "HistoryLength", "HistorySizeBytes", "ExecutionDuration",
+    "StateTransitionCount", "ParentWorkflowId", "ParentRunId", "RootWorkflowId", "RootRunId",
+    "TemporalWorkerDeploymentVersion", "TemporalWorkflowVersioningBehavior",
+    "TemporalWorkerDeployment"})
 
 
 class RetryPolicy(Immutable):
@@ -135,23 +151,55 @@ def make_action(*, workflow_type: str, task_queue: str, workflow_id: str,
 
 
 def check_action(action: StartWorkflowAction) -> StartWorkflowAction:
-    """What the source can start as given: timeouts and intervals not negative, payloads within
-    ``MAX_INPUT_BYTES`` in all (``invalid_argument`` naming the field)."""
+    """What the source can start as given, and Temporal's server takes: names within its
+    limits, timeouts and intervals not negative, a retry policy it accepts, no system search
+    attribute, payloads within ``MAX_INPUT_BYTES`` in all (``invalid_argument`` naming the
+    field)."""
+    _check_names(action)
     for name in ("execution_timeout", "run_timeout", "task_timeout"):
         _seconds(name, getattr(action, name))
-    retry = action.retry_policy
-    if retry is not None:
-        _seconds("retry_policy.initial_interval", retry.initial_interval)
-        _seconds("retry_policy.maximum_interval", retry.maximum_interval)
-        if retry.backoff_coefficient < 0 or retry.maximum_attempts < 0:
-            raise InvalidArgument("retry_policy: backoff_coefficient and maximum_attempts "
-                                  "must not be negative")
+    if action.retry_policy is not None:
+        _check_retry(action.retry_policy)
+    system = sorted(SYSTEM_SEARCH_ATTRIBUTES & set(action.search_attributes))
+    if system:
+        raise InvalidArgument(f"search_attributes: {system[0]} is a system search attribute "
+                              "(Temporal's server sets it; a workflow may not)")
     carried = [*action.inputs, *action.memo.values(), *action.search_attributes.values(),
                *(p for p in (action.summary, action.details) if p is not None)]
     size = sum(p.size() for p in carried)
     if size > MAX_INPUT_BYTES:
         raise InvalidArgument(f"inputs: {size} bytes of payloads, more than {MAX_INPUT_BYTES}")
     return action
+
+
+def _check_names(action: StartWorkflowAction) -> None:
+    for field, limit in MAX_NAME_BYTES.items():
+        size = len(getattr(action, field).encode("utf-8"))
+        if size > limit:
+            why = " (it gets -<RFC 3339 time> appended)" if field == "workflow_id" else ""
+            raise InvalidArgument(f"{field}: {size} bytes in UTF-8; Temporal takes at most "
+                                  f"{limit}{why}")
+    queue = action.task_queue
+    if queue == PER_NAMESPACE_TASK_QUEUE or queue.startswith(RESERVED_TASK_QUEUE_PREFIX):
+        raise InvalidArgument(f"task_queue: reserved by Temporal's server "
+                              f"({PER_NAMESPACE_TASK_QUEUE}, {RESERVED_TASK_QUEUE_PREFIX}...)")
+
+
+def _check_retry(retry: RetryPolicy) -> None:
+    """Temporal's own rules for a retry policy (0 or None: the server's default)."""
+    _seconds("retry_policy.initial_interval", retry.initial_interval)
+    _seconds("retry_policy.maximum_interval", retry.maximum_interval)
+    b = retry.backoff_coefficient
+    if not (b == 0 or 1 <= b < float("inf")):
+        raise InvalidArgument("retry_policy.backoff_coefficient: must be 0 (the default) or a "
+                              "finite number from 1")
+    if not 0 <= retry.maximum_attempts <= MAX_ATTEMPTS:
+        raise InvalidArgument(f"retry_policy.maximum_attempts: must be from 0 (unlimited) to "
+                              f"{MAX_ATTEMPTS}")
+    if retry.maximum_interval and retry.initial_interval and \
+            retry.maximum_interval < retry.initial_interval:
+        raise InvalidArgument("retry_policy.maximum_interval: must not be less than the "
+                              "initial interval")
 
 
 def _seconds(field: str, value: int | None) -> None:
