@@ -26,6 +26,7 @@ from .text import validate_text
 
 DEFAULT_CATCHUP_WINDOW = 365 * 86400  # seconds, Temporal's default (one year)
 MIN_CATCHUP_WINDOW = 10  # seconds, Temporal's minimum
+MAX_DURATION = 100 * DEFAULT_CATCHUP_WINDOW  # seconds: timeouts, intervals, catch-up window
 MAX_INPUT_BYTES = 256 * 1024
 # What Temporal's server refuses in an action, whatever its configuration (measured on a dev
 # server, 1.32: tests/contract/test_server_accepts.py). Names are counted in UTF-8 bytes; the
@@ -203,7 +204,7 @@ def _check_retry(retry: RetryPolicy) -> None:
 
 
 def _seconds(field: str, value: int | None) -> None:
-    if value is not None and not 0 <= value <= 100 * 365 * 86400:
+    if value is not None and not 0 <= value <= MAX_DURATION:
         raise InvalidArgument(f"{field}: must be whole seconds from 0 to 100 years")
 
 
@@ -221,9 +222,9 @@ def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHU
     if overlap not in OVERLAPS:
         raise InvalidArgument(f"overlap: must be one of {', '.join(OVERLAPS)}, not {overlap!r}")
     if isinstance(catchup_window, bool) or not isinstance(catchup_window, int) or \
-            not MIN_CATCHUP_WINDOW <= catchup_window <= 100 * DEFAULT_CATCHUP_WINDOW:
+            not MIN_CATCHUP_WINDOW <= catchup_window <= MAX_DURATION:
         raise InvalidArgument(f"catchup_window: must be a whole number of seconds from "
-                              f"{MIN_CATCHUP_WINDOW} to {100 * DEFAULT_CATCHUP_WINDOW}")
+                              f"{MIN_CATCHUP_WINDOW} to {MAX_DURATION}")
     return SchedulePolicies(overlap=overlap, catchup_window=catchup_window,  # type: ignore[arg-type]
                             pause_on_failure=bool(pause_on_failure))
 

@@ -14,6 +14,8 @@ from .spec import ScheduleSpec, times_after
 if TYPE_CHECKING:
     from .schedule import ScheduleState
 
+MAX_LIMIT = 10**9  # remaining actions
+
 
 @dataclass(frozen=True)
 class Program:
@@ -36,7 +38,7 @@ class Program:
                                   "spec and an action")
         n = self.remaining_actions
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or
-                              not 0 <= n <= 10**9):
+                              not 0 <= n <= MAX_LIMIT):
             raise InvalidArgument("limit: must be a whole number of actions from 0 to 10^9")
         return self
 
