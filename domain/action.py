@@ -173,6 +173,40 @@ def check_action(action: StartWorkflowAction) -> StartWorkflowAction:
     return action
 
 
+# A JSON search attribute value of each registered type, as the server reads it.
+_SEARCH_VALUE = {
+    "Keyword": lambda v: isinstance(v, str), "Text": lambda v: isinstance(v, str),
+    "Datetime": lambda v: isinstance(v, str), "Bool": lambda v: isinstance(v, bool),
+    "Int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "Double": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "KeywordList": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)}
+
+
+def check_registered(action: StartWorkflowAction, registered: dict[str, str]) -> None:
+    """The action's search attributes against those the destination's namespace registered
+    (name -> type, e.g. ``Keyword``): an unknown name, another declared type or a JSON value
+    not of the type is refused (``invalid_argument`` naming ``search_attributes``), as the
+    server would refuse the create after the fence. Encodings other than JSON pass."""
+    for name, p in sorted(action.search_attributes.items()):
+        kind = registered.get(name)
+        if kind is None:
+            raise InvalidArgument(f"search_attributes: {name} is not registered in the "
+                                  "destination's namespace (temporal operator "
+                                  "search-attribute create)")
+        meta = p.metadata_bytes()
+        declared = meta.get("type", kind.encode()).decode("utf-8", "replace")
+        if declared != kind:
+            raise InvalidArgument(f"search_attributes: {name} is {kind} in the destination's "
+                                  f"namespace, not {declared}")
+        if meta.get("encoding") == b"json/plain":
+            try:
+                value = json.loads(p.data_bytes())
+            except ValueError:
+                value = None
+            if not _SEARCH_VALUE.get(kind, lambda v: True)(value):
+                raise InvalidArgument(f"search_attributes: {name} takes a {kind} value")
+
+
 def _check_names(action: StartWorkflowAction) -> None:
     for field, limit in MAX_NAME_BYTES.items():
         size = len(getattr(action, field).encode("utf-8"))

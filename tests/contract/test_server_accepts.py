@@ -268,3 +268,22 @@ def test_what_create_refuses_names_the_field_writes_nothing_and_the_server(tempo
             lambda: temporal_env.ops.client.workflow_service.describe_schedule(ask), 60.0)
         [calendar] = described.schedule.spec.structured_calendar
         assert calendar.comment, "the server no longer reads # as a comment"
+
+
+def test_the_rollbacks_search_attribute_check_reads_the_servers_registry(temporal_env):
+    """What depends on the namespace's registry is asked before the fence (the rollback's own
+    check, infra/bulk_commands.py ``rollback_check``): the server's listing names the
+    registered attribute with its type; an action the check refuses, the server refuses too."""
+    register_search_attribute(temporal_env)
+    registered = temporal_env.destination.search_attribute_types(NS)
+    assert registered[TYPED[0]] == TYPED[1] and registered["WorkflowType"] == "Keyword"
+    for attributes in ({"SchedfenceNotRegistered": "x"}, {TYPED[0]: 7}):
+        act = da.make_action(workflow_type="W", task_queue="q", workflow_id="a",
+                             search_attributes=attributes)
+        with pytest.raises(InvalidArgument, match="^search_attributes: "):
+            da.check_registered(act, registered)
+        rpc, _ = past_our_rules({"action": {"search_attributes": attributes}})
+        [err] = send_all(temporal_env, "create_schedule", [rpc])
+        assert err is not None, f"the server took {attributes}"
+    da.check_registered(da.make_action(workflow_type="W", task_queue="q", workflow_id="a",
+                                       search_attributes={TYPED[0]: "prod"}), registered)

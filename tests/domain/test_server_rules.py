@@ -12,7 +12,7 @@ import pytest
 
 from schedfence.domain import handoff
 from schedfence.domain.action import (MAX_ATTEMPTS, MAX_NAME_BYTES, StartWorkflowAction,
-                                      make_action, nominal_text)
+                                      check_registered, make_action, nominal_text)
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.program import Program
 from schedfence.domain.schedule import ScheduleState
@@ -83,3 +83,28 @@ def test_a_program_recorded_under_older_rules_is_refused_before_the_fence():
             handoff.rollback(source, "src", "R1", "caller", uuid.uuid4(), same=None,
                              pending=None, last=None,
                              sentinel={"workflow_id": "w", "current": None}, epoch=0, actor="")
+
+
+REGISTERED = {"Env": "Keyword", "Count": "Int", "Tags": "KeywordList"}
+
+
+@pytest.mark.parametrize("attributes, why", [
+    ({"Nope": "x"}, "not registered"),                      # the server: "no mapping defined"
+    ({"Count": "seven"}, "takes a Int value"),               # "invalid value ... of type Int"
+    ({"Count": True}, "takes a Int value"),
+    ({"Tags": "a"}, "takes a KeywordList value"),
+])
+def test_a_search_attribute_the_destination_has_not_registered_so_is_refused(attributes, why):
+    act = action(search_attributes=attributes)
+    with pytest.raises(InvalidArgument, match=f"^search_attributes: .*{why}"):
+        check_registered(act, REGISTERED)
+
+
+def test_a_declared_type_must_be_the_registered_one():
+    from schedfence.domain.payload import json_payload
+    p = json_payload("prod")
+    typed = p.of({**p.metadata_bytes(), "type": b"Text"}, p.data_bytes())
+    with pytest.raises(InvalidArgument, match="^search_attributes: Env is Keyword"):
+        check_registered(action(search_attributes={"Env": typed}), REGISTERED)
+    check_registered(action(search_attributes={"Env": "prod", "Count": 7, "Tags": ["a"]}),
+                     REGISTERED)
