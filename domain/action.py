@@ -18,7 +18,7 @@ from uuid import uuid5
 from pydantic import ValidationError, model_validator
 
 from .errors import InvalidArgument
-from .ids import SCHEDFENCE_NAMESPACE
+from .ids import MAX_DESTINATION_ID_BYTES, SCHEDFENCE_NAMESPACE
 from .invoker import OVERLAPS, Overlap
 from .model import Immutable
 from .payload import Payload, json_payload
@@ -26,7 +26,24 @@ from .text import validate_text
 
 DEFAULT_CATCHUP_WINDOW = 365 * 86400  # seconds, Temporal's default (one year)
 MIN_CATCHUP_WINDOW = 10  # seconds, Temporal's minimum
+MAX_DURATION = 100 * DEFAULT_CATCHUP_WINDOW  # seconds: timeouts, intervals, catch-up window
 MAX_INPUT_BYTES = 256 * 1024
+# What Temporal's server refuses in an action, whatever its configuration (measured on a dev
+# server, 1.32: tests/contract/test_server_accepts.py). Names are counted in UTF-8 bytes; the
+# server appends ``-<RFC 3339>`` (21 bytes) to the action's workflow id before its check.
+APPENDED_BYTES = len("-2026-01-01T00:00:00Z")
+MAX_NAME_BYTES = {"workflow_type": MAX_DESTINATION_ID_BYTES,
+                  "task_queue": MAX_DESTINATION_ID_BYTES,
+                  "workflow_id": MAX_DESTINATION_ID_BYTES - APPENDED_BYTES}
+RESERVED_TASK_QUEUE_PREFIX = "/_sys/"
+PER_NAMESPACE_TASK_QUEUE = "temporal-sys-per-ns-tq"
+MAX_ATTEMPTS = 2**31 - 1  # an int32 on the wire
+SYSTEM_SEARCH_ATTRIBUTES = frozenset({
+    "WorkflowId", "RunId", "WorkflowType", "StartTime", "ExecutionTime", "CloseTime",
+    "ExecutionStatus", "TaskQueue", "HistoryLength", "HistorySizeBytes", "ExecutionDuration",
+    "StateTransitionCount", "ParentWorkflowId", "ParentRunId", "RootWorkflowId", "RootRunId",
+    "TemporalWorkerDeploymentVersion", "TemporalWorkflowVersioningBehavior",
+    "TemporalWorkerDeployment"})
 
 
 class RetryPolicy(Immutable):
@@ -135,17 +152,19 @@ def make_action(*, workflow_type: str, task_queue: str, workflow_id: str,
 
 
 def check_action(action: StartWorkflowAction) -> StartWorkflowAction:
-    """What the source can start as given: timeouts and intervals not negative, payloads within
-    ``MAX_INPUT_BYTES`` in all (``invalid_argument`` naming the field)."""
+    """What the source can start as given, and Temporal's server takes: names within its
+    limits, timeouts and intervals not negative, a retry policy it accepts, no system search
+    attribute, payloads within ``MAX_INPUT_BYTES`` in all (``invalid_argument`` naming the
+    field)."""
+    _check_names(action)
     for name in ("execution_timeout", "run_timeout", "task_timeout"):
         _seconds(name, getattr(action, name))
-    retry = action.retry_policy
-    if retry is not None:
-        _seconds("retry_policy.initial_interval", retry.initial_interval)
-        _seconds("retry_policy.maximum_interval", retry.maximum_interval)
-        if retry.backoff_coefficient < 0 or retry.maximum_attempts < 0:
-            raise InvalidArgument("retry_policy: backoff_coefficient and maximum_attempts "
-                                  "must not be negative")
+    if action.retry_policy is not None:
+        _check_retry(action.retry_policy)
+    system = sorted(SYSTEM_SEARCH_ATTRIBUTES & set(action.search_attributes))
+    if system:
+        raise InvalidArgument(f"search_attributes: {system[0]} is a system search attribute "
+                              "(Temporal's server sets it; a workflow may not)")
     carried = [*action.inputs, *action.memo.values(), *action.search_attributes.values(),
                *(p for p in (action.summary, action.details) if p is not None)]
     size = sum(p.size() for p in carried)
@@ -154,8 +173,72 @@ def check_action(action: StartWorkflowAction) -> StartWorkflowAction:
     return action
 
 
+# A JSON search attribute value of each registered type, as the server reads it.
+_SEARCH_VALUE = {
+    "Keyword": lambda v: isinstance(v, str), "Text": lambda v: isinstance(v, str),
+    "Datetime": lambda v: isinstance(v, str), "Bool": lambda v: isinstance(v, bool),
+    "Int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "Double": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "KeywordList": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)}
+
+
+def check_registered(action: StartWorkflowAction, registered: dict[str, str]) -> None:
+    """The action's search attributes against those the destination's namespace registered
+    (name -> type, e.g. ``Keyword``): an unknown name, another declared type or a JSON value
+    not of the type is refused (``invalid_argument`` naming ``search_attributes``), as the
+    server would refuse the create after the fence. Encodings other than JSON pass."""
+    for name, p in sorted(action.search_attributes.items()):
+        kind = registered.get(name)
+        if kind is None:
+            raise InvalidArgument(f"search_attributes: {name} is not registered in the "
+                                  "destination's namespace (temporal operator "
+                                  "search-attribute create)")
+        meta = p.metadata_bytes()
+        declared = meta.get("type", kind.encode()).decode("utf-8", "replace")
+        if declared != kind:
+            raise InvalidArgument(f"search_attributes: {name} is {kind} in the destination's "
+                                  f"namespace, not {declared}")
+        if meta.get("encoding") == b"json/plain":
+            try:
+                value = json.loads(p.data_bytes())
+            except ValueError:
+                value = None
+            if not _SEARCH_VALUE.get(kind, lambda v: True)(value):
+                raise InvalidArgument(f"search_attributes: {name} takes a {kind} value")
+
+
+def _check_names(action: StartWorkflowAction) -> None:
+    for field, limit in MAX_NAME_BYTES.items():
+        size = len(getattr(action, field).encode("utf-8"))
+        if size > limit:
+            why = " (it gets -<RFC 3339 time> appended)" if field == "workflow_id" else ""
+            raise InvalidArgument(f"{field}: {size} bytes in UTF-8; Temporal takes at most "
+                                  f"{limit}{why}")
+    queue = action.task_queue
+    if queue == PER_NAMESPACE_TASK_QUEUE or queue.startswith(RESERVED_TASK_QUEUE_PREFIX):
+        raise InvalidArgument(f"task_queue: reserved by Temporal's server "
+                              f"({PER_NAMESPACE_TASK_QUEUE}, {RESERVED_TASK_QUEUE_PREFIX}...)")
+
+
+def _check_retry(retry: RetryPolicy) -> None:
+    """Temporal's own rules for a retry policy (0 or None: the server's default)."""
+    _seconds("retry_policy.initial_interval", retry.initial_interval)
+    _seconds("retry_policy.maximum_interval", retry.maximum_interval)
+    b = retry.backoff_coefficient
+    if not (b == 0 or 1 <= b < float("inf")):
+        raise InvalidArgument("retry_policy.backoff_coefficient: must be 0 (the default) or a "
+                              "finite number from 1")
+    if not 0 <= retry.maximum_attempts <= MAX_ATTEMPTS:
+        raise InvalidArgument(f"retry_policy.maximum_attempts: must be from 0 (unlimited) to "
+                              f"{MAX_ATTEMPTS}")
+    if retry.maximum_interval and retry.initial_interval and \
+            retry.maximum_interval < retry.initial_interval:
+        raise InvalidArgument("retry_policy.maximum_interval: must not be less than the "
+                              "initial interval")
+
+
 def _seconds(field: str, value: int | None) -> None:
-    if value is not None and not 0 <= value <= 100 * 365 * 86400:
+    if value is not None and not 0 <= value <= MAX_DURATION:
         raise InvalidArgument(f"{field}: must be whole seconds from 0 to 100 years")
 
 
@@ -173,9 +256,9 @@ def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHU
     if overlap not in OVERLAPS:
         raise InvalidArgument(f"overlap: must be one of {', '.join(OVERLAPS)}, not {overlap!r}")
     if isinstance(catchup_window, bool) or not isinstance(catchup_window, int) or \
-            not MIN_CATCHUP_WINDOW <= catchup_window <= 100 * DEFAULT_CATCHUP_WINDOW:
+            not MIN_CATCHUP_WINDOW <= catchup_window <= MAX_DURATION:
         raise InvalidArgument(f"catchup_window: must be a whole number of seconds from "
-                              f"{MIN_CATCHUP_WINDOW} to {100 * DEFAULT_CATCHUP_WINDOW}")
+                              f"{MIN_CATCHUP_WINDOW} to {MAX_DURATION}")
     return SchedulePolicies(overlap=overlap, catchup_window=catchup_window,  # type: ignore[arg-type]
                             pause_on_failure=bool(pause_on_failure))
 

@@ -37,13 +37,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import uuid5
 
-from .action import SchedulePolicies, StartWorkflowAction, parse_nominal
+from .action import SchedulePolicies, StartWorkflowAction, check_action, parse_nominal
 from .errors import InvalidArgument
 from .ids import SCHEDFENCE_NAMESPACE
 from .model import Immutable
 from .program import program_of
-from .spec import (ScheduleSpec, check_same_on_temporal, times_after, times_between,
-                   times_within)
+from .spec import (ScheduleSpec, check_same_on_temporal, check_spec, times_after,
+                   times_between, times_within)
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
@@ -109,6 +109,10 @@ def check_handover(h: Handover) -> None:
     if h.action is None or h.spec is None:
         raise InvalidArgument("action: a Temporal Schedule runs an action on a spec; this "
                               "schedule has none (a pause-and-notes schedule)")
+    # A program recorded under older rules meets today's (what the server takes) here,
+    # before the fence, rather than at the create after it.
+    check_spec(h.spec)
+    check_action(h.action)
     triggers = [b for b in h.buffered if b["origin"] == "trigger"]
     if len(triggers) > 1:
         raise InvalidArgument(f"buffered: {len(triggers)} triggered starts wait; a handover "

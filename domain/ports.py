@@ -164,6 +164,15 @@ class HandoverTarget(Destination, Protocol):
     def settle_handover(self, request: StartWorkflow) -> list[str]: ...
 
 
+@runtime_checkable
+class SearchAttributeRegistry(Protocol):
+    """A destination that tells which search attributes a namespace registered (name ->
+    type: ``Keyword``, ``Int``, ...), so a rollback refuses, before its fence, an action the
+    server would refuse for them. Unknown outcome: ``DestinationUnavailable``."""
+
+    def search_attribute_types(self, namespace: str) -> dict[str, str]: ...
+
+
 # -- the other direction: a Temporal Schedule handed to the source (domain/forward.py) -------
 @dataclass(frozen=True)
 class ScheduleSnapshot:

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .action import SchedulePolicies, StartWorkflowAction, parse_nominal
+from .action import SchedulePolicies, StartWorkflowAction, check_action, parse_nominal
 from .errors import InvalidArgument
-from .spec import ScheduleSpec, times_after
+from .spec import ScheduleSpec, check_spec, times_after
 
 if TYPE_CHECKING:
     from .schedule import ScheduleState
+
+MAX_LIMIT = 10**9  # remaining actions
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,14 @@ class Program:
                                   "spec and an action")
         n = self.remaining_actions
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or
-                              not 0 <= n <= 10**9):
+                              not 0 <= n <= MAX_LIMIT):
             raise InvalidArgument("limit: must be a whole number of actions from 0 to 10^9")
+        # the parts by today's rules, however they were built (a caller of the Python API may
+        # pass models it did not make with make_spec / make_action)
+        if self.spec is not None:
+            check_spec(self.spec)
+        if self.action is not None:
+            check_action(self.action)
         return self
 
     def fields(self) -> dict[str, Any]:

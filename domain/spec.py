@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import heapq
+import re
 from datetime import date, datetime, timedelta, timezone
 from importlib import resources
 from typing import Iterator
@@ -39,6 +40,11 @@ MAX_ENTRIES = 100  # intervals or cron strings in one spec
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
           "@hourly": "0 * * * *"}
+# Temporal keeps a range's step as an int32 (``Range.step``): a larger number is refused there
+# ("invalid Step", or "value out of range" past int64), so it is refused here, at create.
+MAX_CRON_NUMBER = 2**31 - 1
+_NAMES = frozenset("jan feb mar apr may jun jul aug sep oct nov dec "
+                   "sun mon tue wed thu fri sat".split())
 
 
 class IntervalSpec(Immutable):
@@ -117,12 +123,37 @@ def cron_fields(expression: str) -> str:
                               "(minute hour day month weekday) or one of "
                               f"{' '.join(MACROS)}")
     fields = text.split()
+    _server_reads_alike(expression, fields)
     if not fields[2].startswith("*") and not fields[4].startswith("*"):
         raise _refuse("cron", f"{expression!r} restricts both the day of month and the day of "
                               "week: cron runs on days where either matches, Temporal's "
                               "scheduler where both do, so a handover would change its times; "
                               "restrict one of them (or use two schedules)")
     return text
+
+
+def _server_reads_alike(expression: str, fields: list[str]) -> None:
+    """Refuse what the cron library reads and Temporal's server does not read alike: ``L``
+    (last day or weekday) and ``#`` (nth weekday). The server refuses ``L`` at create and reads
+    ``#`` as the start of a *comment*, so ``0 0 * * 1#2`` (the second Monday) would run every
+    Monday there. A number above ``MAX_CRON_NUMBER`` is refused by the server (measured on a
+    dev server, 1.32; tests/contract/test_server_accepts.py)."""
+    for token in (t for f in fields for t in re.split(r"[,/-]", f)):
+        if token.isdigit() and int(token) > MAX_CRON_NUMBER:
+            raise _refuse("cron", f"{expression!r}: a number above {MAX_CRON_NUMBER} "
+                                  "(Temporal's server refuses it)")
+        if not (token == "*" or token.isdigit() or token.lower() in _NAMES):
+            raise _refuse("cron", f"{expression!r}: {token!r} is not a number, * or a month "
+                                  "or weekday name (L, W and # are not supported: Temporal's "
+                                  "server refuses L and reads # as a comment)")
+
+
+def check_spec(spec: ScheduleSpec) -> ScheduleSpec:
+    """``spec`` checked again by today's rules (a spec recorded under older ones, before a
+    handover): ``invalid_argument`` naming the field."""
+    return make_spec(intervals=[(i.every, i.offset) for i in spec.intervals],
+                     cron=list(spec.cron_expressions), start_at=spec.start_at,
+                     end_at=spec.end_at, jitter=spec.jitter, time_zone=spec.time_zone)
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,7 +17,11 @@ from eventsourcing.persistence import IntegrityError
 
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
-from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
+from schedfence.domain.action import check_registered
+from schedfence.domain.errors import DomainError, InvalidArgument, NotFound, Unavailable
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
+                                     SearchAttributeRegistry)
+from schedfence.domain.program import program_of
 from schedfence.domain.ids import schedule_key_id, validate_destination_key, validate_request_id
 from schedfence.domain.migration import Migration
 from schedfence.domain.text import validate_actor
@@ -168,7 +172,7 @@ def _check_destination(service: MigrationService, namespace: str,
     def check(item: tuple[str, _Loaded]) -> None:
         sid, one = item
         try:
-            one.sentinel = service._destination_check(namespace, sid, "sentinel check")
+            one.sentinel = rollback_check(service, namespace, sid, one.source.state)
         except Exception as exc:  # noqa: BLE001 - re-raised by that schedule's decision
             one.sentinel = exc
     if len(wanted) == 1:
@@ -176,6 +180,28 @@ def _check_destination(service: MigrationService, namespace: str,
     elif wanted:
         with ThreadPoolExecutor(min(CONCURRENCY, len(wanted)), "sentinel-check") as pool:
             list(pool.map(check, wanted))
+
+
+def rollback_check(service: MigrationService, namespace: str, schedule_id: str,
+                   state: Any) -> dict[str, Any]:
+    """What a rollback asks the destination before its fence: the sentinel check, and, where
+    the destination tells, whether its namespace registered the action's search attributes
+    with their types (``invalid_argument`` naming ``search_attributes``: the server would
+    refuse the create after the fence, and the rollback park ``start_rejected``)."""
+    sentinel = service._destination_check(namespace, schedule_id, "sentinel check")
+    action, dest = program_of(state).action, service.destination
+    if action is None or not action.search_attributes or \
+            not isinstance(dest, SearchAttributeRegistry):
+        return sentinel
+    try:
+        registered = dest.search_attribute_types(namespace)
+    except DestinationNotFound:  # no such namespace: the create says so, as before
+        return sentinel
+    except DestinationUnavailable as exc:
+        raise Unavailable(f"destination unavailable for the search attribute check: "
+                          f"{exc}") from exc
+    check_registered(action, registered)
+    return sentinel
 
 
 def _gate(one: _Loaded) -> str | None:

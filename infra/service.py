@@ -142,7 +142,8 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
         sentinel = None
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
-            sentinel = self._destination_check(namespace, schedule_id, "sentinel check")
+            from schedfence.infra.bulk_commands import rollback_check
+            sentinel = rollback_check(self, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
                             epoch=self.epoch(), actor=actor or self.worker_id)

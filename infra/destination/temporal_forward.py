@@ -47,6 +47,27 @@ class TemporalScheduleHost:
     def _rpc(self, what: str, method: str, rpc: Any, to_error: Any) -> Any: ...  # the adapter's
     def _check_namespace(self, namespace: str) -> None: ...
     def describe(self, namespace: str, workflow_id: str, run_id: str | None = None) -> Any: ...
+    def _call(self, what: str, fn: Any) -> Any: ...
+
+    def search_attribute_types(self, namespace: str) -> dict[str, str]:
+        """Every search attribute the namespace has (system and registered), by type name."""
+        from temporalio.api.enums.v1 import IndexedValueType
+        from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+        from schedfence.infra.destination.temporal import describe_error
+        self._check_namespace(namespace)
+
+        async def listing(client: Any) -> Any:
+            try:
+                return await client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=namespace))
+            except RPCError as exc:
+                raise describe_error(exc) from exc
+        resp = self._call("list search attributes", listing)
+        name = {v: k.removeprefix("INDEXED_VALUE_TYPE_").title().replace("_", "")
+                for k, v in IndexedValueType.items()}
+        return {k: name[v] for attrs in (resp.system_attributes, resp.custom_attributes)
+                for k, v in attrs.items()}
 
     def list_schedules(self, namespace: str, page_token: bytes | None = None,
                        page_size: int = 100) -> tuple[list[str], bytes | None]:
