@@ -18,7 +18,8 @@ from .forward import FORWARD_TOPIC_PREFIX
 from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
 from .recovery import confirmed_no_run
 from .retention import ClaimRecord, rearm_refusal
-from .schedule import Schedule, ScheduleState, destination_running, evolve_schedule
+from .incarnation import destination_running
+from .schedule import Schedule, ScheduleState, evolve_schedule
 from .violation import Violation
 
 M, S = Migration, Schedule

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar
 from uuid import UUID
 
-from .errors import AlreadyExists, Closed, MigrationPending
-from .ids import SCHEDULER_WORKFLOW_TYPE, schedule_aggregate_id
+from .errors import Closed, MigrationPending
+from .ids import schedule_aggregate_id
+from .incarnation import carried_over, check_destination_free
 from .action import nominal_text, parse_nominal, upcast_action_v1_v2, upcast_handover_v1_v2
 from .model import EvolvingAggregate, Fact, Facts, updated
 from .program import Program
@@ -313,20 +314,6 @@ def adopt_fence_facts(state: ScheduleState, request_id: str, migration_id: str) 
                                          "migration_id": migration_id})]
 
 
-def carried_over(program: Program | None, now: datetime | None,
-                 previous: ScheduleState | None) -> dict[str, Any]:
-    """What a new incarnation's ``Created`` carries so the key never starts a (time,
-    origin) twice: its first cursor (``now``, but not before the previous incarnation's:
-    a host whose clock runs behind would otherwise process its last times again), the
-    backfill count and the last trigger."""
-    cursor = nominal_text(now) if now is not None else None
-    if previous is not None and previous.cursor is not None and cursor is not None:
-        cursor = max(cursor, previous.cursor, key=parse_nominal)
-    return {"cursor": cursor if program is not None and program.spec is not None else None,
-            "backfill_count": previous.backfill_count if previous else 0,
-            "last_trigger": previous.last_trigger if previous else None}
-
-
 def pause_facts(state: ScheduleState, paused: bool, now: datetime | None) -> Facts:
     """Pause or unpause at ``now``, as a scheduler that never stops would see it. A pause
     first ticks at ``now`` (the times that came due before it are the schedule's, as if a
@@ -351,44 +338,6 @@ def release_fence_facts(state: ScheduleState, request_id: str | None, paused: bo
     return [Fact(Schedule.FenceReleased, {
         "request_id": request_id, "migration_id": state.fence_migration_id,
         "restored_paused": paused, "restored_notes": notes})]
-
-
-def check_creatable(namespace: str, schedule_id: str, current: ScheduleState | None) -> None:
-    """A key gets a new incarnation only when it has none, or its current one is closed."""
-    if current is not None and not current.closed:
-        raise AlreadyExists(f"schedule {namespace}/{schedule_id} exists "
-                            f"(incarnation {current.incarnation})")
-
-
-def latest_migration_id(sources: Iterable[ScheduleState | None]) -> str | None:
-    """The migration a key's status shows: the open one, else the most recent, from its
-    incarnations' states newest first (a missing state is skipped)."""
-    for state in sources:
-        found = state and (state.fence_migration_id or state.last_migration_id)
-        if found:
-            return found
-    return None
-
-
-def destination_running(check: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The running scheduler run (ours or anyone's) a recorded destination check saw."""
-    current = (check or {}).get("current")
-    if isinstance(current, dict) and current.get("status") == "running" and \
-            current.get("workflow_type") == SCHEDULER_WORKFLOW_TYPE:
-        return current
-    return None
-
-
-def check_destination_free(namespace: str, schedule_id: str, check: dict[str, Any]) -> None:
-    """Single owner (I1): a source incarnation may not begin while a scheduler chain runs at
-    the schedule's destination workflow id: ours after a handover, or anyone's. (Any other
-    workflow there owns nothing; a rollback's start meets it as a foreign run.)"""
-    running = destination_running(check)
-    if running is not None:
-        raise AlreadyExists(
-            f"schedule {namespace}/{schedule_id} is owned at the destination: run "
-            f"{running.get('run_id')} ({running.get('workflow_type')}) is running at "
-            f"{check.get('workflow_id')}; it must end before the source may run it again")
 
 
 def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState:

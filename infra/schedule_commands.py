@@ -16,8 +16,8 @@ from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPe
 from schedfence.domain.ids import validate_destination_key
 from schedfence.domain.model import Facts
 from schedfence.domain.program import Program, program_of, upcoming
-from schedfence.domain.schedule import (Schedule, ScheduleKey, ScheduleState, check_creatable,
-                                       check_mutable)
+from schedfence.domain.incarnation import check_creatable
+from schedfence.domain.schedule import Schedule, ScheduleKey, ScheduleState, check_mutable
 from schedfence.domain.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 

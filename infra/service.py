@@ -17,7 +17,7 @@ from schedfence.domain.ids import (destination_workflow_id, validate_destination
                                    validate_request_id)
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
-from schedfence.domain.schedule import latest_migration_id
+from schedfence.domain.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
 from schedfence.infra.store.aggregates import Aggregates

@@ -17,7 +17,8 @@ from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.invariants import Checker, Violation
 from schedfence.domain.migration import MigrationState, evolve_migration
 from schedfence.domain.forward import evolve_forward
-from schedfence.domain.schedule import ScheduleKey, evolve_schedule, latest_migration_id
+from schedfence.domain.incarnation import latest_migration_id
+from schedfence.domain.schedule import ScheduleKey, evolve_schedule
 
 from schedfence.infra.replay.explain import explain, next_step
 from schedfence.infra.store.eventstore import FenceApplication

@@ -300,7 +300,7 @@ def test_closed_and_legacy_migrations_are_never_due_for_workers():
 
 # -- the source's own gates --------------------------------------------------------------------
 def test_a_key_gets_a_new_incarnation_only_when_its_current_one_is_closed():
-    from schedfence.domain.schedule import check_creatable
+    from schedfence.domain.incarnation import check_creatable
     check_creatable(NS, SID, None)
     w = World()
     with pytest.raises(AlreadyExists, match="incarnation 1"):

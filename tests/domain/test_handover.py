@@ -126,7 +126,7 @@ def test_a_rollback_of_what_the_destination_cannot_carry_is_refused_before_the_f
 def test_a_new_incarnation_carries_its_keys_cursor_backfills_and_trigger():
     """A host whose clock runs behind re-creates a key: its first cursor is the dead
     incarnation's, not its own earlier now, and backfill and trigger names go on."""
-    from schedfence.domain.schedule import carried_over
+    from schedfence.domain.incarnation import carried_over
     program = Program(make_spec(intervals=[(60, 0)]),
                       make_action(workflow_type="W", task_queue="q", workflow_id="a"))
     dead = replace(ScheduleState("ns", "s", 1, False, ""), **program.fields(),
