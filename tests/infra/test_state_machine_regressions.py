@@ -1,0 +1,79 @@
+"""The state machine's findings, kept as explicit regression tests (issue 27): its own steps,
+on its fixed clock, each once failing."""
+from __future__ import annotations
+
+from schedfence.domain.errors import DomainError
+from schedfence.domain.handover import Handover
+from schedfence.domain.ids import schedule_aggregate_id
+from schedfence.domain.runs import ActionStartIssued
+from tests.infra.test_state_machine import NS, RUNNING, SIDS, RollbackMachine
+
+
+def test_two_backfills_then_a_rollback_hand_each_time_over_once_per_origin() -> None:
+    """Issue 27 item 4, the machine's own steps (it found them with a real clock in 2 of 3
+    runs): two backfills of one range, then a rollback and a drain. Each (time, origin) is
+    handed over once; the source started none of them, so none is started twice."""
+    machine = RollbackMachine()
+    try:
+        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="skip",
+                          pause_on_failure=False)
+        machine.run_until_idle()
+        machine.manual("backfill")
+        machine.manual("backfill")
+        machine.rollback(RUNNING, None)
+        machine.run_until_idle()
+        [m] = [m for m in machine._migrations() if m.schedule_id == RUNNING]
+        assert m.phase == "completed"
+        machine.a_handed_over_time_starts_once()
+        machine.checker_finds_nothing()
+        h = Handover.model_validate(m.handover)
+        assert [b["backfill_id"] for b in h.backfills] == ["backfill-1", "backfill-2"]
+    finally:
+        machine.teardown()
+
+
+def test_the_machine_replays_a_seed_exactly() -> None:
+    """The clock is fixed, so the same steps make the same log (nominal times included)."""
+    def run() -> list[str]:
+        machine = RollbackMachine()
+        try:
+            machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
+                              pause_on_failure=False)
+            machine.scheduler_pass(150)
+            machine.manual("trigger")
+            machine.scheduler_pass(61)
+            return [f"{type(e).__name__}:{getattr(e, 'nominal', '')}:{getattr(e, 'cursor', '')}"
+                    for e in machine._events(schedule_aggregate_id(NS, RUNNING, 1))]
+        finally:
+            machine.teardown()
+    first = run()
+    assert first == run()
+    assert any(line.startswith("ActionStartIssued:2026-01-05T12:01:00Z") for line in first)
+
+
+def test_a_re_created_schedule_starts_no_time_of_its_key_twice() -> None:
+    """The machine found it once its clock was fixed: trigger and backfill, delete, re-create
+    in the same second, trigger and backfill again. The new incarnation had the same
+    ``backfill-1`` name and trigger second, so the same (time, origin) and request ids as the
+    dead one (I17; a closed first run would have run again under ALLOW_DUPLICATE). A new
+    incarnation now carries the key's backfill count, last trigger and cursor floor."""
+    machine = RollbackMachine()
+    try:
+        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
+                          pause_on_failure=False)
+        machine.scheduler_pass(130)
+        machine.manual("trigger")
+        machine.manual("backfill")
+        machine.scheduler_pass(0)
+        machine.mutate(RUNNING, "delete")
+        machine.create(RUNNING, False, "")
+        again = machine._call(machine.svc.trigger_schedule, NS, RUNNING, now=machine.now)
+        assert isinstance(again, DomainError) and again.code == "already_exists"
+        machine.manual("backfill")
+        machine.scheduler_pass(0)
+        machine.checker_finds_nothing()
+        names = {e.origin for e in machine._events(schedule_aggregate_id(NS, RUNNING, 2))
+                 if isinstance(e, ActionStartIssued)}
+        assert names == {"backfill-2"}
+    finally:
+        machine.teardown()
