@@ -119,6 +119,11 @@ def check_handover(h: Handover) -> None:
                               "carries one (wait until they have started)")
     if h.cursor is None:
         raise InvalidArgument("cursor: the schedule has no last processed time")
+    waiting = sum(b["origin"] == "auto" for b in h.buffered)
+    if h.paused and waiting:
+        raise InvalidArgument(f"buffered: {waiting} of the spec's starts wait for the unpause; "
+                              "a paused Temporal Schedule cannot hold them (a backfill would "
+                              "start them now): unpause, or let them start first")
     check_same_on_temporal(h.spec)
 
 

@@ -163,3 +163,20 @@ def test_a_fixed_hour_a_clock_change_skips_or_repeats_is_refused_before_the_fenc
     for cron, zone in (("30 2 * * *", "UTC"), ("30 4 * * *", "America/New_York"),
                        ("30 * * * *", "America/New_York"), ("0 */2 * * *", "Europe/Berlin")):
         assert patch_plan(with_cron(cron, zone), M).until == M
+
+
+def test_a_paused_schedules_waiting_spec_starts_are_refused_before_the_fence():
+    """Spec starts buffered behind an overlap wait for the unpause on a paused source; a
+    Temporal backfill would start them at once, and a paused Temporal Schedule cannot hold
+    them, so the handover is refused naming ``buffered`` (triggers and backfills, which run
+    while paused, still go)."""
+    import pytest
+
+    from schedfence.domain.errors import InvalidArgument
+    h = handover(M - timedelta(minutes=3), paused=True)
+    auto = {"nominal": nominal_text(M - timedelta(minutes=4)), "origin": "auto",
+            "overlap": "buffer_one"}
+    with pytest.raises(InvalidArgument, match="^buffered: 1 of the spec's starts wait"):
+        patch_plan(h.model_copy(update={"buffered": (auto,)}), M)
+    manual = dict(auto, origin="backfill-1")
+    assert patch_plan(h.model_copy(update={"buffered": (manual,)}), M).backfills
