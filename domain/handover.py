@@ -208,6 +208,16 @@ def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[d
     return owed_spec_times(h, after, created_at, patch_plan(h, gap_end).remaining)
 
 
+def remaining_after_settle(h: Handover, gap_end: datetime, boundary: int, own: int) -> int:
+    """A limited destination's remaining actions once the settle has started the
+    ``boundary``'s times (backfills, which the server does not count) and the server has
+    taken ``own`` actions of its own since its create: what the create left it, less both.
+    A function of what the server shows, so a repeated settle writes the same number."""
+    left = patch_plan(h, gap_end).remaining
+    assert left is not None, "a limited handover"
+    return max(left - boundary - own, 0)
+
+
 def boundary_request_id(request_id: str) -> str:
     """The request id of the boundary's patch: one per migration, so the destination
     deduplicates a settle repeated after a crash or an unknown outcome."""

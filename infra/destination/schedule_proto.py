@@ -112,15 +112,6 @@ def bare_schedule(namespace: str, schedule_id: str, incarnation: int, paused: bo
             Memo(fields={MEMO_KEY: _payload(provenance)}))
 
 
-def provenance_of(memo: Memo) -> dict[str, Any]:
-    """The handover's provenance the schedule's memo holds (``to_temporal``)."""
-    return dict(_value(memo.fields[MEMO_KEY]))
-
-
-def set_provenance(memo: Memo, provenance: dict[str, Any]) -> None:
-    memo.fields[MEMO_KEY].CopyFrom(_payload(provenance))
-
-
 def gap_end(memo: Memo) -> datetime | None:
     """The end of the handover's gap backfill, as the schedule's memo recorded it."""
     text = _value(memo.fields[MEMO_KEY]).get("gap_end") if MEMO_KEY in memo.fields else None

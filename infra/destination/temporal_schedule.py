@@ -35,7 +35,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
 from schedfence.domain.handover import (GAP_MARGIN, Handover, boundary_gap,
-                                       boundary_request_id, patch_plan)
+                                       boundary_request_id, patch_plan,
+                                       remaining_after_settle)
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound,
@@ -43,7 +44,6 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound,
                                      StartWorkflow)
 
 from schedfence.infra.destination.schedule_proto import (OVERLAP, bare_schedule, gap_end,
-                                                        provenance_of, set_provenance,
                                                         timestamp, to_temporal)
 
 if TYPE_CHECKING:
@@ -122,7 +122,10 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
     boundary = boundary_gap(handover, end, created)
     if boundary and handover.remaining_actions is not None:
-        _count_against_limit(dest, request, desc, len(boundary))
+        own = sum(a.schedule_time.ToDatetime(tzinfo=timezone.utc) > created
+                  for a in desc.info.recent_actions)  # the server's own, after its create
+        _count_against_limit(dest, request, desc,
+                             remaining_after_settle(handover, end, len(boundary), own))
     todo = [t for t in boundary
             if not _started(dest, request.namespace, action_workflow_id(handover.action, t))]
     if todo:
@@ -138,12 +141,13 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
 
 
 def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
-                         desc: DescribeScheduleResponse, n: int) -> None:
+                         desc: DescribeScheduleResponse, target: int) -> None:
     """A limited schedule's boundary times are backfills, which the server does not count:
-    take them off its remaining actions, once (the memo records that it was done, so a
-    settle repeated after a crash or an unknown outcome does not take them off again), and
-    before the patch that starts them. An update that races ours (the conflict token moved)
-    is an unknown outcome: the settle is asked again and reads the schedule anew."""
+    its remaining actions become ``target`` (``remaining_after_settle``), before the patch
+    that starts them. The target is a function of what the server shows, so a settle
+    repeated after a crash or an unknown outcome finds it applied and updates nothing (a
+    workflow-backed schedule takes no memo update to mark it). An update that races another
+    (the conflict token moved) is an unknown outcome: the settle is asked again."""
     from schedfence.infra.destination.temporal import describe_error
 
     def update_error(exc: RPCError) -> Exception:
@@ -152,19 +156,15 @@ def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
                                           f"update ({exc.message}); asked again")
         return describe_error(exc)
 
-    memo, schedule = desc.memo, desc.schedule
-    provenance = provenance_of(memo)
-    if provenance.get("boundary_counted") is not None:
-        return
-    schedule.state.remaining_actions = max(schedule.state.remaining_actions - n, 0)
-    provenance["boundary_counted"] = n
-    set_provenance(memo, provenance)
+    schedule = desc.schedule
+    if schedule.state.remaining_actions <= target:
+        return  # applied already (or the server's own starts took it lower)
+    schedule.state.remaining_actions = target
     dest._rpc("update schedule", "update_schedule", UpdateScheduleRequest(
         namespace=request.namespace,
         schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX), schedule=schedule,
-        conflict_token=desc.conflict_token, memo=memo,
-        identity=dest.identity, request_id=boundary_request_id(request.request_id) + "-limit"),
-        update_error)
+        conflict_token=desc.conflict_token, identity=dest.identity,
+        request_id=boundary_request_id(request.request_id) + "-limit"), update_error)
 
 
 def _started(dest: TemporalDestination, namespace: str, workflow_id: str) -> bool:

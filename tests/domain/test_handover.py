@@ -180,3 +180,14 @@ def test_a_paused_schedules_waiting_spec_starts_are_refused_before_the_fence():
         patch_plan(h.model_copy(update={"buffered": (auto,)}), M)
     manual = dict(auto, origin="backfill-1")
     assert patch_plan(h.model_copy(update={"buffered": (manual,)}), M).backfills
+
+
+def test_a_limited_settle_writes_the_same_remaining_count_however_often_it_runs():
+    """What the create left, less the boundary's backfills, less the server's own actions
+    since its create: a function of what the server shows, never below zero."""
+    from schedfence.domain.handover import remaining_after_settle
+    some = handover(M - timedelta(minutes=2), limit=5)  # the gap holds one time
+    gap_end = M + S - GAP_MARGIN
+    assert remaining_after_settle(some, gap_end, boundary=1, own=0) == 3
+    assert remaining_after_settle(some, gap_end, boundary=1, own=2) == 1
+    assert remaining_after_settle(some, gap_end, boundary=1, own=9) == 0

@@ -67,3 +67,13 @@ def test_a_handover_skips_what_the_catch_up_window_would(temporal_env: TemporalE
     assert started and started[0] >= rolled.replace(microsecond=0) - timedelta(seconds=12)
     assert started[0] > cursor + timedelta(seconds=15)
     assert started == times_between(SPEC, started[0] - timedelta(seconds=1), started[-1])
+
+
+def test_a_limited_schedules_boundary_counts_against_its_limit(temporal_env: TemporalEnv,
+                                                                tmp_path: Path) -> None:
+    """At 1 s the boundary (between the gap's end and the server's create) always holds a
+    time or two: the settle starts them and takes them off the server's remaining actions
+    (once, before its patch), so the limit of 6 starts exactly the first 6 times, none twice."""
+    cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=6)
+    time.sleep(4)  # the server's own share has surely run out by now
+    assert started == times_between(SPEC, cursor, cursor + timedelta(seconds=6))
