@@ -177,8 +177,9 @@ class TaskWorker:
         could land after another worker waited out the grace, found no run and re-armed the
         claim on absence (F16). The destination's deadline must be within the other half."""
         if self.claim_grace > 0 and _age(mig) > self.claim_grace / 2:
-            LOG.warning("start not sent: %.1fs after its claim (grace %gs)", _age(mig),
-                        self.claim_grace)
+            LOG.warning("worker %s: migration %s: start not sent %.1fs after its claim (grace "
+                        "%gs); a reconcile after the grace decides", self.worker_id, mig.id,
+                        _age(mig), self.claim_grace)
             return None
         request = d.start_request(mig.state)
         try:

@@ -24,13 +24,14 @@ from tests.contract.temporal_env import NS, wait_for
 ACTION_QUEUE = "schedfence-schedule-contract-no-worker"
 
 
-def handover_start(sid: str, request_id: str, cursor: datetime, paused: bool = True) -> StartWorkflow:
+def handover_start(sid: str, request_id: str, cursor: datetime, paused: bool = True,
+                   backfills: tuple[dict, ...] = ()) -> StartWorkflow:
     program = Program(make_spec(intervals=[(3600, 0)]),
                       make_action(workflow_type="Report", task_queue=ACTION_QUEUE,
                                   workflow_id=f"act-{sid}", input={"region": "eu"}),
                       make_policies(overlap="allow_all"))
     state = replace(ScheduleState(NS, sid, 1, False, ""), **program.fields(),
-                    cursor=nominal_text(cursor))
+                    cursor=nominal_text(cursor), backfills=list(backfills))
     h = handover_of(state, paused, f"handed over {sid}").model_dump(mode="json")
     return StartWorkflow(NS, destination_workflow_id(sid), request_id, SCHEDULER_WORKFLOW_TYPE,
                          {"paused": paused, "notes": f"handed over {sid}", "handover": h})
@@ -59,20 +60,25 @@ def test_the_servers_schedule_shows_the_handover_and_runs_its_backfill(server):
     sid = f"sched-{uuid.uuid4().hex[:8]}"
     now = datetime.now(timezone.utc)
     cursor = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=3, seconds=1)
-    server.destination.start_workflow(handover_start(sid, "R1", cursor))
+    hour = cursor + timedelta(seconds=1)
+    backfill = {"backfill_id": "backfill-1", "start": nominal_text(hour - timedelta(hours=6)),
+                "end": nominal_text(hour - timedelta(hours=4)), "overlap": "allow_all",
+                "cursor": nominal_text(cursor - timedelta(hours=6))}
+    server.destination.start_workflow(handover_start(sid, "R1", cursor, backfills=(backfill,)))
     handle = server.ops.client.get_schedule_handle(sid)
     desc = server.ops.run(lambda: handle.describe())
     assert desc.schedule.state.paused is True
     assert desc.schedule.state.note == f"handed over {sid}"
     assert desc.schedule.action.workflow == "Report"
     assert [i.every for i in desc.schedule.spec.intervals] == [timedelta(hours=1)]
-    # the gap after the cursor (three whole hours) ran as backfills, paused or not
-    expected = {f"act-{sid}-{nominal_text(cursor + timedelta(seconds=1) + timedelta(hours=k))}"
-                for k in range(4)}
+    # the backfill in progress runs on, paused or not (a manual start, on both sides); the
+    # gap after the cursor (three whole hours of the spec) does not: the source was paused
+    expected = {f"act-{sid}-{nominal_text(hour - timedelta(hours=k))}" for k in (6, 5, 4)}
+    gap = {f"act-{sid}-{nominal_text(hour + timedelta(hours=k))}" for k in range(4)}
     started = wait_for(lambda: {a.action.workflow_id for a in
                                 server.ops.run(lambda: handle.describe()).info.recent_actions},
                        lambda ids: expected <= ids, 20.0, "the backfilled actions")
-    assert expected <= started
+    assert expected <= started and not gap & started
     server.ops.run(lambda: handle.unpause())
     server.ops.run(lambda: handle.pause(note="paused by an operator"))
     assert server.ops.run(lambda: handle.describe()).schedule.state.paused is True
