@@ -27,9 +27,6 @@ import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator
-
-import pytest
 
 from schedfence.domain.action import make_action, make_policies, parse_nominal
 from schedfence.domain.exactly_once import Owed, check_exactly_once
@@ -39,29 +36,14 @@ from schedfence.domain.retention import REARM_REASON
 from schedfence.infra.destination.temporal import TemporalDestination
 from schedfence.infra.service import open_service
 from tests.contract.temporal_env import NS, ServerOps
-from tests.e2e.test_temporal_outage_e2e import OwnServer
-from tests.temporal_server import ServerError, wait_ready
+from tests.e2e.test_temporal_outage_e2e import OwnServer, own_server  # noqa: F401 (fixture)
+from tests.temporal_server import wait_ready
 
 SCHEDULES = int(os.environ.get("SCHEDFENCE_RETENTION_E2E_SCHEDULES", "40"))
 GRACE = 2.0  # the claim grace: at least twice a start's deadline below
 ISSUED = "schedfence.migration.DestinationStartIssued"
 PROGRAMS = 4  # schedules with an action every 2 s (the rest: pause-and-notes)
 SPEC = make_spec(intervals=[(2, 0)])
-
-
-@pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[OwnServer]:
-    env = OwnServer(tmp_path / "temporal")
-    try:
-        env.start()
-    except (ServerError, OSError) as exc:
-        env.stop()
-        reason = f"no Temporal dev server: {exc}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    yield env
-    env.stop()
 
 
 def _issued(store: Path) -> int:
