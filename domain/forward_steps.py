@@ -156,7 +156,9 @@ def create_source_facts(st: ForwardState, key: KeyState, current: ScheduleState 
                 "namespace": st.namespace, "schedule_id": st.schedule_id,
                 "incarnation": incarnation, "request_id": st.request_id,
                 "migration_id": st.migration_id, "epoch": epoch,
-                "handover": dict(st.handover or {}, incarnation=incarnation)})])
+                "handover": dict(st.handover or {}, incarnation=incarnation),
+                "backfill_count": current.backfill_count if current else 0,
+                "last_trigger": current.last_trigger if current else None})])
 
 
 def complete_facts(st: ForwardState, detail: str = "") -> tuple[Facts, Facts]:

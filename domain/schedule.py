@@ -199,10 +199,12 @@ class Schedule(EvolvingAggregate):
         """An incarnation a forward migration created from a Temporal Schedule's handover
         (domain/forward.py): dormant, fenced by that migration, until the Temporal schedule
         is deleted and ``OwnershipTaken`` releases it. v2: the handover's action is whole
-        (a v1 one is upcast, ``upcast_handover_v1_v2``)."""
+        (a v1 one is upcast, ``upcast_handover_v1_v2``). v3 carries the key's backfill count
+        and last trigger from its previous incarnation, as ``Created`` v4 does (v2 reads as
+        0 and None)."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.CreatedByMigration"
-        class_version: ClassVar[int] = 2
+        class_version: ClassVar[int] = 3
         namespace: str
         schedule_id: str
         incarnation: int
@@ -210,10 +212,16 @@ class Schedule(EvolvingAggregate):
         migration_id: str
         handover: dict[str, Any]
         epoch: int = 0
+        backfill_count: int = 0
+        last_trigger: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             upcast_handover_v1_v2(state.get("handover"))
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state.update(backfill_count=0, last_trigger=None)
 
     class OwnershipTaken(EvolvingAggregate.Event):
         """The forward migration proved the Temporal schedule gone: the source runs it now,
@@ -360,7 +368,8 @@ def evolve_schedule(state: ScheduleState | None, event: object) -> ScheduleState
             action=h["action"], policies=h["policies"],
             remaining_actions=h["remaining_actions"], cursor=h["cursor"],
             recent_actions=list(h["recent_actions"]), running=list(h["running"]),
-            action_count=h["action_count"])
+            action_count=h["action_count"], backfill_count=event.backfill_count,
+            last_trigger=event.last_trigger)
     assert state is not None, f"{type(event).__name__} before Created"
     if isinstance(event, Schedule.OwnershipTaken):
         return updated(state, paused=event.restored_paused, notes=event.restored_notes,

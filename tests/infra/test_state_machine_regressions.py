@@ -77,3 +77,31 @@ def test_a_re_created_schedule_starts_no_time_of_its_key_twice() -> None:
         assert names == {"backfill-2"}
     finally:
         machine.teardown()
+
+
+def test_a_round_trip_carries_the_keys_backfill_names_to_the_forward_source() -> None:
+    """A source the forward migration creates continues the key's backfill names, so a
+    backfill after a round trip is not the first incarnation's ``backfill-1`` again (the same
+    request ids: I17)."""
+    machine = RollbackMachine()
+    try:
+        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
+                          pause_on_failure=False)
+        machine.manual("backfill")
+        machine.scheduler_pass(0)
+        machine.rollback(RUNNING, None)
+        machine.run_until_idle()
+        machine.forward(RUNNING, "f1")
+        for _ in range(3):
+            machine.run_until_idle()
+        state = machine.svc.load.source(NS, RUNNING).state
+        assert (state.incarnation, state.closed) == (2, False), state
+        assert state.backfill_count == 1
+        machine.manual("backfill")
+        machine.scheduler_pass(0)
+        machine.checker_finds_nothing()
+        names = {e.origin for e in machine._events(schedule_aggregate_id(NS, RUNNING, 2))
+                 if isinstance(e, ActionStartIssued)}
+        assert names == {"backfill-2"}, names
+    finally:
+        machine.teardown()
