@@ -119,7 +119,7 @@ def check_handover(h: Handover) -> None:
                               "carries one (wait until they have started)")
     if h.cursor is None:
         raise InvalidArgument("cursor: the schedule has no last processed time")
-    waiting = sum(b["origin"] == "auto" for b in h.buffered)
+    waiting = _waiting(h)
     if h.paused and waiting:
         raise InvalidArgument(f"buffered: {waiting} of the spec's starts wait for the unpause; "
                               "a paused Temporal Schedule cannot hold them (a backfill would "
@@ -127,13 +127,26 @@ def check_handover(h: Handover) -> None:
     check_same_on_temporal(h.spec)
 
 
+def _waiting(h: Handover) -> int:
+    """The spec's starts buffered at the fence (not yet started)."""
+    return sum(b["origin"] == "auto" for b in h.buffered)
+
+
 def _left(h: Handover) -> int | None:
     """The limit left for the spec's times after the cursor: the buffered spec starts go
     first (the source counts them as it buffers them); None: unlimited."""
     if h.remaining_actions is None:
         return None
-    waiting = sum(b["origin"] == "auto" for b in h.buffered)
-    return max(h.remaining_actions - waiting, 0)
+    return max(h.remaining_actions - _waiting(h), 0)
+
+
+def _gap(h: Handover, until: datetime) -> tuple[Range | None, int | None]:
+    """The gap backfill up to ``until`` and the limit it leaves the server's own processing
+    (None: unlimited)."""
+    assert h.cursor is not None
+    left = _left(h)
+    gap, used = _owed_range(h, parse_nominal(h.cursor), until.replace(microsecond=0), left)
+    return gap, None if left is None else left - used
 
 
 def owed_spec_times(h: Handover, after: datetime, until: datetime,
@@ -183,13 +196,12 @@ def patch_plan(h: Handover, until: datetime) -> PatchPlan:
               for b in h.backfills]
     ranges += [Range(parse_nominal(b["nominal"]), parse_nominal(b["nominal"]), b["overlap"])
                for b in h.buffered if b["origin"] != "trigger"]
-    left = _left(h)
-    gap, used = _owed_range(h, parse_nominal(h.cursor), until, left)
+    gap, remaining = _gap(h, until)
     if gap is not None:
         ranges.append(gap)
     trigger = next(((parse_nominal(b["nominal"]), b["overlap"]) for b in h.buffered
                     if b["origin"] == "trigger"), None)
-    return PatchPlan(tuple(ranges), trigger, until, None if left is None else left - used)
+    return PatchPlan(tuple(ranges), trigger, until, remaining)
 
 
 def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[datetime]:
@@ -205,7 +217,7 @@ def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[d
     after = max(gap_end, parse_nominal(h.cursor))  # never a time the source answered for
     if created_at <= after:
         return []
-    return owed_spec_times(h, after, created_at, patch_plan(h, gap_end).remaining)
+    return owed_spec_times(h, after, created_at, _gap(h, gap_end)[1])
 
 
 def remaining_after_settle(h: Handover, gap_end: datetime, boundary: int, own: int) -> int:
@@ -213,7 +225,7 @@ def remaining_after_settle(h: Handover, gap_end: datetime, boundary: int, own: i
     ``boundary``'s times (backfills, which the server does not count) and the server has
     taken ``own`` actions of its own since its create: what the create left it, less both.
     A function of what the server shows, so a repeated settle writes the same number."""
-    left = patch_plan(h, gap_end).remaining
+    left = _gap(h, gap_end)[1]
     assert left is not None, "a limited handover"
     return max(left - boundary - own, 0)
 
