@@ -22,11 +22,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.job import job_request_id
 from schedfence.infra.destination.shared_sim import SharedSimDestination
 from schedfence.infra.service import open_service
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULES = int(os.environ.get("SCHEDFENCE_JOB_SIGKILL_SCHEDULES", "5000"))
@@ -71,19 +74,28 @@ def migrate(store: str, destination: str, log: Path) -> subprocess.Popen:
          "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True)
 
 
-def kill_mid_page(proc: subprocess.Popen, watch: Watch, after_pages: int) -> tuple[int, int]:
-    """SIGKILL ``proc`` once it has recorded ``after_pages`` pages and is requesting the next:
-    more rollbacks stored than the job has recorded. Returns (pages, unrecorded requests)."""
+def kill_when(proc: subprocess.Popen, look: Callable[[], T | None],
+              ready: Callable[[T], bool], never: str, poll: float) -> T:
+    """SIGKILL ``proc`` at the first reading of ``look()`` that is ``ready`` (None: not read
+    this time), polling every ``poll`` seconds for two minutes; returns that reading."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, "the job ended before it could be killed"
-        seen = watch.look()
-        if seen is not None and seen[0] >= after_pages and seen[2] > seen[1]:
+        seen = look()
+        if seen is not None and ready(seen):
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
-            return seen[0], seen[2] - seen[1]
-        time.sleep(0.003)
-    raise AssertionError("the job never reached the page to kill at")
+            return seen
+        time.sleep(poll)
+    raise AssertionError(never)
+
+
+def kill_mid_page(proc: subprocess.Popen, watch: Watch, after_pages: int) -> tuple[int, int]:
+    """SIGKILL ``proc`` once it has recorded ``after_pages`` pages and is requesting the next:
+    more rollbacks stored than the job has recorded. Returns (pages, unrecorded requests)."""
+    seen = kill_when(proc, watch.look, lambda s: s[0] >= after_pages and s[2] > s[1],
+                     "the job never reached the page to kill at", 0.003)
+    return seen[0], seen[2] - seen[1]
 
 
 def test_a_sigkilled_job_resumes_and_migrates_every_schedule_exactly_once(tmp_path: Path):

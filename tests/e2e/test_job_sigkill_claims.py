@@ -22,7 +22,7 @@ from pathlib import Path
 
 from schedfence.domain.retention import REARM_REASON
 from schedfence.infra.service import open_service
-from tests.e2e.test_job_sigkill import NS, _check, migrate
+from tests.e2e.test_job_sigkill import NS, _check, kill_when, migrate
 
 SCHEDULES = int(os.environ.get("SCHEDFENCE_JOB_KILL_CLAIMS_SCHEDULES", "400"))
 KILLS = 3
@@ -47,16 +47,8 @@ def _in_flight(path: Path) -> int | None:
 
 def _kill_between_claim_and_answer(proc, path: Path, before: int) -> int:
     """SIGKILL ``proc`` once more claims than answers are stored than ``before``."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the job ended before it could be killed"
-        seen = _in_flight(path)
-        if seen is not None and seen > before:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
-            return seen
-        time.sleep(0.001)
-    raise AssertionError("no batch was caught between its claims and its answers")
+    return kill_when(proc, lambda: _in_flight(path), lambda seen: seen > before,
+                     "no batch was caught between its claims and its answers", 0.001)
 
 
 def test_a_job_killed_between_claims_and_answers_reruns_with_nothing_parked(tmp_path: Path):
