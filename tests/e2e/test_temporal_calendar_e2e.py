@@ -65,28 +65,35 @@ def test_cron_schedules_keep_their_times_both_ways(temporal_env: TemporalEnv,
         assert svc.verify() == []
 
 
-def test_a_calendar_whose_days_cron_reads_otherwise_parks_unsupported(
-        temporal_env: TemporalEnv, tmp_path: Path) -> None:
+def _theirs_parks_unsupported(env: TemporalEnv, svc, sid: str, cron: str, zone: str,
+                              named: str) -> None:
+    """A Temporal Schedule made with the SDK at ``cron`` in ``zone``, taken back: the forward
+    parks ``unsupported_schedule`` naming ``named`` before its fence, the schedule runs on
+    untouched (unpaused, its notes), and nothing is created on the source."""
     from temporalio.client import (Schedule, ScheduleActionStartWorkflow, ScheduleSpec as Spec,
                                    ScheduleState)
-    tag = uuid.uuid4().hex[:8]
-    sid = f"both-days-{tag}"
-    schedule = Schedule(action=ScheduleActionStartWorkflow(f"Both{tag}", id=f"both-{tag}",
-                                                           task_queue=f"q-{tag}"),
-                        spec=Spec(cron_expressions=["0 12 1 * 1"]),  # a 1st that is a Monday
+    schedule = Schedule(action=ScheduleActionStartWorkflow(f"W{sid}", id=f"act-{sid}",
+                                                           task_queue=f"q-{sid}"),
+                        spec=Spec(cron_expressions=[cron], time_zone_name=zone),
                         state=ScheduleState(note="theirs"))
-    temporal_env.ops.run(lambda: temporal_env.ops.client.create_schedule(sid, schedule))
+    env.ops.run(lambda: env.ops.client.create_schedule(sid, schedule))
+    svc.forward(NS, sid, f"F-{sid}")
+    svc.run_until_idle(retry_for=10.0)
+    st = svc.forward_state(NS, sid, f"F-{sid}")
+    assert (st.phase, st.park_reason) == ("parked", "unsupported_schedule")
+    assert named in st.park_detail
+    desc = env.ops.describe_schedule(sid)
+    assert (desc.schedule.state.paused, desc.schedule.state.notes) == (False, "theirs")
+    with pytest.raises(NotFound):  # nothing created on the source
+        svc.load.source(NS, sid)
+
+
+def test_a_calendar_whose_days_cron_reads_otherwise_parks_unsupported(
+        temporal_env: TemporalEnv, tmp_path: Path) -> None:
     with open_service(f"sqlite:///{tmp_path / 'fence.db'}", temporal_env.destination,
-                      worker_id="e2e") as svc:
-        svc.forward(NS, sid, f"F-{tag}")
-        svc.run_until_idle(retry_for=10.0)
-        st = svc.forward_state(NS, sid, f"F-{tag}")
-        assert (st.phase, st.park_reason) == ("parked", "unsupported_schedule")
-        assert "day of week" in st.park_detail
-        desc = temporal_env.ops.describe_schedule(sid)
-        assert (desc.schedule.state.paused, desc.schedule.state.notes) == (False, "theirs")
-        with pytest.raises(NotFound):  # nothing created on the source
-            svc.load.source(NS, sid)
+                      worker_id="e2e") as svc:  # a 1st that is a Monday
+        _theirs_parks_unsupported(temporal_env, svc, f"both-days-{uuid.uuid4().hex[:8]}",
+                                  "0 12 1 * 1", "UTC", "day of week")
 
 
 def test_a_clock_change_hour_is_refused_both_ways_before_any_fence(
@@ -95,9 +102,6 @@ def test_a_clock_change_hour_is_refused_both_ways_before_any_fence(
     autumn's once; Temporal's scheduler never and twice. A rollback of such a schedule is
     refused naming ``cron`` (nothing written, the source runs on), and a Temporal Schedule at
     that hour taken back parks ``unsupported_schedule`` before its fence."""
-    from temporalio.client import (Schedule, ScheduleActionStartWorkflow, ScheduleSpec as Spec,
-                                   ScheduleState)
-
     from schedfence.domain.errors import InvalidArgument
     tag = uuid.uuid4().hex[:8]
     with open_service(f"sqlite:///{tmp_path / 'fence.db'}", temporal_env.destination,
@@ -108,17 +112,5 @@ def test_a_clock_change_hour_is_refused_both_ways_before_any_fence(
         with pytest.raises(InvalidArgument, match="^cron: "):
             svc.rollback(NS, sid, f"R-{tag}")
         assert svc.event_count() == before and not svc.schedule(NS, sid).migration_pending
-        theirs = f"dst-tmp-{tag}"
-        schedule = Schedule(action=ScheduleActionStartWorkflow(f"Dst{tag}", id=f"dst-{tag}",
-                                                               task_queue=f"q-{tag}"),
-                            spec=Spec(cron_expressions=["30 2 * * *"],
-                                      time_zone_name="America/New_York"),
-                            state=ScheduleState(note="theirs"))
-        temporal_env.ops.run(lambda: temporal_env.ops.client.create_schedule(theirs, schedule))
-        svc.forward(NS, theirs, f"F-{tag}")
-        svc.run_until_idle(retry_for=10.0)
-        st = svc.forward_state(NS, theirs, f"F-{tag}")
-        assert (st.phase, st.park_reason) == ("parked", "unsupported_schedule")
-        assert "America/New_York" in st.park_detail
-        desc = temporal_env.ops.describe_schedule(theirs)
-        assert (desc.schedule.state.paused, desc.schedule.state.notes) == (False, "theirs")
+        _theirs_parks_unsupported(temporal_env, svc, f"dst-tmp-{tag}", "30 2 * * *",
+                                  "America/New_York", "America/New_York")
