@@ -2,6 +2,9 @@
 on its fixed clock, each once failing."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 from schedfence.domain.errors import DomainError
 from schedfence.domain.handover import Handover
 from schedfence.domain.ids import schedule_aggregate_id
@@ -9,14 +12,24 @@ from schedfence.domain.runs import ActionStartIssued
 from tests.infra.test_state_machine import NS, RUNNING, SIDS, RollbackMachine
 
 
+@contextmanager
+def started(overlap: str) -> Iterator[RollbackMachine]:
+    """A machine with every schedule live and free at the destination, the running one under
+    ``overlap``; torn down after."""
+    machine = RollbackMachine()
+    try:
+        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap=overlap,
+                          pause_on_failure=False)
+        yield machine
+    finally:
+        machine.teardown()
+
+
 def test_two_backfills_then_a_rollback_hand_each_time_over_once_per_origin() -> None:
     """Issue 27 item 4, the machine's own steps (it found them with a real clock in 2 of 3
     runs): two backfills of one range, then a rollback and a drain. Each (time, origin) is
     handed over once; the source started none of them, so none is started twice."""
-    machine = RollbackMachine()
-    try:
-        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="skip",
-                          pause_on_failure=False)
+    with started("skip") as machine:
         machine.run_until_idle()
         machine.manual("backfill")
         machine.manual("backfill")
@@ -28,24 +41,17 @@ def test_two_backfills_then_a_rollback_hand_each_time_over_once_per_origin() -> 
         machine.checker_finds_nothing()
         h = Handover.model_validate(m.handover)
         assert [b["backfill_id"] for b in h.backfills] == ["backfill-1", "backfill-2"]
-    finally:
-        machine.teardown()
 
 
 def test_the_machine_replays_a_seed_exactly() -> None:
     """The clock is fixed, so the same steps make the same log (nominal times included)."""
     def run() -> list[str]:
-        machine = RollbackMachine()
-        try:
-            machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
-                              pause_on_failure=False)
+        with started("allow_all") as machine:
             machine.scheduler_pass(150)
             machine.manual("trigger")
             machine.scheduler_pass(61)
             return [f"{type(e).__name__}:{getattr(e, 'nominal', '')}:{getattr(e, 'cursor', '')}"
                     for e in machine._events(schedule_aggregate_id(NS, RUNNING, 1))]
-        finally:
-            machine.teardown()
     first = run()
     assert first == run()
     assert any(line.startswith("ActionStartIssued:2026-01-05T12:01:00Z") for line in first)
@@ -57,10 +63,7 @@ def test_a_re_created_schedule_starts_no_time_of_its_key_twice() -> None:
     ``backfill-1`` name and trigger second, so the same (time, origin) and request ids as the
     dead one (I17; a closed first run would have run again under ALLOW_DUPLICATE). A new
     incarnation now carries the key's backfill count, last trigger and cursor floor."""
-    machine = RollbackMachine()
-    try:
-        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
-                          pause_on_failure=False)
+    with started("allow_all") as machine:
         machine.scheduler_pass(130)
         machine.manual("trigger")
         machine.manual("backfill")
@@ -75,18 +78,13 @@ def test_a_re_created_schedule_starts_no_time_of_its_key_twice() -> None:
         names = {e.origin for e in machine._events(schedule_aggregate_id(NS, RUNNING, 2))
                  if isinstance(e, ActionStartIssued)}
         assert names == {"backfill-2"}
-    finally:
-        machine.teardown()
 
 
 def test_a_round_trip_carries_the_keys_backfill_names_to_the_forward_source() -> None:
     """A source the forward migration creates continues the key's backfill names, so a
     backfill after a round trip is not the first incarnation's ``backfill-1`` again (the same
     request ids: I17)."""
-    machine = RollbackMachine()
-    try:
-        machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap="allow_all",
-                          pause_on_failure=False)
+    with started("allow_all") as machine:
         machine.manual("backfill")
         machine.scheduler_pass(0)
         machine.rollback(RUNNING, None)
@@ -103,5 +101,3 @@ def test_a_round_trip_carries_the_keys_backfill_names_to_the_forward_source() ->
         names = {e.origin for e in machine._events(schedule_aggregate_id(NS, RUNNING, 2))
                  if isinstance(e, ActionStartIssued)}
         assert names == {"backfill-2"}, names
-    finally:
-        machine.teardown()
