@@ -98,14 +98,29 @@ def kill_mid_page(proc: subprocess.Popen, watch: Watch, after_pages: int) -> tup
     return seen[0], seen[2] - seen[1]
 
 
-def test_a_sigkilled_job_resumes_and_migrates_every_schedule_exactly_once(tmp_path: Path):
-    began = time.monotonic()
+def fleet(tmp_path: Path, n: int) -> tuple[Path, str, str, list[str]]:
+    """``n`` schedules in a SQLite file store, beside a shared simulator in a file of its
+    own: (the store's file, its URL, the destination, the schedule ids)."""
     path = tmp_path / "store.db"
     store, destination = f"sqlite:///{path}", f"sim+sqlite:///{tmp_path / 'sim.db'}"
-    sids = [f"s{i:05d}" for i in range(SCHEDULES)]
+    sids = [f"s{i:05d}" for i in range(n)]
     with open_service(store, destination) as svc:
         for sid in sids:
             svc.create_schedule(NS, sid)
+    return path, store, destination, sids
+
+
+def final_run(store: str, destination: str, tmp_path: Path) -> dict:
+    """The rerun after the kills: it must exit 0; its JSON report."""
+    final = migrate(store, destination, tmp_path / "final.err")
+    out, _ = final.communicate(timeout=600)
+    assert final.returncode == 0, (tmp_path / "final.err").read_text()
+    return json.loads(out)
+
+
+def test_a_sigkilled_job_resumes_and_migrates_every_schedule_exactly_once(tmp_path: Path):
+    began = time.monotonic()
+    path, store, destination, sids = fleet(tmp_path, SCHEDULES)
     created = time.monotonic()
 
     watch, kills = Watch(path), []
@@ -113,10 +128,7 @@ def test_a_sigkilled_job_resumes_and_migrates_every_schedule_exactly_once(tmp_pa
         proc = migrate(store, destination, tmp_path / f"run{n}.err")
         kills.append(kill_mid_page(proc, watch, after))
         assert proc.returncode == -signal.SIGKILL
-    final = migrate(store, destination, tmp_path / "final.err")
-    out, _ = final.communicate(timeout=600)
-    assert final.returncode == 0, (tmp_path / "final.err").read_text()
-    report = json.loads(out)
+    report = final_run(store, destination, tmp_path)
     finished = time.monotonic()
 
     _check(store, destination, sids, report)

@@ -13,7 +13,6 @@ completed, none parked, one chain each, created once, and the checker clean.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from schedfence.domain.retention import REARM_REASON
 from schedfence.infra.service import open_service
-from tests.e2e.test_job_sigkill import NS, _check, kill_when, migrate
+from tests.e2e.test_job_sigkill import _check, final_run, fleet, kill_when, migrate
 
 SCHEDULES = int(os.environ.get("SCHEDFENCE_JOB_KILL_CLAIMS_SCHEDULES", "400"))
 KILLS = 3
@@ -53,22 +52,14 @@ def _kill_between_claim_and_answer(proc, path: Path, before: int) -> int:
 
 def test_a_job_killed_between_claims_and_answers_reruns_with_nothing_parked(tmp_path: Path):
     began = time.monotonic()
-    path = tmp_path / "store.db"
-    store, destination = f"sqlite:///{path}", f"sim+sqlite:///{tmp_path / 'sim.db'}"
-    sids = [f"s{i:05d}" for i in range(SCHEDULES)]
-    with open_service(store, destination) as svc:
-        for sid in sids:
-            svc.create_schedule(NS, sid)
+    path, store, destination, sids = fleet(tmp_path, SCHEDULES)
     cut = []
     for n in range(KILLS):
         proc = migrate(store, destination, tmp_path / f"run{n}.err")
         before = _in_flight(path) or 0
         cut.append(_kill_between_claim_and_answer(proc, path, before) - before)
         assert proc.returncode == -signal.SIGKILL
-    final = migrate(store, destination, tmp_path / "final.err")
-    out, _ = final.communicate(timeout=600)
-    assert final.returncode == 0, (tmp_path / "final.err").read_text()
-    report = json.loads(out)
+    report = final_run(store, destination, tmp_path)
     _check(store, destination, sids, report)  # completed all, parked 0, one chain each
     with open_service(store, destination) as svc:
         rearmed = sum(1 for note in svc.app.notifications(
