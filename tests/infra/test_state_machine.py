@@ -415,14 +415,10 @@ class RollbackMachine(RuleBasedStateMachine):
         twice, and once the boundary is settled every spec time between the source's cursor
         and the destination's first instant has started there."""
         for m in self._migrations():
-            run = next((r for r in self._runs(m.schedule_id) if r["by_start"] and
-                        r["create_request_id"] == m.request_id and "created_at" in r), None)
-            if m.handover is None or run is None:
+            taken = self._handed_over(m)
+            if taken is None:
                 continue
-            h = Handover.model_validate(m.handover)
-            created = parse_nominal(run["created_at"])
-            dest = destination_slots(h, created, [parse_nominal(t) for t in
-                                                  run.get("settled", [])], self.now)
+            h, created, dest = taken
             assert len(dest) == len(set(dest)), dest
             issued = {(parse_nominal(e.nominal), e.origin)
                       for e in self._events(UUID(m.source_id)) if isinstance(e, ActionStartIssued)}
@@ -438,28 +434,30 @@ class RollbackMachine(RuleBasedStateMachine):
         """The one oracle (domain/exactly_once.py) over each incarnation of the running
         schedule: the source's starts and its handovers' destinations' together."""
         migrations = self._migrations()
+        created = [parse_nominal(r["created_at"]) for r in self._runs(RUNNING)
+                   if "created_at" in r]
         for n in itertools.count(1):
             aggregate = schedule_aggregate_id(NS, RUNNING, n)
             events = self._events(aggregate)
             if not events:
                 return
             dest = [slot for m in migrations if m.source_id == str(aggregate)
-                    for slot in self._destination_slots(m)]
-            created = [parse_nominal(r["created_at"]) for r in self._runs(RUNNING)
-                       if "created_at" in r]
+                    for slot in (self._handed_over(m) or (None, None, []))[2]]
             got = oracle.verdict(events, self.pauses, n, dest, self.now,
                                  ticks=tuple(sorted([*self.ticks, *created])),
                                  live=tuple(created))
             assert got is None or not (got.twice or got.unexpected), got.describe()
 
-    def _destination_slots(self, m) -> list:
+    def _handed_over(self, m) -> tuple[Handover, datetime, list] | None:
+        """The handover ``m`` made, the instant its destination was created and that
+        destination's (time, origin) starts by now; None before a destination took it."""
         run = next((r for r in self._runs(m.schedule_id) if r["by_start"] and
                     r["create_request_id"] == m.request_id and "created_at" in r), None)
         if m.handover is None or run is None:
-            return []
-        return destination_slots(Handover.model_validate(m.handover),
-                                 parse_nominal(run["created_at"]),
-                                 [parse_nominal(t) for t in run.get("settled", [])], self.now)
+            return None
+        h, created = Handover.model_validate(m.handover), parse_nominal(run["created_at"])
+        return h, created, destination_slots(
+            h, created, [parse_nominal(t) for t in run.get("settled", [])], self.now)
 
     def _events(self, aggregate_id: UUID) -> list:
         return [self.svc.app.mapper.to_domain_event(e)
