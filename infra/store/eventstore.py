@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import tempfile
 import time
-import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 from uuid import UUID
@@ -240,6 +242,16 @@ class FenceApplication(Application[UUID]):
             environment.setdefault("APPLICATION_RECORDER_TOPIC", PG_RECORDER_TOPIC)
         return environment
 
+    def forget_on_close(self, finalizer: Callable[[], Any]) -> None:
+        """Run ``finalizer`` (once) when this application closes: a scratch store's files."""
+        self._forget = finalizer
+
+    def close(self) -> None:
+        super().close()
+        forget = getattr(self, "_forget", None)
+        if forget is not None:
+            forget()
+
     def construct_factory(self, env: Any) -> Any:
         factory = super().construct_factory(env)
         pool = getattr(getattr(factory, "datastore", None), "pool", None)
@@ -359,14 +371,27 @@ class FenceApplication(Application[UUID]):
 def open_application(store: StoreURL) -> FenceApplication:
     if store.pg is not None:
         return _open_postgres(store.pg)
-    if store.kind == "sqlite-memory":
-        # A private shared-cache memory database: isolated per service, shared by its pool.
-        name = f"file:schedfence-{uuid.uuid4().hex}?mode=memory&cache=shared"
-    else:
-        name = store.path
+    scratch = _scratch_directory() if store.kind == "sqlite-memory" else None
+    name = os.path.join(scratch, "events.db") if scratch else store.path
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name,
            "SQLITE_LOCK_TIMEOUT": str(SQLITE_LOCK_TIMEOUT)}
-    return FenceApplication(env=env)
+    app = FenceApplication(env=env)
+    if scratch:
+        app.forget_on_close(weakref.finalize(app, shutil.rmtree, scratch, ignore_errors=True))
+    return app
+
+
+def _scratch_directory() -> str:
+    """Where a ``sqlite:///:memory:`` store lives: a private file in RAM (``/dev/shm`` where
+    there is one), removed when the application closes or the process exits.
+
+    Not SQLite's shared-cache memory database: there, a second connection's writer (a pool
+    thread, the views' engine) fails at once with "database table is locked" instead of
+    waiting for the lock (shared-cache locks ignore the busy timeout), and eventsourcing's
+    connection is then left inside its failed transaction. A file has ordinary locks that
+    wait, exactly like the file store users run."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return tempfile.mkdtemp(prefix="schedfence-memory-", dir=base)
 
 
 def event_table() -> str:
