@@ -40,6 +40,7 @@ from schedfence.domain.text import validate_actor
 
 from schedfence.infra.http.errors import ApiError
 from schedfence.infra.http.settings import TOKENS_ENV
+from schedfence.infra.observability import logs
 from schedfence.infra.web.origin import foreign_origin
 
 ROLES = ("metrics", "reader", "operator", "admin")
@@ -128,7 +129,10 @@ def load_tokens(path: str | None) -> Tokens:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"cannot read the tokens file {path!r}: "
                               f"{type(exc).__name__}") from None
-    return Tokens(parse_tokens(text))
+    entries = parse_tokens(text)
+    tokens = Tokens(entries)
+    logs.hide(secret for _, _, secret in entries)  # no log line shows an accepted token
+    return tokens
 
 
 def parse_tokens(text: str) -> list[tuple[str, str, str]]:
