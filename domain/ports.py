@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .action import StartWorkflowAction
+from .errors import DomainError, NotFound, Unavailable
 
 RunStatus = Literal[
     "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out"
@@ -109,6 +110,22 @@ class DestinationNotReached(DestinationUnavailable):
     name did not resolve, or no channel was ready before the deadline (or, in the simulator,
     its transaction failed before COMMIT). Nothing can have committed (unlike a plain
     ``DestinationUnavailable``, whose outcome is unknown)."""
+
+
+class NamespaceNotFound(DestinationUnavailable):
+    """The destination has no such namespace: the call did nothing, and retrying cannot help
+    until an operator creates it, so a command answers ``not_found`` (``command_error``). It is
+    a ``DestinationUnavailable`` all the same: a missing namespace says nothing about the runs
+    a worker asked after, so a worker backs off and never reads it as "no such run"."""
+
+
+def command_error(exc: DestinationUnavailable, what: str) -> DomainError:
+    """What a command answers when the destination could not tell it ``what`` it asked (e.g.
+    "the create check"): ``not_found`` for a namespace that does not exist, ``unavailable``
+    (nothing written, retry later) otherwise."""
+    if isinstance(exc, NamespaceNotFound):
+        return NotFound(f"the destination has no such namespace ({what}): {exc}")
+    return Unavailable(f"destination unavailable for {what}: {exc}")
 
 
 class DestinationNotFound(DestinationError):

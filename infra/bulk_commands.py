@@ -18,9 +18,9 @@ from eventsourcing.persistence import IntegrityError
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.action import check_registered
-from schedfence.domain.errors import DomainError, InvalidArgument, NotFound, Unavailable
+from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
-                                     SearchAttributeRegistry)
+                                     SearchAttributeRegistry, command_error)
 from schedfence.domain.program import program_of
 from schedfence.domain.ids import schedule_key_id, validate_destination_key, validate_request_id
 from schedfence.domain.migration import Migration
@@ -198,8 +198,7 @@ def rollback_check(service: MigrationService, namespace: str, schedule_id: str,
     except DestinationNotFound:  # no such namespace: the create says so, as before
         return sentinel
     except DestinationUnavailable as exc:
-        raise Unavailable(f"destination unavailable for the search attribute check: "
-                          f"{exc}") from exc
+        raise command_error(exc, "the search attribute check") from exc
     check_registered(action, registered)
     return sentinel
 

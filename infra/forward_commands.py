@@ -16,7 +16,7 @@ from schedfence.domain.forward import (ForwardMigration, ForwardState,
                                        derive_forward_request_id, forward_aggregate_id)
 from schedfence.domain.ids import validate_destination_key, validate_request_id
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, ScheduleHost,
-                                     ScheduleSnapshot)
+                                     ScheduleSnapshot, command_error)
 from schedfence.domain.schedule_key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.store.eventstore import retry_on_conflict
@@ -142,7 +142,7 @@ class ForwardCommands:
         except DestinationNotFound:
             raise NotFound(f"no Temporal schedule {namespace}/{schedule_id}") from None
         except DestinationUnavailable as exc:
-            raise Unavailable(f"destination unavailable: {exc}") from exc
+            raise command_error(exc, "the Temporal schedule's description") from exc
 
     def forward_state(self, namespace: str, schedule_id: str, request_id: str) -> ForwardState:
         found = self.app.find(forward_aggregate_id(namespace, schedule_id, request_id))
@@ -195,7 +195,7 @@ class ForwardCommands:
                                                 bool(st.pre_paused), st.pre_notes or "")
                 restored = True
             except DestinationUnavailable as exc:
-                raise Unavailable(f"could not restore the Temporal schedule: {exc}") from exc
+                raise command_error(exc, "restoring the Temporal schedule") from exc
         mig = self.app.repository.get(UUID(st.migration_id))
         key = self.load.key(namespace, schedule_id)
         mfacts, sfacts = fs.abort_facts(st, reason, actor, restored)

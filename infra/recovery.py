@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Callable
 
 from schedfence.domain import handoff as h
 from schedfence.domain import recovery as r
-from schedfence.domain.errors import InvalidArgument, RecoveryRefused, Unavailable
+from schedfence.domain.errors import InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import validate_id, validate_request_id
 from schedfence.domain.migration import Migration
-from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable, RunDescription
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, RunDescription,
+                                     command_error)
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
@@ -106,4 +107,4 @@ def _describe(service: MigrationService, namespace: str, workflow_id: str,
     except DestinationNotFound:
         return None
     except DestinationUnavailable as exc:
-        raise Unavailable(f"destination unavailable for the recovery check: {exc}") from exc
+        raise command_error(exc, "the recovery check") from exc

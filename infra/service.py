@@ -11,12 +11,13 @@ from uuid import UUID
 from schedfence.domain import decisions as d
 from schedfence.domain import handoff as h
 from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument, NotFound,
-                                      RecoveryRefused, Unavailable)
+                                      RecoveryRefused)
 from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch, check_active
 from schedfence.domain.ids import (destination_workflow_id, validate_destination_key,
                                    validate_request_id)
 from schedfence.domain.migration import Migration
-from schedfence.domain.ports import Destination, DestinationNotFound, DestinationUnavailable
+from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
+                                     command_error)
 from schedfence.domain.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
@@ -164,7 +165,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         except DestinationNotFound:
             current = None
         except DestinationUnavailable as exc:
-            raise Unavailable(f"destination unavailable for the {what}: {exc}") from exc
+            raise command_error(exc, f"the {what}") from exc
         return d.destination_check(workflow_id, current)
 
     def epoch(self) -> int:

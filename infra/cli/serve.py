@@ -4,6 +4,11 @@ It refuses to start without a tokens file (``--tokens`` or ``SCHEDFENCE_TOKENS_F
 to loopback unless told otherwise, and needs a destination like every command that reaches one
 (``--destination`` or ``SCHEDFENCE_DESTINATION``). ``--print-openapi`` prints the API's OpenAPI
 document (``schemas/openapi.json``) and opens nothing. Registered by infra/cli/commands.py.
+
+Everything it logs, its own start-up lines and uvicorn's (start-up, errors, one access record
+per request), goes to stderr through the project's formatter (``--log-format``, secrets
+scrubbed, every accepted token blanked wherever it appears); stdout stays empty. These lines
+are logged from ``info`` (or the configured level, if lower), as a server always showed them.
 """
 from __future__ import annotations
 
@@ -15,8 +20,11 @@ from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.base import CliState
 from schedfence.infra.http.settings import MAX_BODY, RATE, TOKENS_ENV
+from schedfence.infra.observability import logs
 
 MAX_RATE = 100_000.0
+LOG = logs.get_logger("serve")
+SERVER_LOGGERS = ("uvicorn", "py.warnings")  # uvicorn.error, uvicorn.access; warnings
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -72,10 +80,25 @@ def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_bod
                      max_body=max_body, rate=rate_limit)
     import uvicorn
 
+    level = _server_logs()
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"schedfence serve: {len(tokens)} token(s), destination "
-               f"{state.destination_label}, listening on http://{shown}:{port}", err=True)
+    LOG.info("schedfence serve: %d token(s), destination %s, listening on http://%s:%d",
+             len(tokens), state.destination_label, shown, port)
     if not is_loopback(host):
-        click.echo(f"warning: {host} is not a loopback address: the API is reachable from "
-                   "other machines, and tokens travel in clear text without TLS", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", server_header=False)
+        LOG.warning("%s is not a loopback address: the API is reachable from other machines, "
+                    "and tokens travel in clear text without TLS", host)
+    uvicorn.run(app, host=host, port=port, log_level=level, log_config=None,
+                server_header=False)
+
+
+def _server_logs() -> str:
+    """Route serve's and uvicorn's records through the project's handler (logs.adopt), the
+    access records with their fields; returns the level uvicorn is to log from."""
+    import logging
+
+    logging.captureWarnings(True)  # a library's warning is a record too, not a bare line
+    level = logs.adopt(LOG.name)
+    for name in SERVER_LOGGERS:
+        logs.adopt(name)
+    logging.getLogger("uvicorn.access").addFilter(logs.AccessFields())
+    return level

@@ -33,8 +33,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
-                                     DestinationUnavailable, InvalidStartRequest, RunDescription,
-                                     StartAccepted, StartWorkflow, StopKind)
+                                     DestinationUnavailable, InvalidStartRequest,
+                                     NamespaceNotFound, RunDescription, StartAccepted,
+                                     StartWorkflow, StopKind)
 
 from schedfence.infra.destination.action_proto import start_fields
 from schedfence.infra.destination.temporal_connect import connect_client
@@ -150,6 +151,14 @@ def _has_detail(exc: RPCError, name: str) -> bool:
 _NOT_SENT = ("tcp connect error", "dns error", "error trying to connect")
 
 
+def missing_namespace(exc: RPCError, call: str) -> NamespaceNotFound | None:
+    """NOT_FOUND for the namespace itself (the server's NamespaceNotFoundFailure), not for a
+    workflow or schedule in it."""
+    if exc.status == RPCStatusCode.NOT_FOUND and _has_detail(exc, "NamespaceNotFoundFailure"):
+        return NamespaceNotFound(f"{call}: NOT_FOUND: {exc.message}")
+    return None
+
+
 def never_sent(exc: RPCError) -> bool:
     """UNAVAILABLE because no connection could be made: nothing reached the server."""
     return exc.status == RPCStatusCode.UNAVAILABLE and any(m in exc.message for m in _NOT_SENT)
@@ -173,10 +182,13 @@ def describe_error(exc: RPCError) -> Exception:
     """The port's error for a failed Describe.
 
     Only a *workflow* NOT_FOUND means "no such run"; a missing namespace says nothing about the
-    workflow, so it is unavailable (retry), never "free to start". A run id that is not a uuid
+    workflow, so it is ``NamespaceNotFound``, a kind of unavailable (a worker retries; a command
+    answers ``not_found``), never "free to start". A run id that is not a uuid
     cannot name a run, which the server reports as INVALID_ARGUMENT "Invalid RunId".
     """
-    if exc.status == RPCStatusCode.NOT_FOUND and not _has_detail(exc, "NamespaceNotFoundFailure"):
+    if (missing := missing_namespace(exc, "describe")) is not None:
+        return missing
+    if exc.status == RPCStatusCode.NOT_FOUND:
         return DestinationNotFound(exc.message)
     if exc.status == RPCStatusCode.INVALID_ARGUMENT and "RunId" in exc.message:
         return DestinationNotFound(exc.message)
@@ -191,10 +203,12 @@ def stop_error(exc: RPCError) -> Exception:
 
     A *workflow* NOT_FOUND is either no such workflow ("workflow not found for ID") or a closed
     current run ("workflow execution already completed", what a terminate of a closed run
-    gets). A missing namespace is unavailable, as for describe. Other codes that prove a
+    gets). A missing namespace is ``NamespaceNotFound``, as for describe. Other codes that prove a
     refusal are ``InvalidStartRequest``; everything else is an unknown outcome.
     """
-    if exc.status == RPCStatusCode.NOT_FOUND and not _has_detail(exc, "NamespaceNotFoundFailure"):
+    if (missing := missing_namespace(exc, "stop")) is not None:
+        return missing
+    if exc.status == RPCStatusCode.NOT_FOUND:
         return DestinationNotFound(exc.message)
     if never_sent(exc):
         return DestinationNotReached(f"stop not sent: {exc.status.name}: {exc.message}")
@@ -343,11 +357,13 @@ class TemporalDestination(TemporalScheduleHost):
 
     def retention_seconds(self, namespace: str) -> float:
         """DescribeNamespace's workflow execution retention (``RetentionReader``); any
-        failure, a missing namespace too, is unavailable: it says nothing about runs."""
+        failure is unavailable (a missing namespace ``NamespaceNotFound``, one kind of it): it
+        says nothing about runs."""
         self._check_namespace(namespace)
         resp = self._rpc("retention", "describe_namespace",
                          DescribeNamespaceRequest(namespace=namespace),
-                         lambda exc: DestinationUnavailable(
+                         lambda exc: missing_namespace(exc, "describe namespace") or
+                         DestinationUnavailable(
                              f"describe namespace: {exc.status.name}: {exc.message}"))
         return resp.config.workflow_execution_retention_ttl.ToTimedelta().total_seconds()
 

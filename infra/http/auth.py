@@ -15,6 +15,12 @@ A presented token is compared with every secret (``hmac.compare_digest`` over SH
 so neither which secret matched nor its length shows in the time taken). The token comes from
 ``Authorization: Bearer`` or the web page's ``schedfence_token`` cookie. Each principal, and
 each client address presenting no valid token, has a token bucket (``RateLimiter``).
+
+A browser sends the cookie with a form that another port of the same host posts (SameSite does
+not look at ports), so a request that writes (any method but GET, HEAD, OPTIONS) and is
+authenticated by the cookie must come from this server's own origin (``Origin`` /
+``Sec-Fetch-Site``, infra/web/origin.py): otherwise it is refused ``cross_origin`` (403) before
+any route runs. A bearer token is never sent by a browser on its own, so it is not checked.
 """
 from __future__ import annotations
 
@@ -34,6 +40,8 @@ from schedfence.domain.text import validate_actor
 
 from schedfence.infra.http.errors import ApiError
 from schedfence.infra.http.settings import TOKENS_ENV
+from schedfence.infra.observability import logs
+from schedfence.infra.web.origin import foreign_origin
 
 ROLES = ("metrics", "reader", "operator", "admin")
 RANK = {role: n for n, role in enumerate(ROLES)}
@@ -42,6 +50,7 @@ MIN_SECRET = 16
 MAX_NAME = 64  # a drain runs as NAME#RANDOM, a worker id of at most 200
 MAX_SECRET = 4096
 MAX_BUCKETS = 10_000  # rate-limit keys kept before the full ones are forgotten
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # a request that writes nothing
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,10 @@ def load_tokens(path: str | None) -> Tokens:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"cannot read the tokens file {path!r}: "
                               f"{type(exc).__name__}") from None
-    return Tokens(parse_tokens(text))
+    entries = parse_tokens(text)
+    tokens = Tokens(entries)
+    logs.hide(secret for _, _, secret in entries)  # no log line shows an accepted token
+    return tokens
 
 
 def parse_tokens(text: str) -> list[tuple[str, str, str]]:
@@ -195,9 +207,27 @@ def presented_token(request: Request) -> str | None:
     return request.cookies.get(COOKIE) or None
 
 
+def by_cookie(request: Request) -> bool:
+    """Whether the token ``presented_token`` reads is the cookie's (no Authorization header)."""
+    return request.headers.get("authorization") is None and bool(request.cookies.get(COOKIE))
+
+
+def check_origin(request: Request) -> None:
+    """Refuse a cookie-authenticated write that does not come from this server's own pages
+    (``cross_origin``, 403); a read, or a bearer token, passes."""
+    if request.method in SAFE_METHODS or not by_cookie(request):
+        return
+    why = foreign_origin(request, required=True)
+    if why is not None:
+        raise ApiError("cross_origin", f"refused: a request that writes with the "
+                       f"{COOKIE} cookie must come from this server's own pages, and {why}; "
+                       "a client sends Authorization: Bearer TOKEN instead")
+
+
 def authorize(request: Request, role: str) -> Principal:
     """The caller's principal if it holds ``role`` (or a higher one); otherwise raise
-    ``ApiError``: 401 without a known token, 403 below the role, 429 over the rate limit."""
+    ``ApiError``: 401 without a known token, 403 for a cookie-authenticated write from another
+    origin (``check_origin``) or below the role, 429 over the rate limit."""
     auth: Auth = request.app.state.auth
     token = presented_token(request)
     principal = auth.tokens.find(token) if token else None
@@ -211,6 +241,7 @@ def authorize(request: Request, role: str) -> Principal:
         raise ApiError("unauthenticated", "a valid bearer token is required (Authorization: "
                        "Bearer TOKEN)" if token is None else "the token is not known",
                        {"WWW-Authenticate": 'Bearer realm="schedfence"'})
+    check_origin(request)
     if not principal.may(role):
         raise ApiError("permission_denied", f"{principal.name} has role {principal.role}; "
                        f"this needs {role}")

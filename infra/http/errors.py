@@ -2,8 +2,9 @@
 HTTP status of each code.
 
 The codes are the domain's (``DomainError.code``, the same the CLI prints), plus the few that
-only HTTP has: ``unauthenticated`` (401), ``permission_denied`` (403), ``method_not_allowed``
-(405), ``request_too_large`` (413), ``resource_exhausted`` (429) and ``internal`` (500).
+only HTTP has: ``unauthenticated`` (401), ``permission_denied`` and ``cross_origin`` (403),
+``method_not_allowed`` (405), ``request_too_large`` (413), ``resource_exhausted`` (429) and
+``internal`` (500).
 A message never carries a secret: token errors name no token, and store errors go through the
 store's own redaction (``FenceApplication.store_error``).
 """
@@ -28,6 +29,7 @@ STATUS: dict[str, int] = {
     "invalid_argument": 400,  # a value the domain refuses (422: a body the schema refuses)
     "unauthenticated": 401,
     "permission_denied": 403,
+    "cross_origin": 403,  # a cookie-authenticated write from another origin (http/auth.py)
     "not_found": 404,
     "method_not_allowed": 405,
     # The request conflicts with the state: retrying the same call will not help until the

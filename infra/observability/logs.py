@@ -13,9 +13,13 @@ one context variable are all this needs, and no second logging system has to be 
   ``extra=`` or from ``log_context`` (a context variable: a request handler binds its request
   id once, and every record under it carries it).
 - Secrets never appear: a URL's password, a bearer token and a ``password=``/``token=``-style
-  value are replaced with ``***`` in every message and field, and a field whose *name* says
-  secret is dropped to ``***`` whatever it holds. Callers still log ``StoreURL.redacted``;
-  this is the net under it.
+  value (``schedfence_token=``, ``access_token=`` and ``Cookie:`` too) are replaced with
+  ``***`` in every message and field, a field whose *name* says secret is dropped to ``***``
+  whatever it holds, and every secret handed to ``hide`` (the tokens ``serve`` accepts) is
+  blanked wherever it appears. Callers still log ``StoreURL.redacted``; this is the net under it.
+- Another library's records can be sent through the same handler (``adopt``): ``serve`` sends
+  uvicorn's start-up, error and access records (the request line, its query included), so
+  they are JSON under ``--log-format json`` and scrubbed like ours.
 - A library does not configure logging: without ``configure`` (which the CLI calls), the
   ``schedfence`` logger has only a ``NullHandler``.
 """
@@ -42,9 +46,12 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"messa
 
 _URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:@/\s]*):[^@/\s]*@", re.I)
 _BEARER = re.compile(r"\b(bearer)\s+[^\s,;\"']+", re.I)
-_SECRET_NAME = r"(?:password|passwd|pwd|token|secret|api[_-]?key|authorization)"
-_KEY_VALUE = re.compile(rf"\b({_SECRET_NAME})(\s*[=:]\s*)[^\s&,;\"']+", re.I)
+_SECRET_NAME = r"(?:password|passwd|pwd|token|secret|api[_-]?key|authorization|cookie)"
+# The name may have a prefix: ``schedfence_token=``, ``access_token=``, ``X-Api-Key:``.
+_KEY_VALUE = re.compile(rf"\b([\w-]*{_SECRET_NAME})(\s*[=:]\s*)[^\s&,;\"']+", re.I)
 _SECRET_KEY = re.compile(_SECRET_NAME, re.I)
+_IGNORED = {"color_message"}  # uvicorn's copy of a message with terminal colours
+_hidden: frozenset[str] = frozenset()  # literal secrets blanked wherever they appear
 
 logging.getLogger(ROOT).addHandler(logging.NullHandler())
 
@@ -54,8 +61,17 @@ def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"{ROOT}.{name}")
 
 
+def hide(secrets: Iterable[str]) -> None:
+    """Blank each of ``secrets`` (each at least a few characters long) in every record from
+    now on, wherever it appears: a token in a path, a header, a message."""
+    global _hidden
+    _hidden = _hidden | {s for s in secrets if isinstance(s, str) and len(s) >= 8}
+
+
 def redact(text: str) -> str:
     """``text`` with every password, bearer token and secret-looking value replaced."""
+    for secret in _hidden:
+        text = text.replace(secret, "***")
     text = _URL_PASSWORD.sub(r"\1:***@", text)
     text = _BEARER.sub(r"\1 ***", text)
     return _KEY_VALUE.sub(r"\1\2***", text)
@@ -75,7 +91,8 @@ def log_context(**fields: Any) -> Iterator[None]:
 def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     """The record's fields: the context's, then its own ``extra=``; the known ones first."""
     fields = dict(_context.get())
-    fields.update((k, v) for k, v in vars(record).items() if k not in _STANDARD)
+    fields.update((k, v) for k, v in vars(record).items()
+                  if k not in _STANDARD and k not in _IGNORED)
     fields = {k: v for k, v in fields.items() if v is not None}
     ordered = {k: fields.pop(k) for k in FIELDS if k in fields}
     ordered.update(sorted(fields.items()))
@@ -155,6 +172,33 @@ def configure(fmt: str = "text", level: str = "warning") -> logging.Handler:
     logger.setLevel(level.upper())
     logger.propagate = False
     return handler
+
+
+def adopt(name: str, level: str = "info") -> str:
+    """Send the records of another library's logger ``name`` (and its children's) through the
+    handler ``configure`` installed: stderr, the same format, the same redaction. It logs from
+    ``level`` or the configured level, whichever is less severe; returns that level's name."""
+    root = logging.getLogger(ROOT)
+    ours = [h for h in root.handlers if isinstance(h, _StderrHandler)] or [configure()]
+    logger = logging.getLogger(name)
+    for old in list(logger.handlers):
+        logger.removeHandler(old)
+    logger.addHandler(ours[0])
+    logger.propagate = False
+    chosen = min(logging.getLevelName(level.upper()), root.getEffectiveLevel())
+    logger.setLevel(chosen)
+    return logging.getLevelName(chosen).lower()
+
+
+class AccessFields(logging.Filter):
+    """uvicorn's access records as fields: ``client``, ``method``, ``path`` (scrubbed by the
+    formatter, as every field is) and ``status``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5:
+            record.client, record.method, record.path, _, record.status = args
+        return True
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from schedfence.projections.service_views import STUCK_AFTER
 
 from schedfence.infra.service import MigrationService
 from schedfence.infra.web import timeline as tl
+from schedfence.infra.web.origin import foreign_origin
 
 HERE = Path(__file__).parent
 COOKIE = "schedfence_token"
@@ -74,9 +75,9 @@ def safe_next(target: str) -> str:
 
 
 def same_origin(request: Request) -> bool:
-    """A form posted from this app's own pages (a browser sends Origin with every POST)."""
-    origin = request.headers.get("origin")
-    return origin is None or origin == f"{request.url.scheme}://{request.url.netloc}"
+    """A form posted from this app's own pages, or by a client that is no browser (neither
+    Origin nor Sec-Fetch-Site: infra/web/origin.py)."""
+    return foreign_origin(request, required=False) is None
 
 
 def _arg(request: Request, name: str, kind: str) -> str:

@@ -21,7 +21,8 @@ from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure, NotFoundFai
 from temporalio.service import RPCStatusCode
 
 from schedfence.domain.ports import (DestinationNotFound, DestinationNotReached,
-                                     DestinationUnavailable, InvalidStartRequest, StartWorkflow)
+                                     DestinationUnavailable, InvalidStartRequest, NamespaceNotFound,
+                                     StartWorkflow)
 from schedfence.infra.destination.temporal import (TemporalDestination, cancel_request_id,
                                                    stop_error)
 from tests.contract.temporal_env import NS, TemporalEnv
@@ -149,9 +150,9 @@ def test_a_closed_adapter_is_unavailable():
      DestinationNotFound),
     (rpc_error(RPCStatusCode.NOT_FOUND, "workflow execution already completed",
                NotFoundFailure()), DestinationNotFound),
-    # A missing namespace says nothing about the workflow: retry.
+    # A missing namespace (a DestinationUnavailable, so a worker backs off) says nothing about the workflow: retry.
     (rpc_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found.",
-               NamespaceNotFoundFailure(namespace="x")), DestinationUnavailable),
+               NamespaceNotFoundFailure(namespace="x")), NamespaceNotFound),
     (rpc_error(RPCStatusCode.UNAVAILABLE, "tcp connect error"), DestinationNotReached),
     (rpc_error(RPCStatusCode.UNAVAILABLE, "connection reset by peer"), DestinationUnavailable),
     (rpc_error(RPCStatusCode.DEADLINE_EXCEEDED), DestinationUnavailable),

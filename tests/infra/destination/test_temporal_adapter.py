@@ -18,7 +18,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
-                                     DestinationUnavailable, InvalidStartRequest, StartWorkflow)
+                                     DestinationUnavailable, InvalidStartRequest, NamespaceNotFound,
+                                     StartWorkflow)
 from schedfence.infra.destination.choose import parse_destination
 from schedfence.infra.destination.temporal import (TemporalDestination, describe_error, policies,
                                                    start_error)
@@ -86,9 +87,9 @@ def test_only_a_start_that_never_connected_is_known_not_sent(message, expected):
     (rpc_error(RPCStatusCode.NOT_FOUND, "workflow not found", NotFoundFailure()),
      DestinationNotFound),
     (rpc_error(RPCStatusCode.INVALID_ARGUMENT, "Invalid RunId."), DestinationNotFound),
-    # A missing namespace says nothing about the workflow: never "free to start".
+    # A missing namespace (a DestinationUnavailable, so a worker backs off) says nothing about the workflow: never "free to start".
     (rpc_error(RPCStatusCode.NOT_FOUND, "Namespace x is not found.",
-               NamespaceNotFoundFailure(namespace="x")), DestinationUnavailable),
+               NamespaceNotFoundFailure(namespace="x")), NamespaceNotFound),
     (rpc_error(RPCStatusCode.UNAVAILABLE, "tcp connect error"), DestinationNotReached),
     (rpc_error(RPCStatusCode.DEADLINE_EXCEEDED), DestinationUnavailable),
     (rpc_error(RPCStatusCode.INVALID_ARGUMENT, "WorkflowId is not set"),
