@@ -3,4 +3,5 @@
 folded by a pure reducer; the decisions (``handoff``: each command and task step over both
 aggregates, built on ``decisions``, ``recovery`` and the source's rules in ``schedule``); the
 invariant checker over whole histories (``invariants``); the ports a destination implements
-(``ports``); ids and input rules (``ids``, ``text``). Imports nothing of ours."""
+(``ports``); ids and input rules (``ids``, ``text``); every stored topic and the module
+that defines it (``topics``). Imports nothing of ours."""

@@ -27,8 +27,10 @@ from eventsourcing.domain import (
     CanSnapshotAggregate,
     datetime_now_with_tzinfo,
 )
-from eventsourcing.utils import get_topic, register_topic, resolve_topic
+from eventsourcing.utils import get_topic, register_topic
 from pydantic import BaseModel, ConfigDict, Field
+
+from .topics import resolve_stored
 
 
 def upcast(owner: type, state: dict[str, Any], version: int) -> None:
@@ -120,7 +122,7 @@ class EvolvingAggregate(BaseAggregate[UUID]):
                        created_on=aggregate.created_on, modified_on=aggregate.modified_on)
 
         def mutate(self, _: None) -> Any:
-            aggregate_class = resolve_topic(self.topic)
+            aggregate_class = resolve_stored(self.topic)
             fields = copy.deepcopy(self.state)  # the state must not share dicts with us
             version, current = self.state_version, getattr(aggregate_class, "class_version", 1)
             if version > current:

@@ -7,11 +7,12 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import TopicError, get_topic, resolve_topic
+from eventsourcing.utils import TopicError, get_topic
 from pydantic_core import from_json
 
 from schedfence.domain.errors import UndecodableEvent
 from schedfence.domain.model import upcast
+from schedfence.domain.topics import resolve_stored
 
 
 _VERSION_KEY = b'"class_version"'  # present in stored JSON only for versions above 1
@@ -58,7 +59,7 @@ class PydanticMapper(Mapper[UUID]):
             raise UndecodableEvent(f"cannot decrypt or decompress {stored.topic}"
                                    f"{_where(stored)}: {_brief(exc)}") from exc
         try:
-            cls = resolve_topic(stored.topic)
+            cls = resolve_stored(stored.topic)
         except TopicError as exc:
             raise UndecodableEvent(f"unknown event type {stored.topic!r}{_where(stored)}") \
                 from exc

@@ -29,10 +29,10 @@ def _ready(base: str) -> bool:
 
 
 @contextmanager
-def schedfence_serve(store: str, tokens: list[tuple[str, str, str]],
-                     workdir: Path) -> Iterator[str]:
+def schedfence_serve(store: str, tokens: list[tuple[str, str, str]], workdir: Path,
+                     *serve_options: str) -> Iterator[str]:
     """Serve ``store`` until the block ends; yields the base URL. ``tokens``: (name, role,
-    secret) lines of the tokens file."""
+    secret) lines of the tokens file; ``serve_options``: more options of ``serve``."""
     tokens_file = workdir / "tokens.txt"
     tokens_file.write_text("".join(f"{n} {r} {s}\n" for n, r, s in tokens))
     tokens_file.chmod(0o600)
@@ -42,7 +42,7 @@ def schedfence_serve(store: str, tokens: list[tuple[str, str, str]],
         process = subprocess.Popen(
             [sys.executable, "-m", "schedfence.infra.cli", "--store", store,
              "--destination", "sim", "serve", "--listen", base.removeprefix("http://"),
-             "--tokens", str(tokens_file)], stdout=log, stderr=subprocess.STDOUT)
+             "--tokens", str(tokens_file), *serve_options], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + READY_SECONDS
         while not _ready(base):
