@@ -75,8 +75,8 @@ def test_a_limited_schedules_boundary_counts_against_its_limit(temporal_env: Tem
     """At 1 s the boundary (between the gap's end and the server's create) always holds a
     time or two: the settle starts them and takes them off the server's remaining actions
     (once, before its patch), so the limit of 6 starts exactly the first 6 times, none twice."""
-    cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=6)
-    time.sleep(4)  # the server's own share has surely run out by now
+    # listed 9 s after the handover: the server's own share has surely run out by then
+    cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=6, run_for=9)
     assert started == times_between(SPEC, cursor, cursor + timedelta(seconds=6))
 
 
