@@ -220,14 +220,32 @@ def boundary_gap(h: Handover, gap_end: datetime, created_at: datetime) -> list[d
     return owed_spec_times(h, after, created_at, _gap(h, gap_end)[1])
 
 
-def remaining_after_settle(h: Handover, gap_end: datetime, boundary: int, own: int) -> int:
-    """A limited destination's remaining actions once the settle has started the
-    ``boundary``'s times (backfills, which the server does not count) and the server has
-    taken ``own`` actions of its own since its create: what the create left it, less both.
-    A function of what the server shows, so a repeated settle writes the same number."""
-    left = _gap(h, gap_end)[1]
-    assert left is not None, "a limited handover"
-    return max(left - boundary - own, 0)
+@dataclass(frozen=True)
+class LimitView:
+    """What one describe shows of a limited destination's count: its remaining actions and
+    whether any update has been applied since its create (its update time is set; the create
+    and its patches never set it)."""
+
+    remaining: int
+    updated: bool
+
+
+def limit_settle(boundary: int, view: LimitView) -> int | None:
+    """The remaining actions the settle writes, under the conflict token of the describe that
+    showed ``view``, once the ``boundary``'s times are backfills (which the server does not
+    count); None: nothing to write.
+
+    Until an update applies, only the server's own scheduled starts lower the count the
+    create set, and each also moves the conflict token (measured on a dev server; backfills
+    and triggers move neither). So the view's count less the boundary is exact for that token:
+    the server applies the update only if no action of its own came between, and drops it
+    otherwise (answering OK). Once an update applied, it is settled: every update the settle
+    writes carries the token of a view that showed none applied, so at most one of them
+    applies. A boundary larger than the count left is the one case this cannot make exact
+    (the server's own starts used the limit first): it writes 0."""
+    if view.updated or boundary == 0:
+        return None
+    return max(view.remaining - boundary, 0)
 
 
 def boundary_request_id(request_id: str) -> str:

@@ -34,9 +34,8 @@ from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeSc
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
-from schedfence.domain.handover import (GAP_MARGIN, Handover, boundary_gap,
-                                       boundary_request_id, patch_plan,
-                                       remaining_after_settle)
+from schedfence.domain.handover import (GAP_MARGIN, Handover, LimitView, boundary_gap,
+                                       boundary_request_id, limit_settle, patch_plan)
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound,
@@ -122,10 +121,7 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
     boundary = boundary_gap(handover, end, created)
     if boundary and handover.remaining_actions is not None:
-        own = sum(a.schedule_time.ToDatetime(tzinfo=timezone.utc) > created
-                  for a in desc.info.recent_actions)  # the server's own, after its create
-        _count_against_limit(dest, request, desc,
-                             remaining_after_settle(handover, end, len(boundary), own))
+        _count_against_limit(dest, request, desc, len(boundary))
     todo = [t for t in boundary
             if not _started(dest, request.namespace, action_workflow_id(handover.action, t))]
     if todo:
@@ -140,14 +136,20 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
     return [nominal_text(t) for t in todo]
 
 
+# How many times in a row the settle writes the limit after the server's own starts moved the
+# conflict token under it, before it backs off (the settle is asked again later).
+LIMIT_TRIES = 5
+
+
 def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
-                         desc: DescribeScheduleResponse, target: int) -> None:
+                         desc: DescribeScheduleResponse, boundary: int) -> None:
     """A limited schedule's boundary times are backfills, which the server does not count:
-    its remaining actions become ``target`` (``remaining_after_settle``), before the patch
-    that starts them. The target is a function of what the server shows, so a settle
-    repeated after a crash or an unknown outcome finds it applied and updates nothing (a
-    workflow-backed schedule takes no memo update to mark it). An update that races another
-    (the conflict token moved) is an unknown outcome: the settle is asked again."""
+    take them off its remaining actions (``limit_settle``), before the patch that starts
+    them. Each update carries the conflict token of the describe it was computed from; the
+    server drops one that an action of its own (or any change) overtook, answering OK, so
+    the settle describes again and decides again until a describe shows the update applied.
+    A settle repeated after a crash or an unknown outcome finds it applied and writes
+    nothing. The request id names the token, so a rewrite after a drop is a new signal."""
     from schedfence.infra.destination.temporal import describe_error
 
     def update_error(exc: RPCError) -> Exception:
@@ -156,15 +158,25 @@ def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
                                           f"update ({exc.message}); asked again")
         return describe_error(exc)
 
-    schedule = desc.schedule
-    if schedule.state.remaining_actions <= target:
-        return  # applied already (or the server's own starts took it lower)
-    schedule.state.remaining_actions = target
-    dest._rpc("update schedule", "update_schedule", UpdateScheduleRequest(
-        namespace=request.namespace,
-        schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX), schedule=schedule,
-        conflict_token=desc.conflict_token, identity=dest.identity,
-        request_id=boundary_request_id(request.request_id) + "-limit"), update_error)
+    schedule_id = request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
+    for tries in range(LIMIT_TRIES + 1):
+        target = limit_settle(boundary, LimitView(desc.schedule.state.remaining_actions,
+                                                  desc.info.HasField("update_time")))
+        if target is None:
+            return
+        if tries == LIMIT_TRIES:
+            break
+        schedule = desc.schedule
+        schedule.state.remaining_actions = target
+        dest._rpc("update schedule", "update_schedule", UpdateScheduleRequest(
+            namespace=request.namespace, schedule_id=schedule_id, schedule=schedule,
+            conflict_token=desc.conflict_token, identity=dest.identity,
+            request_id=f"{boundary_request_id(request.request_id)}-limit-"
+                       f"{desc.conflict_token.hex()}"), update_error)
+        desc = dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
+            namespace=request.namespace, schedule_id=schedule_id), describe_error)
+    raise DestinationUnavailable(f"settle: the schedule's conflict token moved under the "
+                                 f"limit's update {LIMIT_TRIES} times in a row; asked again")
 
 
 def _started(dest: TemporalDestination, namespace: str, workflow_id: str) -> bool:

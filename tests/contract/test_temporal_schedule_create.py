@@ -118,3 +118,57 @@ def _exists(server, workflow_id: str) -> bool:
         return True
     except DestinationNotFound:
         return False
+
+
+def test_a_limited_schedules_own_starts_move_its_token_and_a_stale_update_is_dropped(server):
+    """What the settle's limit update relies on (``limit_settle``): a create leaves the update
+    time unset; each start the server takes of its own spec lowers the remaining count and
+    moves the conflict token, a backfill moves neither; an update under a token that moved is
+    answered OK and dropped (count and update time unchanged); one under the current token
+    applies and sets the update time."""
+    from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
+    from temporalio.api.workflowservice.v1 import (DescribeScheduleRequest,
+                                                   PatchScheduleRequest, UpdateScheduleRequest)
+    sid = f"sched-{uuid.uuid4().hex[:8]}"
+    start = handover_start(sid, "R1", datetime.now(timezone.utc), paused=False)
+    h = start.input["handover"]
+    h["spec"]["intervals"], h["remaining_actions"] = [{"every": 1, "offset": 0}], 100
+    server.destination.start_workflow(start)
+    service = server.ops.client.workflow_service
+
+    def describe():
+        return server.ops.run(lambda: service.describe_schedule(
+            DescribeScheduleRequest(namespace=NS, schedule_id=sid)))
+    first = describe()
+    assert not first.info.HasField("update_time")
+    count, token0 = first.schedule.state.remaining_actions, int.from_bytes(first.conflict_token,
+                                                                           "big")
+    moved = wait_for(describe, lambda d: d.conflict_token != first.conflict_token, 10.0,
+                     "an own start")
+    own = count - moved.schedule.state.remaining_actions
+    assert own >= 1 and int.from_bytes(moved.conflict_token, "big") - token0 == own
+    hour_ago = first.info.create_time
+    hour_ago.FromSeconds(hour_ago.seconds - 3600)
+    server.ops.run(lambda: service.patch_schedule(PatchScheduleRequest(
+        namespace=NS, schedule_id=sid, request_id=uuid.uuid4().hex,
+        patch=SchedulePatch(backfill_request=[BackfillRequest(
+            start_time=hour_ago, end_time=hour_ago)]))))  # a time no own start collides with
+    wait_for(describe, lambda d: d.info.action_count > count - d.schedule.state.remaining_actions,
+             10.0, "the backfilled start")
+    stale = first.schedule
+    stale.state.remaining_actions = 7
+    server.ops.run(lambda: service.update_schedule(UpdateScheduleRequest(
+        namespace=NS, schedule_id=sid, schedule=stale, conflict_token=first.conflict_token,
+        request_id=uuid.uuid4().hex)))  # answered OK
+    after = describe()
+    assert after.schedule.state.remaining_actions not in (7, 0)
+    assert not after.info.HasField("update_time")
+    assert int.from_bytes(after.conflict_token, "big") - token0 == \
+        count - after.schedule.state.remaining_actions  # the backfill moved neither
+    fresh = after.schedule
+    fresh.state.remaining_actions = 0
+    server.ops.run(lambda: service.update_schedule(UpdateScheduleRequest(
+        namespace=NS, schedule_id=sid, schedule=fresh, conflict_token=after.conflict_token,
+        request_id=uuid.uuid4().hex)))
+    wait_for(describe, lambda d: d.info.HasField("update_time"), 10.0, "the update applied")
+    assert describe().schedule.state.remaining_actions == 0

@@ -182,12 +182,16 @@ def test_a_paused_schedules_waiting_spec_starts_are_refused_before_the_fence():
     assert patch_plan(h.model_copy(update={"buffered": (manual,)}), M).backfills
 
 
-def test_a_limited_settle_writes_the_same_remaining_count_however_often_it_runs():
-    """What the create left, less the boundary's backfills, less the server's own actions
-    since its create: a function of what the server shows, never below zero."""
-    from schedfence.domain.handover import remaining_after_settle
-    some = handover(M - timedelta(minutes=2), limit=5)  # the gap holds one time
-    gap_end = M + S - GAP_MARGIN
-    assert remaining_after_settle(some, gap_end, boundary=1, own=0) == 3
-    assert remaining_after_settle(some, gap_end, boundary=1, own=2) == 1
-    assert remaining_after_settle(some, gap_end, boundary=1, own=9) == 0
+def test_a_limited_settle_takes_the_boundary_off_the_count_it_read_until_an_update_applied():
+    """Before any update only the server's own starts lowered the create's count (each also
+    moved the conflict token the update carries), so the count read less the boundary is
+    exact for that describe; once an update applied there is nothing to write, however often
+    the settle runs; never below zero; no boundary, no write."""
+    from schedfence.domain.handover import LimitView, limit_settle
+    assert limit_settle(2, LimitView(remaining=5, updated=False)) == 3
+    assert limit_settle(2, LimitView(remaining=4, updated=False)) == 2  # one own start since
+    assert limit_settle(2, LimitView(remaining=3, updated=True)) is None  # settled already
+    assert limit_settle(2, LimitView(remaining=1, updated=True)) is None  # and used since
+    assert limit_settle(3, LimitView(remaining=1, updated=False)) == 0
+    assert limit_settle(0, LimitView(remaining=5, updated=False)) is None
+

@@ -21,9 +21,10 @@ SPEC = make_spec(intervals=[(1, 0)])
 
 
 def hand_over(env: TemporalEnv, tmp_path: Path, down: int, *, paused: bool = False,
-              limit: int | None = None, catchup: int | None = None):
+              limit: int | None = None, catchup: int | None = None, run_for: float = 5):
     """A schedule every second whose source scheduler has been down ``down`` seconds (its
-    cursor is that old), rolled back to a Temporal Schedule that then runs for 5 s. Answers
+    cursor is that old), rolled back to a Temporal Schedule that then runs for ``run_for``
+    seconds. Answers
     the source's cursor, the rollback's instant and the nominal times the server started."""
     tag = uuid.uuid4().hex[:8]
     sid, wtype = f"policies-{tag}", f"Pol{tag}"
@@ -41,7 +42,7 @@ def hand_over(env: TemporalEnv, tmp_path: Path, down: int, *, paused: bool = Fal
         svc.run_until_idle(retry_for=10.0)
         assert svc.migration(NS, sid).state == "completed"
         assert svc.verify() == []
-    time.sleep(5)
+    time.sleep(run_for)
     started = sorted(parse_nominal(w.removeprefix(f"act-{tag}-")) for w in listed(env, wtype))
     assert len(started) == len(set(started))
     return cursor, rolled, started
@@ -74,6 +75,29 @@ def test_a_limited_schedules_boundary_counts_against_its_limit(temporal_env: Tem
     """At 1 s the boundary (between the gap's end and the server's create) always holds a
     time or two: the settle starts them and takes them off the server's remaining actions
     (once, before its patch), so the limit of 6 starts exactly the first 6 times, none twice."""
-    cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=6)
-    time.sleep(4)  # the server's own share has surely run out by now
+    # listed 9 s after the handover: the server's own share has surely run out by then
+    cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=6, run_for=9)
     assert started == times_between(SPEC, cursor, cursor + timedelta(seconds=6))
+
+
+def test_a_server_action_between_the_settles_describe_and_update_is_counted(
+        temporal_env: TemporalEnv, tmp_path: Path, monkeypatch) -> None:
+    """The settle's first limit update is held 1.5 s after its describe, so the server surely takes
+    an action of its own in between (a schedule every second): the update carries the
+    describe's conflict token, which that action moved, so the server drops it (measured:
+    the answer is OK, nothing changes). The settle must see that and write again from a fresh
+    describe; the limit of 6 still starts exactly the first 6 times, none twice."""
+    dest = temporal_env.destination
+    rpc, updates = dest._rpc, []
+
+    def held(what, method, request, to_error):
+        if method == "update_schedule":
+            updates.append(request.conflict_token)
+            if len(updates) == 1:
+                time.sleep(1.5)
+        return rpc(what, method, request, to_error)
+
+    monkeypatch.setattr(dest, "_rpc", held)
+    cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=6, run_for=9)
+    assert started == times_between(SPEC, cursor, cursor + timedelta(seconds=6))
+    assert len(updates) >= 2 and updates[1] != updates[0]  # the held one was dropped
