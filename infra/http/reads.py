@@ -16,12 +16,12 @@ from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
 
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
+from schedfence.infra.http.fields import QueryId
 from schedfence.infra.narration import history_doc, status_doc, verdict
 from schedfence.infra.views import schedule_list
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
-Namespace = Annotated[str, Query(max_length=20_000)]
-ScheduleId = Annotated[str, Query(max_length=20_000)]
+Namespace = ScheduleId = QueryId
 MAX_PAGE = 1000  # audit entries per page
 
 

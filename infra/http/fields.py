@@ -1,0 +1,55 @@
+"""Each request field's own rules, stated in the OpenAPI schema: the domain's limits
+(domain/text.py, domain/bounds.py, domain/spec.py, domain/action.py) as lengths, patterns,
+ranges and enumerations, so a body the schema takes is never refused ``invalid_argument`` for
+one field alone. What a schema cannot state is listed in README ("HTTP API", "What the schema
+cannot say"): refusals that depend on the state or on several fields together.
+
+Types are strict (``strict=True`` on each scalar): a JSON ``false`` is not a number, ``1`` is
+not a string; a time is an RFC 3339 string (parsed by pydantic, then bounded by the domain). A value that does
+not fit is refused with 422 (``invalid_argument``) before the route runs, and the domain
+checks every value again on its own, as on the CLI and the Python API.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from typing import Annotated, Literal
+
+from fastapi import Query
+from pydantic import AwareDatetime, Field
+
+from schedfence.domain.action import (MAX_DURATION, MIN_CATCHUP_WINDOW, OVERLAPS)
+from schedfence.domain.bounds import MAX_RATE, MIN_RATE, TIME_RANGE
+from schedfence.domain.program import MAX_LIMIT
+from schedfence.domain.spec import MAX_SECONDS
+from schedfence.domain.text import (ID_PATTERN, MAX_ID_LENGTH, MAX_NOTES_LENGTH,
+                                    MAX_REASON_LENGTH, NOTES_PATTERN, REASON_PATTERN)
+
+MAX_NAME_LENGTH = 500  # workflow type, task queue, action workflow id (make_action)
+ZONES = tuple(sorted({"UTC", *resources.files("tzdata").joinpath("zones")
+                      .read_text(encoding="utf-8").split()}))
+
+Id = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN,
+                          description="An id: one line, no leading or trailing white space, "
+                                      "no control, invisible or bidirectional characters.")]
+Name = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_NAME_LENGTH, pattern=ID_PATTERN)]
+Reason = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_REASON_LENGTH,
+                              pattern=REASON_PATTERN, description="One line, not blank.")]
+NotesText = Annotated[str, Field(strict=True, max_length=MAX_NOTES_LENGTH, pattern=NOTES_PATTERN,
+                             description="Free text; line breaks and tabs allowed.")]
+Overlap = Literal[OVERLAPS]  # type: ignore[valid-type]
+Zone = Literal[ZONES]  # type: ignore[valid-type]
+Flag = Annotated[bool, Field(strict=True)]
+Whole = Annotated[int, Field(strict=True)]
+Time = Annotated[AwareDatetime, Field(description=f"RFC 3339 with a zone, {TIME_RANGE} in "
+                                                  "UTC.")]
+Every = Annotated[int, Field(strict=True, ge=1, le=MAX_SECONDS, description="Seconds.")]
+Seconds = Annotated[int, Field(strict=True, ge=0, le=MAX_SECONDS, description="Seconds.")]
+CatchupWindow = Annotated[int, Field(strict=True, ge=MIN_CATCHUP_WINDOW, le=MAX_DURATION,
+                                     description="Seconds.")]
+Limit = Annotated[int, Field(strict=True, ge=0, le=MAX_LIMIT, description="Actions left to take.")]
+Rate = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_RATE, le=MAX_RATE, description="Requests a second.")]
+Cron = Annotated[str, Field(strict=True, min_length=1, max_length=1000)]
+
+# The query parameters that name an id (reads): the same rules as in a body.
+QueryId = Annotated[str, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+
