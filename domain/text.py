@@ -55,7 +55,8 @@ def validate_text(kind: str, value: object, max_length: int, *, multiline: bool 
     if value == "" or (not identifier and not value.strip()):
         if required:
             raise InvalidArgument(f"{kind} is required")
-        return value
+        if value == "":
+            return value  # blank optional text still passes the checks below ("\r" does not)
     if len(value) > max_length:
         raise InvalidArgument(f"{kind} is longer than {max_length} characters ({len(value)})")
     try:
