@@ -22,6 +22,7 @@ from schedfence.domain.job import MAX_SELECTED_IDS
 from schedfence.domain.spec import MAX_ENTRIES, make_spec
 from schedfence.infra.http.fields import (CatchupWindow, Cron, Every, Flag, Id, Limit, Name,
                                           NotesText, Overlap, Rate, Reason, Seconds, Time, Whole,
+                                          Attempts,
                                           Zone)
 
 class Body(BaseModel):
@@ -117,7 +118,7 @@ class Recover(Key):
 
 
 class Drain(Body):
-    max_attempts: int | None = Field(None, strict=True, ge=1, le=10_000)
+    max_attempts: Attempts | None = None
     retry_for: float = Field(0.0, strict=True, ge=0, le=30, description=(
         "Seconds a migration that backs off is retried before it counts as blocked."))
 

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Annotated, Literal
 
 from fastapi import Query
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, BeforeValidator, Field
 
 from schedfence.domain.action import (MAX_DURATION, MIN_CATCHUP_WINDOW, OVERLAPS)
 from schedfence.domain.bounds import MAX_RATE, MIN_RATE, TIME_RANGE
@@ -28,6 +28,16 @@ MAX_NAME_LENGTH = 500  # workflow type, task queue, action workflow id (make_act
 ZONES = tuple(sorted({"UTC", *resources.files("tzdata").joinpath("zones")
                       .read_text(encoding="utf-8").split()}))
 
+def _whole(value: object) -> object:
+    """A JSON integer: ``1`` or ``1.0`` (JSON Schema's integer), never ``true`` or ``"1"``."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be a whole number")
+    return value
+
+
+WholeNumber = BeforeValidator(_whole)
 Id = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN,
                           description="An id: one line, no leading or trailing white space, "
                                       "no control, invisible or bidirectional characters.")]
@@ -39,14 +49,15 @@ NotesText = Annotated[str, Field(strict=True, max_length=MAX_NOTES_LENGTH, patte
 Overlap = Literal[OVERLAPS]  # type: ignore[valid-type]
 Zone = Literal[ZONES]  # type: ignore[valid-type]
 Flag = Annotated[bool, Field(strict=True)]
-Whole = Annotated[int, Field(strict=True)]
+Whole = Annotated[int, WholeNumber]
+Attempts = Annotated[Annotated[int, Field(ge=1, le=10_000)], WholeNumber]
 Time = Annotated[AwareDatetime, Field(description=f"RFC 3339 with a zone, {TIME_RANGE} in "
                                                   "UTC.")]
-Every = Annotated[int, Field(strict=True, ge=1, le=MAX_SECONDS, description="Seconds.")]
-Seconds = Annotated[int, Field(strict=True, ge=0, le=MAX_SECONDS, description="Seconds.")]
-CatchupWindow = Annotated[int, Field(strict=True, ge=MIN_CATCHUP_WINDOW, le=MAX_DURATION,
-                                     description="Seconds.")]
-Limit = Annotated[int, Field(strict=True, ge=0, le=MAX_LIMIT, description="Actions left to take.")]
+Every = Annotated[Annotated[int, Field(ge=1, le=MAX_SECONDS, description="Seconds.")], WholeNumber]
+Seconds = Annotated[Annotated[int, Field(ge=0, le=MAX_SECONDS, description="Seconds.")], WholeNumber]
+CatchupWindow = Annotated[Annotated[int, Field(ge=MIN_CATCHUP_WINDOW, le=MAX_DURATION,
+                                     description="Seconds.")], WholeNumber]
+Limit = Annotated[Annotated[int, Field(ge=0, le=MAX_LIMIT, description="Actions left to take.")], WholeNumber]
 Rate = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_RATE, le=MAX_RATE, description="Requests a second.")]
 Cron = Annotated[str, Field(strict=True, min_length=1, max_length=1000)]
 
