@@ -61,6 +61,8 @@ Limit = Annotated[Annotated[int, Field(ge=0, le=MAX_LIMIT, description="Actions 
 Rate = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_RATE, le=MAX_RATE, description="Requests a second.")]
 Cron = Annotated[str, Field(strict=True, min_length=1, max_length=1000)]
 
+UUID_PATTERN = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+
 # The query parameters that name an id (reads): the same rules as in a body.
 QueryId = Annotated[str, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
 
