@@ -63,6 +63,10 @@ Cron = Annotated[str, Field(strict=True, min_length=1, max_length=1000)]
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 
+_ID = ID_PATTERN.removeprefix("^").removesuffix("$")
+# ``NAMESPACE/SCHEDULE_ID`` (audit's ``schedule``): the namespace up to the first ``/``.
+KEY_PATTERN = f"^{_ID.replace('[^', '[^/')}/{_ID}$"
+
 # The query parameters that name an id (reads): the same rules as in a body.
 QueryId = Annotated[str, Query(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
 

@@ -14,11 +14,12 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.migration import PHASES
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
+from schedfence.domain.text import MAX_ID_LENGTH
 from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
 
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
-from schedfence.infra.http.fields import UUID_PATTERN, QueryId
+from schedfence.infra.http.fields import KEY_PATTERN, UUID_PATTERN, QueryId
 from schedfence.infra.narration import history_doc, status_doc, verdict
 from schedfence.infra.views import schedule_list
 
@@ -76,7 +77,8 @@ def verify(request: Request, _: Reader) -> dict[str, Any]:
 
 @router.get("/audit", summary="Who did what, when and why, a page at a time (audit)")
 def audit(request: Request, _: Reader,
-          schedule: Annotated[str | None, Query(max_length=20_000,
+          schedule: Annotated[str | None, Query(max_length=2 * MAX_ID_LENGTH + 1,
+                                                pattern=KEY_PATTERN,
                                                 description="NAMESPACE/SCHEDULE_ID")] = None,
           namespace: Namespace | None = None,
           type: Annotated[list[EventType], Query(max_length=200, description="Event type "

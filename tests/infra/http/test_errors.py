@@ -57,7 +57,7 @@ def test_the_domains_refusals_answer_their_status_and_write_nothing(api: Api) ->
                      409, "failed_precondition")
         assert_error(api.get("/v1/audit", since="yesterday-ish"), 400, "invalid_argument")
         assert_error(api.get("/v1/audit", page_token="abc"), 400, "invalid_argument")
-        assert_error(api.get("/v1/migrations", state="lost"), 400, "invalid_argument")
+        assert_error(api.get("/v1/migrations", state="lost"), 422, "invalid_argument")
         assert_error(api.client.get("/v1/nothing-here"), 404, "not_found")
         assert_error(api.client.get("/v1/rollback"), 405, "method_not_allowed")
         assert_error(api.post("/v1/recover/explode", dict(KEY, reason="r"), "operator"), 422,
