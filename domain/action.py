@@ -39,6 +39,7 @@ MAX_NAME_BYTES = {"workflow_type": MAX_DESTINATION_ID_BYTES,
 RESERVED_TASK_QUEUE_PREFIX = "/_sys/"
 PER_NAMESPACE_TASK_QUEUE = "temporal-sys-per-ns-tq"
 MAX_ATTEMPTS = 2**31 - 1  # an int32 on the wire
+MAX_NAME_LENGTH = 500  # characters of a workflow type, task queue or action workflow id
 SYSTEM_SEARCH_ATTRIBUTES = frozenset({
     "WorkflowId", "RunId", "WorkflowType", "StartTime", "ExecutionTime", "CloseTime",
     "ExecutionStatus", "TaskQueue", "HistoryLength", "HistorySizeBytes", "ExecutionDuration",
@@ -129,7 +130,7 @@ def make_action(*, workflow_type: str, task_queue: str, workflow_id: str,
     policy, user metadata)."""
     for field, value in (("workflow_type", workflow_type), ("task_queue", task_queue),
                          ("workflow_id", workflow_id)):
-        validate_text(field, value, max_length=500, identifier=True)
+        validate_text(field, value, max_length=MAX_NAME_LENGTH, identifier=True)
     _json("input", input)
     if input is not None and "inputs" in carried:
         raise InvalidArgument("input: one JSON argument, or inputs (payloads), not both")

@@ -99,8 +99,8 @@ def validate_notes(value: object) -> str:
     return validate_text("notes", value, MAX_NOTES_LENGTH, multiline=True, required=False)
 
 
-# -- the same rules as regular expressions, for the HTTP API's schema ------------------------------
-# (the JSON Schema ``pattern`` of each field; tests/domain/test_text_patterns.py checks that a
+# -- the same rules as regular expressions, for the HTTP API's schema ----------------------------
+# (the JSON Schema ``pattern`` of each field; tests/domain/test_bounds.py checks that a
 # string matches exactly when ``validate_text`` takes it). A lone surrogate is not in them: no
 # pattern engine of the schema's readers takes one, and the HTTP layer refuses such a string
 # before any pattern (pydantic: not a valid string).

@@ -20,10 +20,10 @@ from schedfence.domain.bounds import bounded_time
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.job import MAX_SELECTED_IDS
 from schedfence.domain.spec import MAX_ENTRIES, make_spec
-from schedfence.infra.http.fields import (CatchupWindow, Cron, Every, Flag, Id, Limit, Name,
-                                          NotesText, Overlap, Rate, Reason, Seconds, Time, Whole,
-                                          Attempts,
-                                          Zone)
+from schedfence.infra.http.fields import (Attempts, CatchupWindow, Cron, Every, Flag, Id,
+                                          Limit, Name, NotesText, Overlap, Rate, Reason,
+                                          Seconds, Time, Whole, Zone)
+
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
