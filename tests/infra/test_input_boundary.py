@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterator
 
@@ -15,7 +16,7 @@ import pytest
 
 from schedfence.domain.action import make_action
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.spec import make_spec
+from schedfence.domain.spec import IntervalSpec, ScheduleSpec, make_spec
 from schedfence.infra import jobs
 from schedfence.infra.destination.simulator import SimulatedDestination
 from schedfence.infra.service import open_service
@@ -104,6 +105,27 @@ def test_the_python_api_refuses_the_rate_before_the_job(tmp_path: Path) -> None:
             with pytest.raises(InvalidArgument, match="rate"):
                 jobs.run_job(service, "J", NS, "workflow",
                              options=jobs.RunOptions(rate=rate, wait=False))
+        assert service.event_count() == before
+
+
+def test_the_python_api_bounds_models_it_did_not_make(tmp_path: Path) -> None:
+    """A caller of the Python API may build the models without make_spec / make_action:
+    Program.check applies the same bounds before anything is written."""
+    late = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-14)))
+    action = make_action(workflow_type="W", task_queue="q", workflow_id="x")
+    with open_service(f"sqlite:///{tmp_path / 's.db'}", SimulatedDestination()) as service:
+        service.create_schedule(NS, "a", spec=make_spec(intervals=[(60, 0)]), action=action)
+        before = service.event_count()
+        for spec in (ScheduleSpec(intervals=(IntervalSpec(every=60),), end_at=late),
+                     ScheduleSpec(intervals=(IntervalSpec(every=60),),
+                                  start_at=datetime(1, 1, 1, tzinfo=timezone.utc))):
+            with pytest.raises(InvalidArgument, match="must be from 0001-01-02"):
+                service.create_schedule(NS, "x", spec=spec, action=action)
+            with pytest.raises(InvalidArgument, match="must be from 0001-01-02"):
+                service.backfill_schedule(NS, "a", spec.start_at or late, late)
+        with pytest.raises(InvalidArgument, match="input: nested deeper than 64"):
+            make_action(workflow_type="W", task_queue="q", workflow_id="x",
+                        input=json.loads("[" * 900 + "]" * 900))
         assert service.event_count() == before
 
 
