@@ -18,8 +18,10 @@ Why these numbers: Temporal's server takes a proto ``Timestamp`` from year 1 to 
 source takes a second off a start and adds one to a backfill's, so a day is kept at each end.
 JSON numbers beyond int64 or not finite are read differently (or refused) by the SDKs that
 decode an action's input; a depth above 64 is refused before any recursive encoder sees it
-(Python's json recurses per level). A rate below one request in 1000 seconds would make a
-job's pacing sleep overflow the platform's clock.
+(Python's json recurses per level). A rate is at least one request in 1000 seconds: a job
+paces its requests by sleeping 1/rate, which at 1e-300/s overflowed the platform's clock after
+the job and a first fence were written (issue 28), and any sleep much longer than 1000 s is a
+job no operator waits for.
 """
 from __future__ import annotations
 
