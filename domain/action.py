@@ -17,6 +17,7 @@ from uuid import uuid5
 
 from pydantic import ValidationError, model_validator
 
+from .bounds import MAX_JSON_BYTES, check_json
 from .errors import InvalidArgument
 from .ids import MAX_DESTINATION_ID_BYTES, SCHEDFENCE_NAMESPACE
 from .invoker import OVERLAPS, Overlap
@@ -27,7 +28,7 @@ from .text import validate_text
 DEFAULT_CATCHUP_WINDOW = 365 * 86400  # seconds, Temporal's default (one year)
 MIN_CATCHUP_WINDOW = 10  # seconds, Temporal's minimum
 MAX_DURATION = 100 * DEFAULT_CATCHUP_WINDOW  # seconds: timeouts, intervals, catch-up window
-MAX_INPUT_BYTES = 256 * 1024
+MAX_INPUT_BYTES = MAX_JSON_BYTES
 # What Temporal's server refuses in an action, whatever its configuration (measured on a dev
 # server, 1.32: tests/contract/test_server_accepts.py). Names are counted in UTF-8 bytes; the
 # server appends ``-<RFC 3339>`` (21 bytes) to the action's workflow id before its check.
@@ -38,6 +39,7 @@ MAX_NAME_BYTES = {"workflow_type": MAX_DESTINATION_ID_BYTES,
 RESERVED_TASK_QUEUE_PREFIX = "/_sys/"
 PER_NAMESPACE_TASK_QUEUE = "temporal-sys-per-ns-tq"
 MAX_ATTEMPTS = 2**31 - 1  # an int32 on the wire
+MAX_NAME_LENGTH = 500  # characters of a workflow type, task queue or action workflow id
 SYSTEM_SEARCH_ATTRIBUTES = frozenset({
     "WorkflowId", "RunId", "WorkflowType", "StartTime", "ExecutionTime", "CloseTime",
     "ExecutionStatus", "TaskQueue", "HistoryLength", "HistorySizeBytes", "ExecutionDuration",
@@ -128,7 +130,7 @@ def make_action(*, workflow_type: str, task_queue: str, workflow_id: str,
     policy, user metadata)."""
     for field, value in (("workflow_type", workflow_type), ("task_queue", task_queue),
                          ("workflow_id", workflow_id)):
-        validate_text(field, value, max_length=500, identifier=True)
+        validate_text(field, value, max_length=MAX_NAME_LENGTH, identifier=True)
     _json("input", input)
     if input is not None and "inputs" in carried:
         raise InvalidArgument("input: one JSON argument, or inputs (payloads), not both")
@@ -243,12 +245,7 @@ def _seconds(field: str, value: int | None) -> None:
 
 
 def _json(field: str, value: Any) -> None:
-    try:
-        size = len(json.dumps(value).encode())
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"{field}: must be JSON") from None
-    if size > MAX_INPUT_BYTES:
-        raise InvalidArgument(f"{field}: {size} bytes of JSON, more than {MAX_INPUT_BYTES}")
+    check_json(field, value, MAX_INPUT_BYTES)
 
 
 def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHUP_WINDOW,

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, get_args
 
+from .bounds import check_rate
 from .errors import AlreadyExists, DomainError, InvalidArgument, RecoveryRefused
 from .ids import SCHEDFENCE_NAMESPACE
 from .model import EvolvingAggregate, Fact, Facts
@@ -34,7 +35,6 @@ REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
 BLOCKED_CODES = ("sentinel_blocked", "phase_blocked", "migration_pending", "unavailable")
 MAX_SELECTED_IDS = 10_000  # explicit --schedule-id values one job may name
 MAX_PAGE_SIZE = 1000
-MAX_RATE = 10_000.0  # requests per second
 
 
 def job_aggregate_id(job_id: str) -> uuid.UUID:
@@ -57,9 +57,7 @@ def parse_rate(text: str | float | None) -> float | None:
         rate = float(raw)
     except ValueError:
         rate = -1.0
-    if not 0 < rate <= MAX_RATE:  # also refuses nan
-        raise InvalidArgument(f"rate must be N/s with N above 0 and at most {MAX_RATE:g}")
-    return rate
+    return check_rate("rate", rate)
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
+from .bounds import MAX_TIME, bounded_time
 from .errors import InvalidArgument
 from .model import Immutable
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LAST_SECOND = int((MAX_TIME - EPOCH).total_seconds())  # of the epoch: no nominal time after it
 MAX_SECONDS = 100 * 366 * 86400  # a century: longer intervals, offsets or jitter are refused
 MAX_ENTRIES = 100  # intervals or cron strings in one spec
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
@@ -81,10 +83,9 @@ def _seconds(field: str, value: object, minimum: int) -> int:
 
 
 def utc_time(field: str, value: object) -> datetime:
-    """``value`` in UTC; ``invalid_argument`` naming ``field`` unless it is a time with a zone."""
-    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
-        raise _refuse(field, "must carry a time zone (e.g. 2026-12-03T07:00:00Z)")
-    return value.astimezone(UTC)
+    """``value`` in UTC; ``invalid_argument`` naming ``field`` unless it is a time with a zone
+    within the bounds every store and Temporal represent (domain/bounds.py)."""
+    return bounded_time(field, value)
 
 
 def _aware(field: str, value: datetime | None) -> datetime | None:
@@ -261,7 +262,7 @@ def _interval_times(i: IntervalSpec, after: datetime) -> Iterator[datetime]:
     """Instants ``epoch + n*every + offset`` strictly after ``after``, in order."""
     seconds = int((after - EPOCH).total_seconds() // 1)  # whole seconds at or before ``after``
     n = (seconds - i.offset) // i.every + 1
-    while True:
+    while n * i.every + i.offset <= LAST_SECOND:  # no time past MAX_TIME (nor an overflow)
         t = EPOCH + timedelta(seconds=n * i.every + i.offset)
         if t > after:
             yield t
@@ -272,9 +273,16 @@ def _cron_times(expression: str, tz: ZoneInfo, after: datetime) -> Iterator[date
     """Times strictly after ``after``. The cron library reads a start inside fall-back's
     repeated hour as its first pass and can return a time before the start: dropped here, or
     a tick resuming there would start that time a second time."""
-    for t in CronSim(expression, after.astimezone(tz)):
-        if t.astimezone(UTC) > after:
-            yield t.astimezone(UTC)
+    times = iter(CronSim(expression, after.astimezone(tz)))
+    while True:
+        try:
+            t = next(times).astimezone(UTC)
+        except (OverflowError, ValueError, StopIteration):  # past year 9999: no more times
+            return
+        if t > MAX_TIME:
+            return
+        if t > after:
+            yield t
 
 
 def times_after(spec: ScheduleSpec, after: datetime) -> Iterator[datetime]:

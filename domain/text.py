@@ -55,7 +55,8 @@ def validate_text(kind: str, value: object, max_length: int, *, multiline: bool 
     if value == "" or (not identifier and not value.strip()):
         if required:
             raise InvalidArgument(f"{kind} is required")
-        return value
+        if value == "":
+            return value  # blank optional text still passes the checks below ("\r" does not)
     if len(value) > max_length:
         raise InvalidArgument(f"{kind} is longer than {max_length} characters ({len(value)})")
     try:
@@ -96,3 +97,22 @@ def validate_reason(value: object) -> str:
 
 def validate_notes(value: object) -> str:
     return validate_text("notes", value, MAX_NOTES_LENGTH, multiline=True, required=False)
+
+
+# -- the same rules as regular expressions, for the HTTP API's schema ----------------------------
+# (the JSON Schema ``pattern`` of each field; tests/domain/test_bounds.py checks that a
+# string matches exactly when ``validate_text`` takes it). A lone surrogate is not in them: no
+# pattern engine of the schema's readers takes one, and the HTTP layer refuses such a string
+# before any pattern (pydantic: not a valid string).
+def _class(chars: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in chars)
+
+
+_CONTROL = "\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029"
+_CONTROL_MULTILINE = "\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u2028\\u2029"
+_SPACE = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"  # what str.strip() takes
+_INVISIBLE = _class(sorted(INVISIBLE))
+ID_PATTERN = (f"^[^{_CONTROL}{_INVISIBLE}{_SPACE}]"
+              f"(?:[^{_CONTROL}{_INVISIBLE}]*[^{_CONTROL}{_INVISIBLE}{_SPACE}])?$")
+REASON_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$"
+NOTES_PATTERN = f"^[^{_CONTROL_MULTILINE}]*$"

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import click
 
 # Re-exported: the CLI's commands and the demo narrate with the same functions.
+from schedfence.domain.action import SchedulePolicies
 from schedfence.infra.narration import (narrate, one_line, short, short_type,  # noqa: F401
                                         show, verdict, verdict_lines, yes_no)
 from schedfence.infra.service import MigrationService
@@ -164,6 +165,7 @@ def schedule_lines(view: dict[str, Any]) -> list[str]:
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
     spec, action, policies = view.get("spec"), view.get("action"), view.get("policies")
+    policies = policies or SchedulePolicies().model_dump()  # none recorded: Temporal's defaults
     if spec is None:
         return ["runs: nothing (no spec and no action)"]
     every = [f"every {i['every']}s" + (f" +{i['offset']}s" if i["offset"] else "")

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from schedfence.domain.action import StartWorkflowAction, make_action, make_policies
+from schedfence.domain.bounds import MAX_JSON_DEPTH, parse_time
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.spec import make_spec
 
@@ -26,12 +27,8 @@ def duration(text: str, option: str) -> int:
 
 
 def moment(text: str | None, option: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"{option}: {text!r} is not an RFC 3339 time") from None
+    """``--start``/``--end``: an RFC 3339 time within the domain's bounds (domain/bounds.py)."""
+    return parse_time(text, option)
 
 
 def interval(text: str) -> tuple[int, int]:
@@ -55,10 +52,15 @@ def parse_spec(*, intervals: tuple[str, ...], crons: tuple[str, ...], time_zone:
 
 
 def parse_input(input_json: str) -> Any:
+    """``--input``: one JSON value. A number too long to convert or nesting deeper than the
+    parser's recursion is refused here; make_action bounds the rest (domain/bounds.py)."""
     try:
         return json.loads(input_json)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise InvalidArgument(f"input: not JSON ({exc.msg} at {exc.pos})") from None
+    except (ValueError, RecursionError):
+        raise InvalidArgument("input: not JSON within the bounds (a number of more than 4300 "
+                              f"digits, or nested deeper than {MAX_JSON_DEPTH} levels)") from None
 
 
 def parse_program(schedule_id: str, *, intervals: tuple[str, ...], crons: tuple[str, ...],

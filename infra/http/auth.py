@@ -110,7 +110,7 @@ def _check(where: int, name: Any, role: Any, secret: Any) -> None:
             raise InvalidArgument(f"name is longer than {MAX_NAME} characters")
     except InvalidArgument as exc:
         raise InvalidArgument(f"tokens: entry {where}: {exc.message}") from None
-    if role not in RANK:
+    if not isinstance(role, str) or role not in RANK:
         raise InvalidArgument(f"tokens: entry {where}: role must be one of {', '.join(ROLES)}")
     if not isinstance(secret, str) or not MIN_SECRET <= len(secret) <= MAX_SECRET \
             or any(c.isspace() or not c.isprintable() for c in secret):

@@ -1,9 +1,11 @@
 """The request bodies, and how a body's program becomes the domain's checked values.
 
-Fields are typed loosely where the domain has the rules (ids, notes, seconds, times): its
-``invalid_argument`` (400) names the field, the same refusal as on the CLI and the Python API.
-A body that does not fit its schema at all (a missing key, a wrong JSON type, an unknown
-field) is refused with 422 and the same error shape. A program's JSON is the shape
+Each field states its own rules in the schema (infra/http/fields.py: lengths, patterns,
+ranges, enumerations, strict types), so a body the schema takes is refused only for what
+depends on the state or on several fields together (README, "HTTP API"). A body that does not
+fit its schema (a missing key, a wrong JSON type, an unknown field, a value out of its range)
+is refused with 422 and the same error shape; the domain checks every value again, as on the
+CLI and the Python API (``invalid_argument``, 400). A program's JSON is the shape
 ``schedule describe`` returns (``spec``, ``action``, ``policies``), so a read can be sent back.
 """
 from __future__ import annotations
@@ -14,58 +16,61 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schedfence.domain.action import DEFAULT_CATCHUP_WINDOW, make_action, make_policies
+from schedfence.domain.bounds import bounded_time
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.spec import make_spec
-
-MAX_TEXT = 20_000  # characters of any one string field (the domain's own limits are lower)
+from schedfence.domain.job import MAX_SELECTED_IDS
+from schedfence.domain.spec import MAX_ENTRIES, make_spec
+from schedfence.infra.http.fields import (Attempts, CatchupWindow, Cron, Every, Flag, Id,
+                                          Limit, Name, NotesText, Overlap, Rate, Reason,
+                                          Seconds, Time, Whole, Zone)
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Key(Body):
-    namespace: str = Field(max_length=MAX_TEXT)
-    schedule_id: str = Field(max_length=MAX_TEXT)
+    namespace: Id
+    schedule_id: Id
 
 
 class Interval(Body):
-    every: int
-    offset: int = 0
+    every: Every
+    offset: Seconds = 0
 
 
 class Spec(Body):
-    intervals: list[Interval] = Field(default_factory=list, max_length=100)
-    cron_expressions: list[str] = Field(default_factory=list, max_length=100)
-    time_zone: str = "UTC"
-    start_at: str | None = None
-    end_at: str | None = None
-    jitter: int = 0
+    intervals: list[Interval] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    cron_expressions: list[Cron] = Field(default_factory=list, max_length=MAX_ENTRIES)
+    time_zone: Zone = "UTC"
+    start_at: Time | None = None
+    end_at: Time | None = None
+    jitter: Seconds = 0
 
 
 class Action(Body):
-    workflow_type: str
-    task_queue: str
-    workflow_id: str | None = Field(None, description="Prefix of each action workflow's id "
-                                                      "(default: the schedule id).")
+    workflow_type: Name
+    task_queue: Name
+    workflow_id: Name | None = Field(None, description="Prefix of each action workflow's id "
+                                                       "(default: the schedule id).")
     input: Any = None
     memo: dict[str, Any] | None = None
     search_attributes: dict[str, Any] | None = None
 
 
 class Policies(Body):
-    overlap: str = "skip"
-    catchup_window: int = DEFAULT_CATCHUP_WINDOW
-    pause_on_failure: bool = False
+    overlap: Overlap = "skip"
+    catchup_window: CatchupWindow = DEFAULT_CATCHUP_WINDOW
+    pause_on_failure: Flag = False
 
 
 class CreateSchedule(Key):
-    paused: bool = False
-    notes: str = Field("", max_length=MAX_TEXT)
+    paused: Flag = False
+    notes: NotesText = ""
     spec: Spec | None = None
     action: Action | None = None
     policies: Policies | None = None
-    limit: int | None = Field(None, description="Take at most this many more actions.")
+    limit: Limit | None = Field(None, description="Take at most this many more actions.")
 
 
 class UpdateSchedule(Key):
@@ -75,61 +80,57 @@ class UpdateSchedule(Key):
     spec: Spec | None = None
     action: Action | None = None
     policies: Policies | None = None
-    limit: int | None = None
-    conflict_token: int | None = Field(None, description="Apply only if the schedule is still "
-                                                         "at this token (from describe).")
+    limit: Limit | None = None
+    conflict_token: Whole | None = Field(None, description="Apply only if the schedule is "
+                                                           "still at this token (from "
+                                                           "describe).")
 
 
 class Notes(Key):
-    notes: str = Field(max_length=MAX_TEXT)
+    notes: NotesText
 
 
 class Trigger(Key):
-    overlap: str | None = None
+    overlap: Overlap | None = None
 
 
 class Backfill(Key):
-    start: str = Field(description="First time of the range (RFC 3339 with a zone).")
-    end: str = Field(description="Last time of the range (included; not in the future).")
-    overlap: str | None = None
+    start: Time = Field(description="First time of the range (RFC 3339 with a zone).")
+    end: Time = Field(description="Last time of the range (included; not in the future).")
+    overlap: Overlap | None = None
 
 
 class Rollback(Key):
-    request_id: str | None = Field(None, max_length=MAX_TEXT, description=(
+    request_id: Id | None = Field(None, description=(
         "Idempotency key (or the Idempotency-Key header); derived when both are absent."))
 
 
 class Abort(Key):
-    reason: str = Field(max_length=MAX_TEXT)
+    reason: Reason
 
 
 class Recover(Key):
-    reason: str = Field(max_length=MAX_TEXT)
-    request_id: str | None = Field(None, max_length=MAX_TEXT, description="adopt: the new id.")
-    confirm_no_destination_run: bool = False
+    reason: Reason
+    request_id: Id | None = Field(None, description="adopt: the new id.")
+    confirm_no_destination_run: Flag = False
     resolution: Literal["source_kept", "destination_owns"] | None = None
-    first_run_id: str | None = Field(None, max_length=MAX_TEXT)
+    first_run_id: Id | None = None
 
 
 class Drain(Body):
-    max_attempts: int | None = Field(None, ge=1, le=10_000)
-    retry_for: float = Field(0.0, ge=0, le=30, description="Seconds a migration that backs off "
-                                                           "is retried before it counts as "
-                                                           "blocked.")
+    max_attempts: Attempts | None = None
+    retry_for: float = Field(0.0, strict=True, ge=0, le=30, description=(
+        "Seconds a migration that backs off is retried before it counts as blocked."))
 
 
 class Promote(Body):
-    reason: str = Field(max_length=MAX_TEXT)
+    reason: Reason
 
 
 # -- a body's program as the domain's values -----------------------------------------------------
-def moment(text: str | None, field: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidArgument(f"{field}: not an RFC 3339 time") from None
+def moment(value: datetime | None, field: str) -> datetime | None:
+    """A body's time within the domain's bounds (domain/bounds.py); None stays None."""
+    return None if value is None else bounded_time(field, value)
 
 
 def spec_of(spec: Spec) -> Any:
@@ -180,32 +181,32 @@ def update_program(body: UpdateSchedule) -> dict[str, Any]:
 
 
 class Forward(Key):
-    request_id: str | None = Field(None, max_length=MAX_TEXT, description=(
+    request_id: Id | None = Field(None, description=(
         "Idempotency key (or the Idempotency-Key header); derived from the Temporal "
         "schedule's conflict token when both are absent."))
 
 
 class ForwardStep(Key):
-    request_id: str = Field(max_length=MAX_TEXT)
+    request_id: Id
 
 
 class ForwardAbort(ForwardStep):
-    reason: str = Field(max_length=MAX_TEXT)
+    reason: Reason
 
 
 class Migrate(Body):
     """``schedfence migrate --no-wait``: the job requests its selection's migrations page by
     page; workers (``worker/drain``, ``schedfence worker``) drive them."""
 
-    namespace: str = Field(max_length=MAX_TEXT)
+    namespace: Id
     to: Literal["workflow", "source"]
-    job_id: str = Field(max_length=MAX_TEXT)
-    schedule_ids: list[str] | None = Field(None, max_length=10_000)
-    match: str | None = Field(None, max_length=MAX_TEXT)
-    rate: float | None = Field(None, gt=0, le=10_000, description="Requests a second.")
-    dry_run: bool = False
+    job_id: Id
+    schedule_ids: list[Id] | None = Field(None, max_length=MAX_SELECTED_IDS)
+    match: Id | None = Field(None, description="A glob on the schedule id (* ? [..]).")
+    rate: Rate | None = None
+    dry_run: Flag = False
 
 
 class CancelJob(Body):
-    job_id: str = Field(max_length=MAX_TEXT)
-    reason: str = Field("", max_length=MAX_TEXT)
+    job_id: Id
+    reason: Reason | Literal[""] = ""

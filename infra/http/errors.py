@@ -160,5 +160,7 @@ def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err.get("loc", ()))
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        why = err.get("msg", "invalid") if err.get("type") != "string_pattern_mismatch" else \
+            "does not match the field's pattern in the API's schema"
+        parts.append(f"{where}: {why}")
     return "; ".join(parts) or "the request does not match the API's schema"

@@ -11,18 +11,21 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Request
 
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.text import ID_PATTERN, MAX_ID_LENGTH
 
 from schedfence.infra import jobs
 from schedfence.infra.http import bodies as b
 from schedfence.infra.http.calls import Admin, Operator, Reader, call, destination
 from schedfence.infra.http.errors import RESPONSES
+from schedfence.infra.http.fields import QueryId
 
 router = APIRouter(prefix="/v1", tags=["forward migration and jobs"], responses=RESPONSES)
-IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=20_000)]
-Id = Annotated[str, Query(max_length=20_000)]
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1,
+                                              max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+Id = QueryId
 
 
 def one_request_id(body_id: str | None, header_id: str | None) -> str | None:

@@ -5,24 +5,28 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
+from pydantic import StringConstraints
 
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.migration import PHASES
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
+from schedfence.domain.text import MAX_ID_LENGTH
 from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
 
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
+from schedfence.infra.http.fields import KEY_PATTERN, UUID_PATTERN, QueryId
 from schedfence.infra.narration import history_doc, status_doc, verdict
 from schedfence.infra.views import schedule_list
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
-Namespace = Annotated[str, Query(max_length=20_000)]
-ScheduleId = Annotated[str, Query(max_length=20_000)]
+Namespace = ScheduleId = QueryId
 MAX_PAGE = 1000  # audit entries per page
+EventType = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 @router.get("/schedules", summary="Schedule keys, a page at a time (list)")
@@ -60,7 +64,8 @@ def history(request: Request, _: Reader, namespace: Namespace,
 @router.get("/schedule/replay", summary="A migration re-derived step by step (replay)")
 def replay(request: Request, _: Reader, namespace: Namespace, schedule_id: ScheduleId,
            at: Annotated[int | None, Query(ge=1)] = None,
-           migration: Annotated[str | None, Query(max_length=20_000)] = None) -> dict[str, Any]:
+           migration: Annotated[str | None, Query(pattern=UUID_PATTERN)] = None
+           ) -> dict[str, Any]:
     return call(request, lambda s: s.replay(namespace, schedule_id, at=at,
                                             migration_id=migration))
 
@@ -72,15 +77,16 @@ def verify(request: Request, _: Reader) -> dict[str, Any]:
 
 @router.get("/audit", summary="Who did what, when and why, a page at a time (audit)")
 def audit(request: Request, _: Reader,
-          schedule: Annotated[str | None, Query(max_length=20_000,
+          schedule: Annotated[str | None, Query(max_length=2 * MAX_ID_LENGTH + 1,
+                                                pattern=KEY_PATTERN,
                                                 description="NAMESPACE/SCHEDULE_ID")] = None,
           namespace: Namespace | None = None,
-          type: Annotated[list[str], Query(max_length=200, description="Event type "
+          type: Annotated[list[EventType], Query(max_length=200, description="Event type "
                                            "(class name or topic); repeat for any of "
                                            "several")] = [],  # noqa: B006 (FastAPI copies)
-          request_id: Annotated[str | None, Query(max_length=20_000)] = None,
-          migration: Annotated[str | None, Query(max_length=20_000)] = None,
-          actor: Annotated[str | None, Query(max_length=20_000)] = None,
+          request_id: Annotated[str | None, Query(min_length=1, max_length=20_000)] = None,
+          migration: Annotated[str | None, Query(pattern=UUID_PATTERN)] = None,
+          actor: Annotated[str | None, Query(min_length=1, max_length=20_000)] = None,
           since: Annotated[str | None, Query(max_length=100)] = None,
           until: Annotated[str | None, Query(max_length=100)] = None,
           newest_first: bool = False,
@@ -105,7 +111,9 @@ def stats(request: Request, _: Reader) -> dict[str, Any]:
 
 @router.get("/oncall", summary="What needs an operator, and what each may do (oncall)")
 def oncall(request: Request, _: Reader,
-           stuck_after: Annotated[float, Query(ge=0)] = pv.STUCK_AFTER) -> dict[str, Any]:
+           stuck_after: Annotated[float, Query(ge=0, le=pv.MAX_STUCK_AFTER,
+                                               allow_inf_nan=False)] = pv.STUCK_AFTER
+           ) -> dict[str, Any]:
     if not math.isfinite(stuck_after):
         raise InvalidArgument("stuck_after must be a number of seconds")
     return call(request, lambda s: s.oncall_doc(stuck_after))
@@ -113,7 +121,7 @@ def oncall(request: Request, _: Reader,
 
 @router.get("/migrations", summary="Migrations by state, most recently changed first")
 def migrations(request: Request, _: Reader,
-               state: Annotated[str | None, Query(max_length=100)] = None,
+               state: Literal[PHASES] | None = None,  # type: ignore[valid-type]
                limit: Annotated[int, Query(ge=1, le=pv.MAX_ROWS)] = pv.MAX_ROWS,
                after: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None
                ) -> dict[str, Any]:

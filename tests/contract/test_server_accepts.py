@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from schedfence.domain.bounds import MAX_TIME, MIN_TIME
 from schedfence.domain import action as da
 from schedfence.domain import spec as ds
 from schedfence.domain.errors import InvalidArgument
@@ -89,9 +90,8 @@ def accepted() -> list[tuple[str, dict[str, Any]]]:
         ("interval", {"spec": {"intervals": [(big, big - 1)]}}),
         ("spec", {"spec": {"intervals": [(60 + i, i) for i in range(ds.MAX_ENTRIES)]}}),
         ("jitter", {"spec": {"intervals": [(60, 0)], "jitter": big}}),
-        ("start", {"spec": {"intervals": [(60, 0)], "start_at": datetime(1, 1, 1, tzinfo=UTC)}}),
-        ("end", {"spec": {"intervals": [(60, 0)],
-                          "end_at": datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)}}),
+        ("start", {"spec": {"intervals": [(60, 0)], "start_at": MIN_TIME}}),
+        ("end", {"spec": {"intervals": [(60, 0)], "end_at": MAX_TIME}}),
         ("end", {"spec": {"intervals": [(60, 0)], "start_at": NOW, "end_at": NOW}}),
         ("limit", {"limit": 0}), ("limit", {"limit": MAX_LIMIT}),
         ("catchup_window", {"policies": {"catchup_window": da.MIN_CATCHUP_WINDOW}}),
