@@ -72,7 +72,8 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": why} for status, why in (
         (400, "invalid_argument: a value the domain refuses"),
         (401, "unauthenticated: no known bearer token"),
-        (403, "permission_denied: the token's role is below the route's"),
+        (403, "permission_denied: the token's role is below the route's; cross_origin: a "
+              "cookie-signed write from another origin"),
         (404, "not_found"),
         (409, "the state refuses it: already_exists, closed, migration_pending, "
               "failed_precondition, sentinel_blocked, phase_blocked"),
