@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from schedfence.domain.action import parse_nominal
 from schedfence.domain.exactly_once import Owed, Slot, Verdict, check_exactly_once
+from schedfence.domain.migration import Migration
 from schedfence.domain.runs import ActionStartIssued, BackfillRequested, Triggered
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.spec import ScheduleSpec
@@ -80,3 +81,9 @@ def verdict(events: list[Any], pauses: PauseLog, incarnation: int,
     source = [(parse_nominal(e.nominal), e.origin) for e in events
               if isinstance(e, ActionStartIssued)]
     return check_exactly_once(owed, source, list(destination))
+
+
+def settled_on_a_gone_schedule(migration_events: list[Any]) -> bool:
+    """The migration's settle found the destination's schedule deleted (its detail says so)
+    and started nothing."""
+    return any(isinstance(e, Migration.BoundarySettled) and e.detail for e in migration_events)
