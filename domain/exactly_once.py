@@ -124,17 +124,16 @@ class Owed:
         """Each stretch's spec times outside the paused stretches, skipping a paused stretch
         whole (a long pause costs nothing to pass over)."""
         for a, b, spec in self.programs():
-            after = a
+            times = times_after(spec, a)
             while True:
-                t = next(times_after(spec, after), None)
+                t = next(times, None)
                 if t is None or t > b:
                     break
                 pause = next(((p, q) for p, q in self.paused if p < t <= q), None)
                 if pause is None:
                     yield t
-                    after = t
                 else:
-                    after = max(pause[1], t)
+                    times = times_after(spec, max(pause[1], t))
 
     def _processed_at(self, t: datetime) -> datetime:
         if any(a < t <= b for a, b in self.live):

@@ -64,3 +64,22 @@ def listing(sim: SimulatedDestination) -> list[str]:
     ids = [wid for ns, wid in sim.workflow_ids() if ns == NS and wid.startswith(f"{PREFIX}-")]
     return ids + [f"{PREFIX}-{nominal_text(t)}"
                   for t in sim.schedule_starts(NS, destination_workflow_id(SID))]
+
+
+def paused_and_updated() -> MigrationService:
+    """Created at T0; paused 12:02:30-12:06:30 with no pass between (the unpause moves the
+    cursor: the stretch is never caught up); the spec changed to every 90 s at 12:07:40;
+    passes at 12:03:00-ish and 12:09:30; then handed over."""
+    clock = Clock()
+    sim = SimulatedDestination(seed=3, clock=clock)
+    svc = open_service("sqlite:///:memory:", sim, worker_id="w", claim_grace=0, retry_for=0)
+    svc.create_schedule(NS, SID, now=T0, **program())
+    for step, change in ((2 * MINUTE, {"paused": True}), (4 * MINUTE, {"paused": False}),
+                         (70 * timedelta(seconds=1), {"spec": make_spec(intervals=[(90, 0)])})):
+        clock.now += step
+        svc.update_schedule(NS, SID, now=clock.now, **change)
+    clock.now += 110 * timedelta(seconds=1)
+    svc.run_scheduler(now=clock.now)
+    svc.rollback(NS, SID, request_id="r1", actor="admin")
+    svc.run_until_idle(retry_for=0)
+    return svc

@@ -18,7 +18,8 @@ from schedfence.domain.runs import ActionStartIssued
 from schedfence.domain.schedule import Schedule
 
 from tests.domain.invariant_histories import index_of, numbered
-from tests.domain.once_histories import NS, SID, T0, events, handed_over, listing
+from tests.domain.once_histories import (NS, SID, T0, events, handed_over, listing,
+                                        paused_and_updated)
 
 M = Migration
 
@@ -117,3 +118,17 @@ def test_a_listing_of_the_destination_alone_adds_the_logs_starts() -> None:
     assert check_listing(history, destination_only, clock.now, log_starts=True)[(NS, SID)].ok
     alone = check_listing(history, destination_only, clock.now)[(NS, SID)]
     assert len(alone.missing) == 3  # the source's three starts, not listed
+
+
+def test_pauses_and_updates_are_read_from_the_log() -> None:
+    """A pause while the scheduler was down and a spec update, both clean; a settled time
+    inside the paused stretch, or the old spec's after the update, was never owed."""
+    history = events(paused_and_updated())
+    started = sorted(e.nominal for e in history if isinstance(e, ActionStartIssued))
+    assert started == ["2026-03-02T12:01:00Z", "2026-03-02T12:02:00Z", "2026-03-02T12:07:00Z",
+                       "2026-03-02T12:09:00Z"], started
+    assert i21(history) == []
+    [paused] = i21(settled(history, "2026-03-02T12:04:00Z"))
+    assert "12:04:00+00:00 (auto) started or planned but never owed" in paused
+    [old_spec] = i21(settled(history, "2026-03-02T12:08:00Z"))
+    assert "12:08:00+00:00 (auto) started or planned but never owed" in old_spec
