@@ -29,10 +29,10 @@ from typing import Any, Callable, Iterable
 from .action import parse_nominal
 from .exactly_once import Backfill, Owed, Slot, Verdict, check_exactly_once
 from .handover import Handover, carried_slots
-from .migration import Migration
+from .migration import Migration, evolve_migration
 from .runs import (ActionStartFailed, ActionStartIssued, BackfillRequested, ProgramUpdated,
                    Triggered)
-from .schedule import Schedule, ScheduleState
+from .schedule import Schedule, ScheduleState, evolve_schedule
 from .spec import ScheduleSpec
 
 SECOND = timedelta(seconds=1)
@@ -289,8 +289,6 @@ def _listed_times(prefix: str, ids: list[str]) -> list[datetime]:
 
 def _ledger(events: Iterable[tuple[int, Any]]) -> OnceLedger:
     """The ledger folded over a log, with the same reducers the checker uses."""
-    from .migration import evolve_migration
-    from .schedule import evolve_schedule
     ledger = OnceLedger()
     schedules: dict[str, ScheduleState] = {}
     migrations: dict[str, Any] = {}
