@@ -13,7 +13,15 @@ can judge it): from the spec, the first cursor and ``until``, it owes
   leaves its place to a later one);
 - each backfill's times in ``[start, end]`` under its own origin (``backfill-N``, N from
   ``first_backfill``), ignoring pause, limit and window, as Temporal's backfill does;
-- each trigger at its instant (origin ``trigger``).
+- each trigger at its instant (origin ``trigger``);
+- each of ``also``: slots owed that the caller derived (the buffered starts a forward's
+  handover carried in).
+
+A program update changes the spec mid-life: ``updates`` are ``(at, spec)``, and from ``at`` on
+(times after it) ticks follow that spec (None: no spec, nothing owed); before the first, the
+``spec``. A backfill is ``(start, end)`` (named ``backfill-N`` in order, its times the
+``spec``'s) or a ``Backfill`` naming its origin and the spec its times follow (the one in force
+when it was processed: a backfill an update cut is two pieces under one name).
 
 Starts are counted per origin, as both schedulers count them (I17): a time two backfills
 cover is owed twice. ``check_exactly_once`` takes each side's starts, as (time, origin)
@@ -34,6 +42,17 @@ from .spec import ScheduleSpec, times_after, times_within
 
 Slot = tuple[datetime, str]  # (nominal time, origin)
 Start = Union[datetime, Slot]
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """A backfill's times in ``[start, end]`` of ``spec`` (None: the owed's ``spec``), under
+    ``origin`` (None: ``backfill-N`` by its place)."""
+
+    start: datetime
+    end: datetime
+    origin: str | None = None
+    spec: ScheduleSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -65,10 +84,10 @@ class Verdict:
 class Owed:
     """What one scheduler that never migrated owes (see the module doc)."""
 
-    spec: ScheduleSpec
+    spec: ScheduleSpec | None
     first: datetime
     until: datetime
-    backfills: tuple[tuple[datetime, datetime], ...] = ()
+    backfills: tuple[Union[tuple[datetime, datetime], Backfill], ...] = ()
     paused: tuple[tuple[datetime, datetime], ...] = field(default=())
     triggers: tuple[datetime, ...] = ()
     remaining: int | None = None
@@ -76,23 +95,45 @@ class Owed:
     ticks: tuple[datetime, ...] = ()
     first_backfill: int = 1
     live: tuple[tuple[datetime, datetime], ...] = ()
+    updates: tuple[tuple[datetime, ScheduleSpec | None], ...] = ()
+    also: tuple[Slot, ...] = ()
+
+    def programs(self) -> list[tuple[datetime, datetime, ScheduleSpec]]:
+        """The stretches ``(from, to]`` after ``first`` up to ``until`` and the spec each
+        follows (the updates in order; a stretch without a spec owes nothing)."""
+        edges = [(self.first, self.spec)] + sorted(
+            ((max(at, self.first), spec) for at, spec in self.updates), key=lambda e: e[0])
+        ends = [at for at, _ in edges[1:]] + [self.until]
+        return [(a, b, spec) for (a, spec), b in zip(edges, ends) if spec is not None and a < b]
 
     def spec_times(self, limited: bool = True) -> list[datetime]:
         """The ``auto`` times owed, in order: with the limit, its first ``remaining`` (exact
         where every due time starts; an overlap policy that drops a due time leaves the limit
         to a later one, as both schedulers count only started actions)."""
         out: list[datetime] = []
-        for t in times_after(self.spec, self.first):
-            if t > self.until or (limited and self.remaining is not None and
-                                  len(out) >= self.remaining):
+        for t in self._unpaused_times():
+            if limited and self.remaining is not None and len(out) >= self.remaining:
                 break
-            if any(a < t <= b for a, b in self.paused):
-                continue
             if self.catchup_window is not None and \
                     self._processed_at(t) - t > self.catchup_window:
                 continue
             out.append(t)
         return out
+
+    def _unpaused_times(self) -> Iterable[datetime]:
+        """Each stretch's spec times outside the paused stretches, skipping a paused stretch
+        whole (a long pause costs nothing to pass over)."""
+        for a, b, spec in self.programs():
+            times = times_after(spec, a)
+            while True:
+                t = next(times, None)
+                if t is None or t > b:
+                    break
+                pause = next(((p, q) for p, q in self.paused if p < t <= q), None)
+                if pause is None:
+                    yield t
+                else:
+                    times = times_after(spec, max(pause[1], t))
 
     def _processed_at(self, t: datetime) -> datetime:
         if any(a < t <= b for a, b in self.live):
@@ -101,9 +142,15 @@ class Owed:
 
     def slots(self, limited: bool = True) -> Counter[Slot]:
         owed: Counter[Slot] = Counter((t, "auto") for t in self.spec_times(limited))
-        for n, (start, end) in enumerate(self.backfills, start=self.first_backfill):
-            owed.update((t, f"backfill-{n}") for t in times_within(self.spec, start, end))
+        for n, b in enumerate(self.backfills, start=self.first_backfill):
+            if not isinstance(b, Backfill):
+                b = Backfill(*b)
+            spec = b.spec or self.spec
+            if spec is not None:
+                owed.update((t, b.origin or f"backfill-{n}")
+                            for t in times_within(spec, b.start, b.end))
         owed.update((t, "trigger") for t in self.triggers)
+        owed.update(self.also)
         return owed
 
     def times(self) -> set[datetime]:

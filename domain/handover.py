@@ -254,6 +254,23 @@ def boundary_request_id(request_id: str) -> str:
     return str(uuid5(SCHEDFENCE_NAMESPACE, json.dumps(["boundary", request_id])))
 
 
+def carried_slots(h: Handover) -> list[tuple[datetime, str]]:
+    """The starts the create's patch asks for whatever the create's time, each as (nominal
+    time, origin): each backfill's rest under its id, each buffered start under its origin
+    (a one-time backfill: its time if the spec names it), the buffered trigger. What the log
+    proves a destination that took ``h`` starts (the gap's end is the server's clock)."""
+    if h.spec is None:
+        return []
+    slots = [(t, b["backfill_id"]) for b in h.backfills
+             for t in times_within(h.spec, parse_nominal(b["cursor"]) + SECOND,
+                                   parse_nominal(b["end"]))]
+    slots += [(t, b["origin"]) for b in h.buffered if b["origin"] != "trigger"
+              for t in times_within(h.spec, parse_nominal(b["nominal"]),
+                                    parse_nominal(b["nominal"]))]
+    trigger = next((b for b in h.buffered if b["origin"] == "trigger"), None)
+    return slots + ([(parse_nominal(trigger["nominal"]), "trigger")] if trigger else [])
+
+
 def destination_slots(h: Handover, created_at: datetime, settled: list[datetime],
                       now: datetime) -> list[tuple[datetime, str]]:
     """The starts a destination that took ``h`` at ``created_at`` has made by ``now``, as
@@ -265,12 +282,10 @@ def destination_slots(h: Handover, created_at: datetime, settled: list[datetime]
     of what runs, exact in the times it asks for)."""
     assert h.spec is not None
     plan = patch_plan(h, created_at - GAP_MARGIN)
-    origins = [b["backfill_id"] for b in h.backfills] + \
-        [b["origin"] for b in h.buffered if b["origin"] != "trigger"] + ["auto"]
-    slots = [(t, origin) for r, origin in zip(plan.backfills, origins)
-             for t in times_within(h.spec, r.start, r.end)] + [(t, "auto") for t in settled]
-    if plan.trigger is not None:
-        slots.append((plan.trigger[0], "trigger"))
+    gap = _gap(h, plan.until or created_at)[0]
+    slots = carried_slots(h) + [(t, "auto") for t in settled]
+    if gap is not None:
+        slots += [(t, "auto") for t in times_within(h.spec, gap.start, gap.end)]
     if not h.paused:
         own = times_between(h.spec, created_at, now)
         left = None if plan.remaining is None else max(plan.remaining - len(settled), 0)

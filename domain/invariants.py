@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .decisions import sentinel_running
+from .exactly_once_log import OnceLedger
 from .failover import StoreEpoch
 from .invariants_actions import ActionLedger
 from .invariants_forward import ForwardLedger
@@ -61,6 +62,7 @@ class Checker:
         self.versions: dict[str, tuple[int, int]] = {}  # aggregate -> (last version, where)
         self.actions = ActionLedger(self.flag)  # the scheduler's actions (I1, I17, I18)
         self.forwards = ForwardLedger(self.flag)  # forward migrations (I19, I20)
+        self.once = OnceLedger()  # the exactly-once oracle over the log (I21)
 
     def _continuity(self, pos: int, e: Any) -> None:
         """I0: every aggregate's versions run 1, 2, 3, ... in log order: a deleted or lost
@@ -99,6 +101,7 @@ class Checker:
         except Exception as exc:  # the reducer must be total over stored histories
             self.flag("I0", mid, [pos], f"reducer refused {type(e).__name__}: {exc}")
             return
+        self.once.migration_event(pos, mid, new_state, e)
         if trace is None:
             self.migrations[mid] = _Trace(new_state, pos)
             if isinstance(e, M.RequestIdAssigned) and sentinel_running(e.sentinel_check):
@@ -278,6 +281,7 @@ class Checker:
             self.flag("I0", "", [pos], f"schedule reducer refused {type(e).__name__}: {exc}")
             return
         now = self.schedules[sid]
+        self.once.schedule_event(pos, before, now, e)
         self.forwards.source_event(pos, (now.namespace, now.schedule_id), e)
         if before is None:
             if isinstance(e, S.Created):
@@ -340,6 +344,7 @@ class Checker:
                     self.flag("I10", mid, where, f"{name} recorded on one side only "
                               "(migration and source disagree)")
         self.forwards.finish()
+        self.once.finish(self.flag)
         return self.violations
 
 

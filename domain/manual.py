@@ -19,6 +19,7 @@ from .model import Fact, Facts
 from .program import Program, program_of
 from .runs import BackfillRequested, ProgramUpdated, Triggered
 from .schedule import check_mutable
+from .scheduling import tick
 from .spec import utc_time
 
 if TYPE_CHECKING:
@@ -52,14 +53,17 @@ def check_conflict_token(state: ScheduleState, version: int, token: int | None) 
 
 
 def update_program(state: ScheduleState, program: Program, now: datetime) -> Facts:
-    """Replace what the schedule runs and when. Generation resumes at the cursor (a schedule
-    that had no spec starts at ``now``); buffered and running actions are kept."""
+    """Replace what the schedule runs and when, at ``now``, as a scheduler that never stops
+    would: the times that came due before it under the old program are the old program's,
+    so the update first ticks at ``now`` (as a pause does: ``schedule.pause_facts``), and
+    from ``now`` on ticks follow the new one (a schedule that had no spec starts at
+    ``now``); buffered and running actions are kept."""
     check_mutable(state)
     program.check()
     if program == program_of(state):
         return []
     cursor = None if state.cursor or program.spec is None else nominal_text(now)
-    return [Fact(ProgramUpdated, dict(program.fields(), cursor=cursor))]
+    return [*tick(state, now), Fact(ProgramUpdated, dict(program.fields(), cursor=cursor))]
 
 
 def _overlap(state: ScheduleState, overlap: str | None) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.exactly_once import Backfill, Owed, check_exactly_once
 from schedfence.domain.spec import make_spec, times_between
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -66,3 +66,21 @@ def test_triggers_are_owed_at_their_instant_and_a_stray_is_named_first():
     assert check_exactly_once(owed, starts, []).ok
     stray = check_exactly_once(owed, starts + [(T0 + 10 * S, "trigger")], [])
     assert stray.first == ("unexpected", T0 + 10 * S)
+
+
+def test_a_program_update_owes_the_old_spec_before_it_and_the_new_one_after():
+    every_90 = make_spec(intervals=[(90, 0)])
+    at = T0 + 5 * M + 30 * S
+    owed = Owed(SPEC, T0, T0 + 10 * M, updates=((at, every_90),),
+                backfills=(Backfill(T0 - 3 * M, T0 - M, "backfill-4", every_90),))
+    assert owed.spec_times() == times_between(SPEC, T0, at) + \
+        times_between(every_90, at, T0 + 10 * M)
+    assert T0 + 4 * M + 30 * S not in owed.spec_times()  # a 90 s time before the update
+    assert {t for t, o in owed.slots() if o == "backfill-4"} == \
+        set(times_between(every_90, T0 - 3 * M - S, T0 - M))
+    # The source's old mistake: the new spec's times from the old cursor on.
+    wrong = [(t, "auto") for t in times_between(every_90, T0, T0 + 10 * M)]
+    verdict = check_exactly_once(owed, wrong, [])
+    assert verdict.unexpected[0] == T0 + M + 30 * S and T0 + M in verdict.missing
+    gone = Owed(SPEC, T0, T0 + 10 * M, updates=((at, None),))  # deleted at ``at``
+    assert gone.spec_times() == times_between(SPEC, T0, at)

@@ -13,6 +13,7 @@ from schedfence.domain import manual
 from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
 from schedfence.domain.errors import AlreadyExists, Closed, InvalidArgument, MigrationPending
 from schedfence.domain.program import Program, program_of
+from schedfence.domain.runs import ProgramUpdated, TimesProcessed
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.scheduling import MAX_BUFFER, tick
 from schedfence.domain.spec import make_spec, times_between
@@ -98,14 +99,21 @@ def test_a_backfill_past_the_schedules_end_is_refused():
         manual.backfill(s.state, now - timedelta(hours=4), now - timedelta(hours=2), now)
 
 
-def test_an_update_replaces_the_program_and_keeps_the_cursor():
+def test_an_update_ticks_at_its_instant_then_replaces_the_program():
+    """The times due before the update are the old program's (the machine's finding: the
+    new spec was applied from the old cursor); from the update on, the new one's."""
     s = schedule()
     now = now_of(s) + timedelta(minutes=5)
-    cursor = s.state.cursor
-    new = manual.merged(program_of(s.state), policies=make_policies(overlap="skip"),
-                        spec=manual.KEEP)
-    s.record(manual.update_program(s.state, new, now))
-    assert program_of(s.state).policies.overlap == "skip" and s.state.cursor == cursor
+    old = program_of(s.state)
+    due = times_between(old.spec, parse_nominal(s.state.cursor), now)
+    new = manual.merged(old, policies=make_policies(overlap="skip"),
+                        spec=make_spec(intervals=[(90, 0)]))
+    facts = manual.update_program(s.state, new, now)
+    assert [f.event for f in facts][0] is TimesProcessed and \
+        [f.event for f in facts][-1] is ProgramUpdated
+    s.record(facts)
+    assert program_of(s.state).policies.overlap == "skip" and s.state.cursor == nominal_text(now)
+    assert [parse_nominal(i["nominal"]) for i in s.state.issued] == due and len(due) == 5
     assert manual.update_program(s.state, new, now) == []  # no change, no event
 
 

@@ -15,8 +15,10 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable
 
 from schedfence.domain.action import parse_nominal
-from schedfence.domain.exactly_once import Owed, Slot, Verdict, check_exactly_once
-from schedfence.domain.runs import ActionStartIssued, BackfillRequested, Triggered
+from schedfence.domain.exactly_once import Backfill, Owed, Slot, Verdict, check_exactly_once
+from schedfence.domain.migration import Migration
+from schedfence.domain.runs import (ActionStartIssued, BackfillRequested, ProgramUpdated,
+                                    Triggered)
 from schedfence.domain.schedule import Schedule
 from schedfence.domain.spec import ScheduleSpec
 
@@ -39,9 +41,37 @@ class PauseLog:
                      for a, b in self.stretches.get(incarnation, []))
 
 
+class UpdateLog:
+    """The program updates that took effect on each incarnation: (instant, new spec), on the
+    machine's clock. From each instant on, a never-migrated schedule's ticks follow the new
+    spec."""
+
+    def __init__(self) -> None:
+        self.updates: dict[int, list[tuple[datetime, ScheduleSpec]]] = {}
+
+    def add(self, incarnation: int, at: datetime, spec: ScheduleSpec) -> None:
+        self.updates.setdefault(incarnation, []).append((at, spec))
+
+    def of(self, incarnation: int) -> tuple[tuple[datetime, ScheduleSpec], ...]:
+        return tuple(self.updates.get(incarnation, []))
+
+
+def _backfills(events: list[Any], spec: ScheduleSpec) -> tuple[Backfill, ...]:
+    """Each backfill under the spec in force when it was requested (the last program update
+    before it, in the aggregate's order)."""
+    out = []
+    for e in events:
+        if isinstance(e, ProgramUpdated) and e.spec:
+            spec = ScheduleSpec.model_validate(e.spec)
+        elif isinstance(e, BackfillRequested):
+            out.append(Backfill(parse_nominal(e.start), parse_nominal(e.end), e.backfill_id,
+                                spec))
+    return tuple(out)
+
+
 def _owed(events: list[Any], paused: tuple[tuple[datetime, datetime], ...],
-          until: datetime, ticks: tuple[datetime, ...],
-          live: tuple[datetime, ...]) -> Owed | None:
+          until: datetime, ticks: tuple[datetime, ...], live: tuple[datetime, ...],
+          updates: tuple[tuple[datetime, ScheduleSpec], ...] = ()) -> Owed | None:
     first = events[0]
     remaining, window = None, None
     if isinstance(first, Schedule.Created):
@@ -55,28 +85,34 @@ def _owed(events: list[Any], paused: tuple[tuple[datetime, datetime], ...],
             return None
     else:
         return None
-    backfills = [e for e in events if isinstance(e, BackfillRequested)]
-    return Owed(ScheduleSpec.model_validate(spec), parse_nominal(cursor), until,
-                backfills=tuple((parse_nominal(b.start), parse_nominal(b.end))
-                                for b in backfills),
+    start = ScheduleSpec.model_validate(spec)
+    return Owed(start, parse_nominal(cursor), until, backfills=_backfills(events, start),
                 paused=paused,
                 triggers=tuple(parse_nominal(e.nominal) for e in events
                                if isinstance(e, Triggered)),
                 remaining=remaining, catchup_window=window, ticks=ticks,
-                live=tuple((t, until) for t in live),
-                first_backfill=int(backfills[0].backfill_id.split("-")[1]) if backfills else 1)
+                live=tuple((t, until) for t in live), updates=updates)
 
 
 def verdict(events: list[Any], pauses: PauseLog, incarnation: int,
             destination: Iterable[Slot], until: datetime,
             ticks: tuple[datetime, ...] = (),
-            live: tuple[datetime, ...] = ()) -> Verdict | None:
+            live: tuple[datetime, ...] = (),
+            updates: UpdateLog | None = None) -> Verdict | None:
     """The oracle's verdict on one incarnation (None: it runs nothing); ``ticks`` are the
-    instants the source processed times at (passes, pauses), ``live`` the creates of
-    destinations, which process their times on time from then on."""
-    owed = _owed(events, pauses.of(incarnation, until), until, ticks, live)
+    instants the source processed times at (passes, pauses, updates), ``live`` the creates
+    of destinations, which process their times on time from then on; ``updates`` the
+    program updates the machine made."""
+    owed = _owed(events, pauses.of(incarnation, until), until, ticks, live,
+                 updates.of(incarnation) if updates else ())
     if owed is None:
         return None
     source = [(parse_nominal(e.nominal), e.origin) for e in events
               if isinstance(e, ActionStartIssued)]
     return check_exactly_once(owed, source, list(destination))
+
+
+def settled_on_a_gone_schedule(migration_events: list[Any]) -> bool:
+    """The migration's settle found the destination's schedule deleted (its detail says so)
+    and started nothing."""
+    return any(isinstance(e, Migration.BoundarySettled) and e.detail for e in migration_events)

@@ -101,3 +101,22 @@ def test_a_round_trip_carries_the_keys_backfill_names_to_the_forward_source() ->
         names = {e.origin for e in machine._events(schedule_aggregate_id(NS, RUNNING, 2))
                  if isinstance(e, ActionStartIssued)}
         assert names == {"backfill-2"}, names
+
+
+def test_a_program_update_follows_the_old_spec_until_its_instant() -> None:
+    """The machine found it once it could update the program: the scheduler down for five
+    minutes, the spec changed from every 60 s to every 90 s, then a pass. The update only
+    swapped the spec, so the pass generated the new spec's times from the old cursor: it
+    started 12:01:30, 12:03:00 and 12:04:30 (never owed) and lost 12:01 ... 12:05 (owed by
+    the old spec before the update). An update now ticks first at its instant, as a pause
+    does: from then on ticks follow the new spec."""
+    with started("allow_all") as machine:
+        machine.scheduler_down(300)  # 12:05:30, no pass since 12:00:30
+        machine.update_program(90)
+        machine.scheduler_pass(120)  # 12:07:30
+        machine.the_oracle_finds_nothing_twice_or_unowed()
+        machine.checker_finds_nothing()
+        started_at = sorted(e.nominal for e in machine._events(
+            schedule_aggregate_id(NS, RUNNING, 1)) if isinstance(e, ActionStartIssued))
+        assert started_at == [f"2026-01-05T12:0{m}Z" for m in
+                              ("1:00", "2:00", "3:00", "4:00", "5:00", "6:00", "7:30")]
