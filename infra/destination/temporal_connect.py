@@ -23,10 +23,11 @@ _HINTS = (
     ("InvalidContentType", "is this port plain text? (drop tls=1)"),
     ("CorruptMessage", "is this port plain text? (drop tls=1)"),
 )
-# A broken pipe, or a connection closed under a pending request: the server dropped the
-# stream. Over TLS, after its handshake (measured: a missing client certificate gives either,
-# close_notify or a reset, depending on timing); over plain text, on reading what is not TLS.
-_DROPPED = ("BrokenPipe", 'Canceled, "connection closed"')
+# A broken pipe, or a connection closed (or never ready) under a pending request: the server
+# dropped the stream. Over TLS, after its handshake (measured: a missing client certificate
+# gives any of these, close_notify or a reset, depending on timing); over plain text, on
+# reading what is not TLS.
+_DROPPED = ("BrokenPipe", 'Canceled, "connection closed"', 'Canceled, "connection was not ready"')
 _BROKEN_PIPE = {True: f"the server dropped the TLS stream: {_CLIENT_CERT}",
                 False: "does this port want TLS? (add ?tls=1)"}
 
