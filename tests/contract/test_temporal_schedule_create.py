@@ -120,13 +120,17 @@ def _exists(server, workflow_id: str) -> bool:
         return False
 
 
-def test_a_limited_schedules_own_starts_move_its_token_and_a_stale_update_is_dropped(server):
-    """What the settle's limit update relies on (``limit_settle``): a create leaves the update
-    time unset; each start the server takes of its own spec lowers the remaining count and
-    moves the conflict token, a backfill moves neither; an update under a token that moved is
-    answered OK and dropped (count and update time unchanged); one under the current token
-    applies and sets the update time."""
+def test_a_limited_schedules_own_starts_move_its_token_and_a_stale_update_is_dropped(
+        server, monkeypatch):
+    """What the settle's updates rely on (``clear_pin``, ``limit_settle``): a create leaves
+    the update time unset; each start the server takes of its own spec lowers the remaining
+    count and moves the conflict token, a backfill moves neither; an update under a token
+    that moved is answered OK and dropped (count and update time unchanged); one under the
+    current token applies and sets the update time. Created without the pin (as before it),
+    so the backfill of an hour ago starts at once."""
     from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
+    from schedfence.infra.destination import temporal_schedule
+    monkeypatch.setattr(temporal_schedule, "pinned", lambda h: False)
     from temporalio.api.workflowservice.v1 import (DescribeScheduleRequest,
                                                    PatchScheduleRequest, UpdateScheduleRequest)
     sid = f"sched-{uuid.uuid4().hex[:8]}"
