@@ -18,7 +18,10 @@ running actions. ``patch_plan`` says how a Temporal Schedule is told to carry on
   the schedule's overlap policy, because a Temporal backfill ignores pause, limit and window;
   the server's own processing begins after its create time with what the limit leaves
   (``PatchPlan.remaining``), and ``boundary_gap`` names the times between the two, which
-  are started after the create (infra/destination/temporal_schedule.py).
+  are started after the create (infra/destination/temporal_schedule.py);
+- a limited handover pins its spec's start at ``pin_instant`` instead: the gap runs up to the
+  pin (``pin_plan``), so the count the create sets is exact, and the settle clears the pin
+  (``clear_pin``) before it sends the whole patch.
 
 Starts are counted per origin, as both schedulers count them: a time two backfills cover is
 two starts (they collide on the action workflow id while the first runs), and the handover

@@ -21,6 +21,11 @@ ALLOW_DUPLICATE: a time in both could run twice). The times between them are set
 receipt (``settle_handover``): read the server's create time and the gap's end (the schedule's
 memo), skip the times whose action workflow exists already, and patch one-time backfills for
 the rest under one request id derived from the migration's, which the server deduplicates.
+
+A limited handover is pinned instead (domain.handover.pin_instant): its spec starts at ``S``,
+its count is what the limit leaves after every owed time before ``S``, and its create has no
+patch; the settle clears the pin under the conflict token once the server is past ``S``, then
+sends the whole patch (``_settle_pinned``; docs/protocol.md, "A limited schedule is pinned").
 """
 from __future__ import annotations
 
