@@ -41,7 +41,7 @@ from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeSc
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
-from schedfence.domain.handover import (GAP_MARGIN, SECOND, Handover, LimitView, PatchPlan,
+from schedfence.domain.handover import (GAP_MARGIN, SECOND, Handover, LimitView,
                                        boundary_gap, boundary_request_id, clear_pin,
                                        limit_settle, patch_plan, pin_instant, pin_owed,
                                        pin_plan, pinned)
@@ -49,8 +49,8 @@ from schedfence.domain.spec import times_within
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound,
-                                     DestinationUnavailable, InvalidStartRequest, StartAccepted,
-                                     StartWorkflow)
+                                     DestinationUnavailable, InvalidStartRequest, Settled,
+                                     StartAccepted, StartWorkflow)
 
 from schedfence.infra.destination.schedule_proto import (OVERLAP, bare_schedule, gap_end,
                                                         pin_of, pin_stands, timestamp,
@@ -121,7 +121,7 @@ def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartA
                          started=run.create_request_id == request.request_id)
 
 
-def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[str]:
+def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> Settled:
     """Start, once each, the spec's times between the gap backfill and the server's own first
     instant (see the module doc); a pinned handover's whole patch, once its pin is cleared
     (``_settle_pinned``). Safe to call again: started times are skipped, and a repeated
@@ -130,7 +130,7 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
     desc = _describe(dest, request)
     end = gap_end(desc.memo)
     if end is None or handover.action is None:
-        return []
+        return Settled()
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
     pin = pin_of(desc.memo)
     if pin is not None:
@@ -144,7 +144,7 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[s
         overlap = OVERLAP[(handover.policies or SchedulePolicies()).overlap]
         _patch(dest, request, SchedulePatch(backfill_request=[
             _one(t, overlap) for t in todo]))
-    return [nominal_text(t) for t in todo]
+    return Settled([nominal_text(t) for t in todo])
 
 
 def _describe(dest: TemporalDestination, request: StartWorkflow) -> DescribeScheduleResponse:
@@ -175,7 +175,7 @@ sleep = time.sleep  # tests hold it
 
 
 def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, handover: Handover,
-                   desc: DescribeScheduleResponse, pin: datetime) -> list[str]:
+                   desc: DescribeScheduleResponse, pin: datetime) -> Settled:
     """A limited handover's settle: once the server's clock is surely past the pin (so its
     own processing has passed every time before it), clear the pin under the conflict token
     (``clear_pin``), then send the whole patch: every owed time before the pin, the
@@ -194,10 +194,10 @@ def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, handover: 
             sleep(wait)
         _update_until_applied(dest, request, _describe(dest, request), "pin",
                               lambda d: _unpinned_write(d, len(late)))
-    patch = _pinned_patch(dest, request, handover, pin_plan(handover, pin), late, first)
+    patch, asked = _pinned_patch(dest, request, handover, pin, late, first)
     if patch.backfill_request or patch.HasField("trigger_immediately"):
         _patch(dest, request, patch)
-    return [nominal_text(t) for t in pin_owed(handover, pin) + late]
+    return Settled([nominal_text(t) for t in asked], nominal_text(pin))
 
 
 def _unpinned_write(desc: DescribeScheduleResponse, late: int) -> Schedule | None:
@@ -213,15 +213,22 @@ def _unpinned_write(desc: DescribeScheduleResponse, late: int) -> Schedule | Non
 
 
 def _pinned_patch(dest: TemporalDestination, request: StartWorkflow, h: Handover,
-                  plan: PatchPlan, late: list[datetime], first: bool) -> SchedulePatch:
-    """The pinned handover's patch; on a repeat (``first`` False) the times whose action
-    workflow exists are left out (the request id deduplicates it too, within the server's
-    current run of its scheduler workflow)."""
+                  pin: datetime, late: list[datetime],
+                  first: bool) -> tuple[SchedulePatch, list[datetime]]:
+    """The pinned handover's patch, and the spec's owed times it asks for; on a repeat
+    (``first`` False) the times whose action workflow exists are left out (the request id
+    deduplicates it too, within the server's current run of its scheduler workflow)."""
     assert h.action is not None and h.spec is not None
     overlap = OVERLAP[(h.policies or SchedulePolicies()).overlap]
+    plan = pin_plan(h, pin)
+    started: dict[datetime, bool] = {}
 
     def todo(t: datetime) -> bool:
-        return first or not _started(dest, request.namespace, action_workflow_id(h.action, t))
+        if first:
+            return True
+        if t not in started:
+            started[t] = _started(dest, request.namespace, action_workflow_id(h.action, t))
+        return not started[t]
 
     if first:
         backfills = [BackfillRequest(start_time=timestamp(r.start), end_time=timestamp(r.end),
@@ -234,7 +241,7 @@ def _pinned_patch(dest: TemporalDestination, request: StartWorkflow, h: Handover
     if plan.trigger is not None and todo(plan.trigger[0]):
         patch.trigger_immediately.CopyFrom(TriggerImmediatelyRequest(
             overlap_policy=OVERLAP[plan.trigger[1]], scheduled_time=timestamp(plan.trigger[0])))
-    return patch
+    return patch, [t for t in pin_owed(h, pin) + late if todo(t)]
 
 
 # How many times in a row the settle writes the limit after the server's own starts moved the

@@ -42,6 +42,8 @@ def hand_over(env: TemporalEnv, tmp_path: Path, down: int, *, paused: bool = Fal
         svc.run_until_idle(retry_for=10.0)
         assert svc.migration(NS, sid).state == "completed"
         assert svc.verify() == []
+        [settle] = [e for e in svc.history(NS, sid) if e.type.endswith("BoundarySettled")]
+        assert (settle.data["pin"] is not None) == (limit is not None)  # limited: pinned
     time.sleep(run_for)
     started = sorted(parse_nominal(w.removeprefix(f"act-{tag}-")) for w in listed(env, wtype))
     assert len(started) == len(set(started))
