@@ -226,13 +226,14 @@ def needs_settle(mig: MigrationState, settles: bool) -> bool:
 
 
 def settled(mig: MigrationState, started: list[str], attempt: int, worker: str,
-            detail: str = "") -> Change:
+            detail: str = "", pin: str | None = None) -> Change:
     """Record what the boundary's settle asked the destination to start (after the receipt)."""
     if mig.receipt is None or mig.handover is None or mig.boundary_settled:
         raise RecoveryRefused("a boundary is settled once, after the receipt of a handover")
     return change((), [Fact(M.BoundarySettled, {
         "request_id": mig.request_id, "attempt": attempt, "worker": worker,
-        "started": list(started), "detail": detail[:500]})], migration_id=mig.migration_id)
+        "started": list(started), "detail": detail[:500], "pin": pin})],
+                  migration_id=mig.migration_id)
 
 
 def close(source: ScheduleState, mig: MigrationState, attempt: int, worker: str) -> Change:

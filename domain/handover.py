@@ -18,7 +18,10 @@ running actions. ``patch_plan`` says how a Temporal Schedule is told to carry on
   the schedule's overlap policy, because a Temporal backfill ignores pause, limit and window;
   the server's own processing begins after its create time with what the limit leaves
   (``PatchPlan.remaining``), and ``boundary_gap`` names the times between the two, which
-  are started after the create (infra/destination/temporal_schedule.py).
+  are started after the create (infra/destination/temporal_schedule.py);
+- a limited handover pins its spec's start at ``pin_instant`` instead: the gap runs up to the
+  pin (``pin_plan``), so the count the create sets is exact, and the settle clears the pin
+  (``clear_pin``) before it sends the whole patch.
 
 Starts are counted per origin, as both schedulers count them: a time two backfills cover is
 two starts (they collide on the action workflow id while the first runs), and the handover
@@ -246,6 +249,64 @@ def limit_settle(boundary: int, view: LimitView) -> int | None:
     if view.updated or boundary == 0:
         return None
     return max(view.remaining - boundary, 0)
+
+
+# How long after the create call the pin may stand: the create's latency, on top of the clock
+# margin (the server's clock may run ahead of ours by up to GAP_MARGIN).
+PIN_LEAD = timedelta(seconds=2)
+
+
+def pinned(h: Handover) -> bool:
+    """A limited handover pins its spec's start (``pin_instant``), so the count is exact at
+    the create; an unlimited one keeps the gap, the create's patch and the boundary."""
+    return h.remaining_actions is not None
+
+
+def pin_instant(call: datetime) -> datetime:
+    """The pin ``S`` for a create called at ``call`` (whole seconds, after the create's
+    latency and the clock margin): the server's own processing begins at its create instant,
+    before ``S``, and its spec starts no time before ``S`` while the pin stands, so every
+    owed time before ``S`` is the settle's patch and the limit the create sets is what they
+    leave (``pin_plan``)."""
+    lead = call + GAP_MARGIN + PIN_LEAD
+    return lead.replace(microsecond=0) + (SECOND if lead.microsecond else timedelta())
+
+
+def pin_plan(h: Handover, pin: datetime) -> PatchPlan:
+    """The whole patch of a pinned handover: every owed time before ``pin`` (the gap ends one
+    second before it), the backfills in progress and the buffered starts; ``remaining`` is
+    what the limit leaves the server's own starts, from ``pin`` on."""
+    return patch_plan(h, pin - SECOND)
+
+
+def pin_owed(h: Handover, pin: datetime) -> list[datetime]:
+    """The spec's owed times before ``pin`` (``pin_plan``'s gap, enumerated: a limited
+    handover owes no more than its limit)."""
+    assert h.cursor is not None and h.remaining_actions is not None
+    return owed_spec_times(h, parse_nominal(h.cursor), pin - SECOND, _left(h))
+
+
+def pinned_start(h: Handover, pin: datetime) -> datetime:
+    """The spec start time the create sets: the pin, or the user's own start if later (then
+    nothing is pinned: no spec time falls before it)."""
+    assert h.spec is not None
+    return pin if h.spec.start_at is None else max(h.spec.start_at, pin)
+
+
+def clear_pin(late: int, remaining: int, standing: bool) -> int | None:
+    """The remaining actions the update that clears the pin writes, under the conflict token
+    of the describe that showed ``remaining`` (the pin ``standing``: the spec's start time
+    still the pin); None: cleared already (a settle repeated after a crash writes nothing).
+
+    The count the create set is exact for the times from the pin on, and the server's own
+    starts lower it (each moves the conflict token, so an update they overtook is dropped
+    and written again from a fresh describe). ``late``: owed times from the pin up to the
+    server's create instant, which its own processing (strictly after that instant) never
+    starts, so the settle backfills them and takes them off here; none unless the create
+    took longer than ``PIN_LEAD``, and only then can the count come out late (``max``)."""
+    if not standing:
+        return None
+    return max(remaining - late, 0)
 
 
 def boundary_request_id(request_id: str) -> str:

@@ -250,11 +250,19 @@ class Migration(EvolvingAggregate):
     class BoundarySettled(_Event):
         """After the receipt, before the close: the destination that took the whole schedule
         was asked to start the spec's times at the handover's boundary (``started``, RFC 3339
-        UTC; empty: none fell there or they had started). docs/protocol.md, "The handover"."""
+        UTC; empty: none fell there or they had started). docs/protocol.md, "The handover".
+        v2 adds ``pin``: a limited handover's pin (RFC 3339 UTC), the spec start its create
+        set and this settle cleared before the patch; None when not pinned (and on v1)."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.BoundarySettled"
+        class_version: ClassVar[int] = 2
         started: list[str] = []
         detail: str = ""  # e.g. the destination's schedule was gone: nothing left to settle
+        pin: str | None = None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(pin=None)
 
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"

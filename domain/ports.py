@@ -169,16 +169,26 @@ class ActionRunner(Destination, Protocol):
                       reason: str = "") -> None: ...
 
 
+@dataclass(frozen=True)
+class Settled:
+    """What a settle asked the destination to start (nominal times, RFC 3339 UTC) and, for a
+    limited handover, the pin its create set and the settle cleared (RFC 3339 UTC; None:
+    not pinned)."""
+
+    started: list[str] = field(default_factory=list)
+    pin: str | None = None
+
+
 @runtime_checkable
 class HandoverTarget(Destination, Protocol):
     """A destination that takes a whole schedule (a start carrying a handover) and, once the
     migration holds the receipt, settles the boundary: the spec's times between the handover's
     gap backfill and the instant the destination's own processing began are started there, each
     once (idempotent: called again after a crash or an unknown outcome). Returns the nominal
-    times it asked the destination to start. Unknown outcome: ``DestinationUnavailable``; the
-    schedule gone (deleted since): ``DestinationNotFound``."""
+    times it asked the destination to start, and a limited handover's pin. Unknown outcome:
+    ``DestinationUnavailable``; the schedule gone (deleted since): ``DestinationNotFound``."""
 
-    def settle_handover(self, request: StartWorkflow) -> list[str]: ...
+    def settle_handover(self, request: StartWorkflow) -> Settled: ...
 
 
 @runtime_checkable

@@ -121,6 +121,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                                           f"{', '.join(d['started'])}" if d["started"] else
                                           "no time fell between the handover and the "
                                           "destination's first") +
+                   (f"; the pin at {d['pin']} cleared" if d.get("pin") else "") +
                    (f" ({d['detail']})" if d.get("detail") else "")),
     "ChainVerified": _chain,
     "FailoverReconciled": lambda d: Line(

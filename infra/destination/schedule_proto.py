@@ -26,7 +26,7 @@ from temporalio.converter import default as default_converter
 from schedfence.domain import action as da
 from schedfence.domain import spec as ds
 from schedfence.domain.action import nominal_text, parse_nominal
-from schedfence.domain.handover import SECOND, Handover, PatchPlan
+from schedfence.domain.handover import SECOND, Handover, PatchPlan, pinned_start
 from schedfence.domain.invoker import OVERLAPS
 from schedfence.infra.destination.action_proto import action_back, new_workflow_info
 from schedfence.infra.destination.calendar_cron import calendar_crons
@@ -72,12 +72,19 @@ def _action(action: da.StartWorkflowAction) -> ScheduleAction:
     return ScheduleAction(start_workflow=new_workflow_info(action))
 
 
-def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, Memo]:
-    """The Schedule to create, its initial patch, and the schedule memo (see module doc)."""
+def to_temporal(h: Handover, plan: PatchPlan,
+                pin: datetime | None = None) -> tuple[Schedule, SchedulePatch, Memo]:
+    """The Schedule to create, its initial patch, and the schedule memo (see module doc).
+    With a ``pin`` (a limited handover, domain.handover.pin_instant) the spec starts at the
+    pin (or the user's own later start), the memo keeps the pin and the user's start, and the
+    patch is the settle's, sent once the pin is cleared (the create's is empty)."""
     assert h.spec is not None and h.action is not None
     policies = h.policies or da.SchedulePolicies()
+    spec = _spec(h.spec)
+    if pin is not None:
+        spec.start_time.CopyFrom(timestamp(pinned_start(h, pin)))
     schedule = Schedule(
-        spec=_spec(h.spec), action=_action(h.action),
+        spec=spec, action=_action(h.action),
         policies=SchedulePolicies(overlap_policy=OVERLAP[policies.overlap],
                                   catchup_window=Duration(seconds=policies.catchup_window),
                                   pause_on_failure=policies.pause_on_failure),
@@ -99,6 +106,9 @@ def to_temporal(h: Handover, plan: PatchPlan) -> tuple[Schedule, SchedulePatch, 
                       for b in h.backfills],
         "gap_end": None if plan.until is None else nominal_text(plan.until),
         "remaining_actions": h.remaining_actions}
+    if pin is not None:
+        provenance.update(pin=nominal_text(pin), start_at=None if h.spec.start_at is None
+                          else nominal_text(h.spec.start_at))
     return schedule, patch, Memo(fields={MEMO_KEY: _payload(provenance)})
 
 
@@ -112,10 +122,40 @@ def bare_schedule(namespace: str, schedule_id: str, incarnation: int, paused: bo
             Memo(fields={MEMO_KEY: _payload(provenance)}))
 
 
+def _memo_time(memo: Memo, key: str) -> datetime | None:
+    text = _value(memo.fields[MEMO_KEY]).get(key) if MEMO_KEY in memo.fields else None
+    return None if text is None else parse_nominal(text)
+
+
 def gap_end(memo: Memo) -> datetime | None:
     """The end of the handover's gap backfill, as the schedule's memo recorded it."""
-    text = _value(memo.fields[MEMO_KEY]).get("gap_end") if MEMO_KEY in memo.fields else None
-    return None if text is None else parse_nominal(text)
+    return _memo_time(memo, "gap_end")
+
+
+def pin_of(memo: Memo) -> datetime | None:
+    """The pin a limited handover's create set (None: not pinned, or an older create)."""
+    return _memo_time(memo, "pin")
+
+
+def pin_stands(spec: ScheduleSpec, memo: Memo) -> bool:
+    """The spec's start time is still the pin, ahead of the user's own start."""
+    pin = pin_of(memo)
+    user = _memo_time(memo, "start_at")
+    return pin is not None and spec.HasField("start_time") and \
+        _time(spec.start_time) == pin and (user is None or user < pin)
+
+
+def unpinned(spec: ScheduleSpec, memo: Memo) -> ScheduleSpec:
+    """The spec as the user has it: a standing pin gives way to the user's own start (a
+    read-back between the create and the settle must not show the pin as the program)."""
+    out = ScheduleSpec()
+    out.CopyFrom(spec)
+    if pin_stands(spec, memo):
+        user = _memo_time(memo, "start_at")
+        out.ClearField("start_time")
+        if user is not None:
+            out.start_time.CopyFrom(timestamp(user))
+    return out
 
 
 def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Handover:
@@ -143,7 +183,7 @@ def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Hando
     return Handover(
         namespace=meta["namespace"], schedule_id=meta["schedule_id"],
         incarnation=meta["incarnation"], paused=state.paused, notes=state.notes,
-        spec=_spec_back(schedule.spec), action=_action_back(schedule.action),
+        spec=_spec_back(unpinned(schedule.spec, memo)), action=_action_back(schedule.action),
         policies=da.SchedulePolicies(
             overlap=_OVERLAP_NAME[p.overlap_policy], catchup_window=p.catchup_window.seconds,
             pause_on_failure=p.pause_on_failure) if meta["has_policies"] else None,
@@ -154,10 +194,11 @@ def from_temporal(schedule: Schedule, patch: SchedulePatch, memo: Memo) -> Hando
         running=tuple(meta["running"]))
 
 
-def program_docs(schedule: Schedule) -> dict[str, Any]:
-    """What a Temporal Schedule runs, as the source's JSON documents (None where absent)."""
+def program_docs(schedule: Schedule, memo: Memo | None = None) -> dict[str, Any]:
+    """What a Temporal Schedule runs, as the source's JSON documents (None where absent); a
+    standing pin (``memo``) is stripped."""
     has = schedule.action.HasField("start_workflow")
-    spec = schedule.spec
+    spec = schedule.spec if memo is None else unpinned(schedule.spec, memo)
     empty = not (spec.interval or spec.cron_string or spec.structured_calendar or
                  spec.calendar)
     p, state = schedule.policies, schedule.state

@@ -15,7 +15,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (DestinationNotReached, DestinationUnavailable,
-                                     RunDescription, StartAccepted, StartWorkflow, StopKind)
+                                     RunDescription, Settled, StartAccepted, StartWorkflow,
+                                     StopKind)
 
 from schedfence.infra.destination.sim_store import RolledBack, SqlSimState
 from schedfence.infra.destination.simulator import SimulatedDestination
@@ -78,7 +79,7 @@ class SharedSimDestination:
         except SQLAlchemyError as exc:
             raise self._unavailable("stop", exc) from None
 
-    def settle_handover(self, request: StartWorkflow) -> list[str]:
+    def settle_handover(self, request: StartWorkflow) -> Settled:
         try:
             return self.simulator.settle_handover(request)
         except SQLAlchemyError as exc:

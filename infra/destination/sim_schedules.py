@@ -12,7 +12,8 @@ from typing import Any, Callable
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, destination_starts
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
-from schedfence.domain.ports import DestinationNotFound, DestinationUnavailable, StartWorkflow
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, Settled,
+                                     StartWorkflow)
 
 Clock = Callable[[], datetime]
 
@@ -48,7 +49,7 @@ class SimSchedules:
             raise DestinationNotFound(f"the schedule at {namespace}/{workflow_id} has no head")
         return head
 
-    def settle_handover(self, request: StartWorkflow) -> list[str]:
+    def settle_handover(self, request: StartWorkflow) -> Settled:
         """The boundary's times, recorded once (a second call adds nothing)."""
         if self._next_fault("settle") in ("unavailable", "fail_before_commit"):  # type: ignore[attr-defined]
             raise DestinationUnavailable("settle: unavailable")
@@ -61,7 +62,7 @@ class SimSchedules:
                                                           created)
                     if nominal_text(t) not in done]
             head["settled"] = sorted(done | set(todo))
-        return todo
+        return Settled(todo)
 
     def schedule_starts(self, namespace: str, workflow_id: str,
                         now: datetime | None = None) -> list[datetime]:

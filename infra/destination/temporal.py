@@ -34,8 +34,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                                      DestinationUnavailable, InvalidStartRequest,
-                                     NamespaceNotFound, RunDescription, StartAccepted,
-                                     StartWorkflow, StopKind)
+                                     NamespaceNotFound, RunDescription, Settled,
+                                     StartAccepted, StartWorkflow, StopKind)
 
 from schedfence.infra.destination.action_proto import start_fields
 from schedfence.infra.destination.temporal_connect import connect_client
@@ -367,7 +367,7 @@ class TemporalDestination(TemporalScheduleHost):
                              f"describe namespace: {exc.status.name}: {exc.message}"))
         return resp.config.workflow_execution_retention_ttl.ToTimedelta().total_seconds()
 
-    def settle_handover(self, request: StartWorkflow) -> list[str]:
+    def settle_handover(self, request: StartWorkflow) -> Settled:
         """After the receipt: the times at the handover's boundary (temporal_schedule.py)."""
         self._check_namespace(request.namespace)
         return settle_handover(self, request)

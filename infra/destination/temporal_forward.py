@@ -87,7 +87,7 @@ class TemporalScheduleHost:
     def describe_schedule(self, namespace: str, schedule_id: str) -> ScheduleSnapshot:
         resp = self._raw_describe(namespace, schedule_id)
         try:
-            program = program_docs(resp.schedule)
+            program = program_docs(resp.schedule, resp.memo)
         except (ValueError, InvalidArgument) as exc:  # no form on the source says the same
             program = {"unsupported": getattr(exc, "message", None) or str(exc)}
         info, state = resp.info, resp.schedule.state

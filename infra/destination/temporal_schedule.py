@@ -21,29 +21,40 @@ ALLOW_DUPLICATE: a time in both could run twice). The times between them are set
 receipt (``settle_handover``): read the server's create time and the gap's end (the schedule's
 memo), skip the times whose action workflow exists already, and patch one-time backfills for
 the rest under one request id derived from the migration's, which the server deduplicates.
+
+A limited handover is pinned instead (domain.handover.pin_instant): its spec starts at ``S``,
+its count is what the limit leaves after every owed time before ``S``, and its create has no
+patch; the settle clears the pin under the conflict token once the server is past ``S``, then
+sends the whole patch (``_settle_pinned``; docs/protocol.md, "A limited schedule is pinned").
 """
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
+from temporalio.api.schedule.v1 import (BackfillRequest, Schedule, SchedulePatch,
+                                        TriggerImmediatelyRequest)
 from temporalio.api.workflowservice.v1 import (CreateScheduleRequest, DescribeScheduleRequest,
                                                DescribeScheduleResponse, PatchScheduleRequest,
                                                UpdateScheduleRequest)
 from temporalio.service import RPCError, RPCStatusCode
 
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
-from schedfence.domain.handover import (GAP_MARGIN, Handover, LimitView, boundary_gap,
-                                       boundary_request_id, limit_settle, patch_plan)
+from schedfence.domain.handover import (GAP_MARGIN, SECOND, Handover, LimitView,
+                                       boundary_gap, boundary_request_id, clear_pin,
+                                       limit_settle, patch_plan, pin_instant, pin_owed,
+                                       pin_plan, pinned)
+from schedfence.domain.spec import times_within
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound,
-                                     DestinationUnavailable, InvalidStartRequest, StartAccepted,
-                                     StartWorkflow)
+                                     DestinationUnavailable, InvalidStartRequest, Settled,
+                                     StartAccepted, StartWorkflow)
 
 from schedfence.infra.destination.schedule_proto import (OVERLAP, bare_schedule, gap_end,
-                                                        timestamp, to_temporal)
+                                                        pin_of, pin_stands, timestamp,
+                                                        to_temporal, unpinned)
 
 if TYPE_CHECKING:
     from schedfence.infra.destination.temporal import TemporalDestination
@@ -60,7 +71,12 @@ def create_request(request: StartWorkflow, identity: str, now: datetime) -> Crea
     doc = request.input if isinstance(request.input, dict) else {}
     if doc.get("handover"):
         handover = Handover.model_validate(doc["handover"])
-        schedule, patch, memo = to_temporal(handover, patch_plan(handover, now - GAP_MARGIN))
+        if pinned(handover):  # the patch waits for the settle: nothing before the pin starts
+            pin = pin_instant(now)
+            schedule, _, memo = to_temporal(handover, pin_plan(handover, pin), pin)
+            patch = SchedulePatch()
+        else:
+            schedule, patch, memo = to_temporal(handover, patch_plan(handover, now - GAP_MARGIN))
     else:
         paused, notes, incarnation = (doc.get(k) for k in ("paused", "notes", "incarnation"))
         if not (isinstance(paused, bool) and isinstance(notes, str) and
@@ -105,35 +121,127 @@ def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartA
                          started=run.create_request_id == request.request_id)
 
 
-def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> list[str]:
+def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> Settled:
     """Start, once each, the spec's times between the gap backfill and the server's own first
-    instant (see the module doc). Safe to call again: started times are skipped, and a
-    repeated patch carries the same request id."""
-    from schedfence.infra.destination.temporal import describe_error
-
+    instant (see the module doc); a pinned handover's whole patch, once its pin is cleared
+    (``_settle_pinned``). Safe to call again: started times are skipped, and a repeated
+    patch carries the same request id."""
     handover = Handover.model_validate(request.input["handover"])
-    schedule_id = request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
-    desc = dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
-        namespace=request.namespace, schedule_id=schedule_id), describe_error)
+    desc = _describe(dest, request)
     end = gap_end(desc.memo)
     if end is None or handover.action is None:
-        return []
+        return Settled()
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
+    pin = pin_of(desc.memo)
+    if pin is not None:
+        return _settle_pinned(dest, request, handover, desc, pin)
     boundary = boundary_gap(handover, end, created)
-    if boundary and handover.remaining_actions is not None:
+    if boundary and handover.remaining_actions is not None:  # a create from before the pin
         _count_against_limit(dest, request, desc, len(boundary))
     todo = [t for t in boundary
             if not _started(dest, request.namespace, action_workflow_id(handover.action, t))]
     if todo:
         overlap = OVERLAP[(handover.policies or SchedulePolicies()).overlap]
-        patch = SchedulePatch(backfill_request=[
-            BackfillRequest(start_time=timestamp(t), end_time=timestamp(t), overlap_policy=overlap)
-            for t in todo])
-        dest._rpc("patch schedule", "patch_schedule", PatchScheduleRequest(
-            namespace=request.namespace, schedule_id=schedule_id, patch=patch,
-            identity=dest.identity, request_id=boundary_request_id(request.request_id)),
-            describe_error)
-    return [nominal_text(t) for t in todo]
+        _patch(dest, request, SchedulePatch(backfill_request=[
+            _one(t, overlap) for t in todo]))
+    return Settled([nominal_text(t) for t in todo])
+
+
+def _describe(dest: TemporalDestination, request: StartWorkflow) -> DescribeScheduleResponse:
+    from schedfence.infra.destination.temporal import describe_error
+    return dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
+        namespace=request.namespace,
+        schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)), describe_error)
+
+
+def _patch(dest: TemporalDestination, request: StartWorkflow, patch: SchedulePatch) -> None:
+    from schedfence.infra.destination.temporal import describe_error
+    dest._rpc("patch schedule", "patch_schedule", PatchScheduleRequest(
+        namespace=request.namespace,
+        schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX), patch=patch,
+        identity=dest.identity, request_id=boundary_request_id(request.request_id)),
+        describe_error)
+
+
+def _one(t: datetime, overlap: int) -> BackfillRequest:
+    return BackfillRequest(start_time=timestamp(t), end_time=timestamp(t),
+                           overlap_policy=overlap)
+
+
+# The longest a settle waits for its pin to pass (normally PIN_LEAD and two clock margins
+# after the create, a few seconds); longer (a clock that jumped) backs off and asks again.
+PIN_WAIT_MAX = 30.0
+sleep = time.sleep  # tests hold it
+
+
+def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, handover: Handover,
+                   desc: DescribeScheduleResponse, pin: datetime) -> Settled:
+    """A limited handover's settle: once the server's clock is surely past the pin (so its
+    own processing has passed every time before it), clear the pin under the conflict token
+    (``clear_pin``), then send the whole patch: every owed time before the pin, the
+    backfills in progress, the buffered starts, and the owed times a slow create left
+    between the pin and its instant (``late``). A settle that finds the pin cleared already
+    (a crash after the clear) skips the times whose action workflow exists."""
+    created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
+    late = boundary_gap(handover, pin - SECOND, created)
+    first = pin_stands(desc.schedule.spec, desc.memo)
+    if first:
+        wait = (pin + GAP_MARGIN - datetime.now(timezone.utc)).total_seconds()
+        if wait > PIN_WAIT_MAX:
+            raise DestinationUnavailable(f"settle: the pin stands {wait:.0f}s more; asked "
+                                         "again")
+        if wait > 0:
+            sleep(wait)
+        _update_until_applied(dest, request, _describe(dest, request), "pin",
+                              lambda d: _unpinned_write(d, len(late)))
+    patch, asked = _pinned_patch(dest, request, handover, pin, late, first)
+    if patch.backfill_request or patch.HasField("trigger_immediately"):
+        _patch(dest, request, patch)
+    return Settled([nominal_text(t) for t in asked], nominal_text(pin))
+
+
+def _unpinned_write(desc: DescribeScheduleResponse, late: int) -> Schedule | None:
+    """The schedule the update that clears the pin writes (None: cleared already)."""
+    target = clear_pin(late, desc.schedule.state.remaining_actions,
+                       pin_stands(desc.schedule.spec, desc.memo))
+    if target is None:
+        return None
+    schedule = desc.schedule
+    schedule.spec.CopyFrom(unpinned(schedule.spec, desc.memo))
+    schedule.state.remaining_actions = target
+    return schedule
+
+
+def _pinned_patch(dest: TemporalDestination, request: StartWorkflow, h: Handover,
+                  pin: datetime, late: list[datetime],
+                  first: bool) -> tuple[SchedulePatch, list[datetime]]:
+    """The pinned handover's patch, and the spec's owed times it asks for; on a repeat
+    (``first`` False) the times whose action workflow exists are left out (the request id
+    deduplicates it too, within the server's current run of its scheduler workflow)."""
+    assert h.action is not None and h.spec is not None
+    overlap = OVERLAP[(h.policies or SchedulePolicies()).overlap]
+    plan = pin_plan(h, pin)
+    started: dict[datetime, bool] = {}
+
+    def todo(t: datetime) -> bool:
+        if first:
+            return True
+        if t not in started:
+            started[t] = _started(dest, request.namespace, action_workflow_id(h.action, t))
+        return not started[t]
+
+    if first:
+        backfills = [BackfillRequest(start_time=timestamp(r.start), end_time=timestamp(r.end),
+                                     overlap_policy=OVERLAP[r.overlap]) for r in plan.backfills]
+    else:
+        backfills = [_one(t, OVERLAP[r.overlap]) for r in plan.backfills
+                     for t in times_within(h.spec, r.start, r.end) if todo(t)]
+    patch = SchedulePatch(backfill_request=backfills + [_one(t, overlap) for t in late
+                                                        if todo(t)])
+    if plan.trigger is not None and todo(plan.trigger[0]):
+        patch.trigger_immediately.CopyFrom(TriggerImmediatelyRequest(
+            overlap_policy=OVERLAP[plan.trigger[1]], scheduled_time=timestamp(plan.trigger[0])))
+    return patch, [t for t in pin_owed(h, pin) + late if todo(t)]
 
 
 # How many times in a row the settle writes the limit after the server's own starts moved the
@@ -143,40 +251,53 @@ LIMIT_TRIES = 5
 
 def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
                          desc: DescribeScheduleResponse, boundary: int) -> None:
-    """A limited schedule's boundary times are backfills, which the server does not count:
-    take them off its remaining actions (``limit_settle``), before the patch that starts
-    them. Each update carries the conflict token of the describe it was computed from; the
-    server drops one that an action of its own (or any change) overtook, answering OK, so
-    the settle describes again and decides again until a describe shows the update applied.
-    A settle repeated after a crash or an unknown outcome finds it applied and writes
-    nothing. The request id names the token, so a rewrite after a drop is a new signal."""
+    """A limited schedule created before the pin: its boundary times are backfills, which
+    the server does not count: take them off its remaining actions (``limit_settle``),
+    before the patch that starts them."""
+    def write(d: DescribeScheduleResponse) -> Schedule | None:
+        target = limit_settle(boundary, LimitView(d.schedule.state.remaining_actions,
+                                                  d.info.HasField("update_time")))
+        if target is None:
+            return None
+        schedule = d.schedule
+        schedule.state.remaining_actions = target
+        return schedule
+
+    _update_until_applied(dest, request, desc, "limit", write)
+
+
+def _update_until_applied(dest: TemporalDestination, request: StartWorkflow,
+                          desc: DescribeScheduleResponse, what: str,
+                          write: Callable[[DescribeScheduleResponse], Schedule | None]) -> None:
+    """Write what ``write`` decides from a describe, under that describe's conflict token,
+    until a describe shows it applied (``write`` answers None). The server drops an update
+    that one of its own starts (or any change) overtook, answering OK, so the settle
+    describes again and decides again. A settle repeated after a crash or an unknown outcome
+    finds it applied and writes nothing. The request id names the token, so a rewrite after
+    a drop is a new signal."""
     from schedfence.infra.destination.temporal import describe_error
 
     def update_error(exc: RPCError) -> Exception:
         if exc.status == RPCStatusCode.FAILED_PRECONDITION:
-            return DestinationUnavailable(f"settle: the schedule changed under the limit's "
+            return DestinationUnavailable(f"settle: the schedule changed under the {what}'s "
                                           f"update ({exc.message}); asked again")
         return describe_error(exc)
 
-    schedule_id = request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)
     for tries in range(LIMIT_TRIES + 1):
-        target = limit_settle(boundary, LimitView(desc.schedule.state.remaining_actions,
-                                                  desc.info.HasField("update_time")))
-        if target is None:
+        schedule = write(desc)
+        if schedule is None:
             return
         if tries == LIMIT_TRIES:
             break
-        schedule = desc.schedule
-        schedule.state.remaining_actions = target
         dest._rpc("update schedule", "update_schedule", UpdateScheduleRequest(
-            namespace=request.namespace, schedule_id=schedule_id, schedule=schedule,
-            conflict_token=desc.conflict_token, identity=dest.identity,
-            request_id=f"{boundary_request_id(request.request_id)}-limit-"
+            namespace=request.namespace,
+            schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX),
+            schedule=schedule, conflict_token=desc.conflict_token, identity=dest.identity,
+            request_id=f"{boundary_request_id(request.request_id)}-{what}-"
                        f"{desc.conflict_token.hex()}"), update_error)
-        desc = dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
-            namespace=request.namespace, schedule_id=schedule_id), describe_error)
+        desc = _describe(dest, request)
     raise DestinationUnavailable(f"settle: the schedule's conflict token moved under the "
-                                 f"limit's update {LIMIT_TRIES} times in a row; asked again")
+                                 f"{what}'s update {LIMIT_TRIES} times in a row; asked again")
 
 
 def _started(dest: TemporalDestination, namespace: str, workflow_id: str) -> bool:

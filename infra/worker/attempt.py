@@ -20,7 +20,7 @@ from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                                      HandoverTarget, RetentionReader,
-                                     DestinationUnavailable, RunDescription)
+                                     DestinationUnavailable, RunDescription, Settled)
 from schedfence.domain.retention import (RETENTION_MARGIN_SECONDS, ClaimRecord,
                                          RetentionReading)
 from schedfence.domain.schedule import Schedule
@@ -138,13 +138,13 @@ class TaskWorker:
         target: Any = self.destination
         detail = ""
         try:
-            started = self._call("settle", lambda: target.settle_handover(request))
+            done = self._call("settle", lambda: target.settle_handover(request))
         except DestinationNotFound as exc:  # the schedule was deleted after the receipt: none
-            started, detail = [], f"nothing to settle, the schedule is gone: {exc}"  # will run
+            done, detail = Settled(), f"nothing to settle, the schedule is gone: {exc}"  # runs
         except DestinationError:
             return "backoff"
-        self._commit("settle", mig, h.settled(mig.state, started, attempt, self.worker_id,
-                                              detail))
+        self._commit("settle", mig, h.settled(mig.state, done.started, attempt, self.worker_id,
+                                              detail, done.pin))
         return "progress"
 
     def _own(self, worker: str | None) -> bool:

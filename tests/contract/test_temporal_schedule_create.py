@@ -95,9 +95,9 @@ def test_the_boundary_between_the_gap_backfill_and_the_servers_own_times_is_sett
     h["spec"]["intervals"] = [{"every": 1, "offset": 0}]
     cursor = datetime.fromisoformat(h["cursor"])
     server.destination.start_workflow(start)
-    settled = server.destination.settle_handover(start)
+    settled = server.destination.settle_handover(start).started
     assert settled, "the gap backfill ends 2 s before the create: some times fall between"
-    assert server.destination.settle_handover(start) == []  # started already: nothing twice
+    assert server.destination.settle_handover(start).started == []  # started: nothing twice
     handle = server.ops.client.get_schedule_handle(sid)
     created = server.ops.run(lambda: handle.describe()).info.created_at
     last = created.replace(microsecond=0) + timedelta(seconds=2)
@@ -120,13 +120,17 @@ def _exists(server, workflow_id: str) -> bool:
         return False
 
 
-def test_a_limited_schedules_own_starts_move_its_token_and_a_stale_update_is_dropped(server):
-    """What the settle's limit update relies on (``limit_settle``): a create leaves the update
-    time unset; each start the server takes of its own spec lowers the remaining count and
-    moves the conflict token, a backfill moves neither; an update under a token that moved is
-    answered OK and dropped (count and update time unchanged); one under the current token
-    applies and sets the update time."""
+def test_a_limited_schedules_own_starts_move_its_token_and_a_stale_update_is_dropped(
+        server, monkeypatch):
+    """What the settle's updates rely on (``clear_pin``, ``limit_settle``): a create leaves
+    the update time unset; each start the server takes of its own spec lowers the remaining
+    count and moves the conflict token, a backfill moves neither; an update under a token
+    that moved is answered OK and dropped (count and update time unchanged); one under the
+    current token applies and sets the update time. Created without the pin (as before it),
+    so the backfill of an hour ago starts at once."""
     from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
+    from schedfence.infra.destination import temporal_schedule
+    monkeypatch.setattr(temporal_schedule, "pinned", lambda h: False)
     from temporalio.api.workflowservice.v1 import (DescribeScheduleRequest,
                                                    PatchScheduleRequest, UpdateScheduleRequest)
     sid = f"sched-{uuid.uuid4().hex[:8]}"

@@ -59,6 +59,13 @@ def test_an_old_schema_version_stays_old_and_is_upcast_on_read():
     assert (step["state"]["phase"], step["next_step"]) == ("legacy_pending", "fail_closed")
 
 
+def test_a_v1_boundary_settle_reads_as_not_pinned():
+    record = by_type(DOCS["s3_handover.json"], "BoundarySettled")
+    assert "class_version" not in record["state"] and "pin" not in record["state"]
+    [(_, event)] = corpus.decode([record])
+    assert event.pin is None and event.started == record["state"]["started"]
+
+
 # -- a change that breaks an old history fails the corpus check ------------------------------
 def mutated(name: str, change) -> dict:
     doc = copy.deepcopy(DOCS[name])

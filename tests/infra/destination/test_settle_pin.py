@@ -1,0 +1,124 @@
+"""A pinned (limited) handover's settle against a fake server that behaves as Temporal's
+scheduler was measured to: own starts lower the count and move the conflict token, an update
+under a moved token is answered OK and dropped. The pin is in the past, so the settle does
+not wait."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+
+from temporalio.api.workflowservice.v1 import DescribeScheduleResponse
+
+from schedfence.domain.action import make_action, make_policies, nominal_text
+from schedfence.domain.handover import SECOND, handover_of, pin_plan
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
+from schedfence.domain.ports import DestinationNotFound, StartWorkflow
+from schedfence.domain.program import Program
+from schedfence.domain.schedule import ScheduleState
+from schedfence.domain.spec import make_spec
+from schedfence.infra.destination.schedule_proto import pin_stands, timestamp, to_temporal
+from schedfence.infra.destination.temporal_schedule import settle_handover
+
+CURSOR = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)  # long past
+PIN = CURSOR + 6 * SECOND  # owed before it: 5 times
+
+
+def start(limit: int) -> StartWorkflow:
+    program = Program(make_spec(intervals=[(1, 0)]),
+                      make_action(workflow_type="W", task_queue="q", workflow_id="a"),
+                      make_policies(overlap="allow_all"), limit)
+    state = replace(ScheduleState("ns", "s1", 1, False, ""), **program.fields(),
+                    cursor=nominal_text(CURSOR))
+    h = handover_of(state, False, "").model_dump(mode="json")
+    return StartWorkflow("ns", destination_workflow_id("s1"), "R1", SCHEDULER_WORKFLOW_TYPE,
+                         {"paused": False, "notes": "", "handover": h})
+
+
+class PinnedServer:
+    """The schedule the create of ``request`` made at ``created``; ``races[i]`` own starts
+    land just before the i-th update."""
+
+    identity = "test"
+
+    def __init__(self, request: StartWorkflow, created: datetime, races: list[int]) -> None:
+        from schedfence.domain.handover import Handover
+        h = Handover.model_validate(request.input["handover"])
+        self.schedule, _, self.memo = to_temporal(h, pin_plan(h, PIN), PIN)
+        self.created, self.token, self.races = created, 1, list(races)
+        self.updates, self.patches, self.existing = [], [], set()
+
+    def own_starts(self, n: int) -> None:
+        self.schedule.state.remaining_actions -= n
+        self.token += n
+
+    def describe(self, namespace, workflow_id, run_id=None):
+        if workflow_id not in self.existing:
+            raise DestinationNotFound(workflow_id)
+
+    def _rpc(self, what, method, request, to_error):
+        if method == "describe_schedule":
+            desc = DescribeScheduleResponse(conflict_token=self.token.to_bytes(8, "big"),
+                                            memo=self.memo)
+            desc.schedule.CopyFrom(self.schedule)
+            desc.info.create_time.CopyFrom(timestamp(self.created))
+            return desc
+        if method == "update_schedule":
+            self.own_starts(self.races.pop(0) if self.races else 0)
+            self.updates.append(int.from_bytes(request.conflict_token, "big"))
+            if int.from_bytes(request.conflict_token, "big") == self.token:
+                self.schedule.CopyFrom(request.schedule)
+                self.token += 1
+            return None
+        assert method == "patch_schedule"
+        self.patches.append(request)
+        for b in request.patch.backfill_request:  # each time started (none overlap here)
+            t = b.start_time.ToDatetime(tzinfo=timezone.utc)
+            while t <= b.end_time.ToDatetime(tzinfo=timezone.utc):
+                self.existing.add(f"a-{nominal_text(t)}")
+                t += SECOND
+        return None
+
+
+def ranges(server: PinnedServer, i: int = 0) -> list[tuple[datetime, datetime]]:
+    return [(b.start_time.ToDatetime(tzinfo=timezone.utc),
+             b.end_time.ToDatetime(tzinfo=timezone.utc))
+            for b in server.patches[i].patch.backfill_request]
+
+
+def test_the_pin_is_cleared_with_the_count_read_then_the_whole_patch_is_sent():
+    request = start(limit=8)
+    server = PinnedServer(request, PIN - 3 * SECOND, races=[1])  # an own start overtakes
+    server.own_starts(2)  # the server's own, from the pin on, before the settle
+    done = settle_handover(server, request)
+    assert server.updates == [3, 4]  # the first update was dropped, written again
+    assert not pin_stands(server.schedule.spec, server.memo)
+    assert not server.schedule.spec.HasField("start_time")  # the user's own (none)
+    assert server.schedule.state.remaining_actions == 3 - 2 - 1  # 8 - 5 owed, less 3 own
+    assert ranges(server) == [(CURSOR + SECOND, PIN - SECOND)]
+    assert done.pin == nominal_text(PIN) and len(done.started) == 5
+    again = settle_handover(server, request)  # a repeat: nothing written, nothing asked
+    assert server.updates == [3, 4] and again.started == [] and len(server.patches) == 1
+
+
+def test_a_create_slower_than_the_lead_hands_its_late_times_to_the_settle_and_the_count():
+    request = start(limit=10)
+    server = PinnedServer(request, PIN + 2 * SECOND + timedelta(milliseconds=300), races=[])
+    done = settle_handover(server, request)
+    late = [PIN, PIN + SECOND, PIN + 2 * SECOND]  # never the server's own (before its instant)
+    assert done.started[-3:] == [nominal_text(t) for t in late]
+    assert server.schedule.state.remaining_actions == 10 - 5 - 3
+    assert ranges(server)[-3:] == [(t, t) for t in late]
+
+
+def test_a_settle_that_finds_the_pin_cleared_asks_only_for_what_has_not_started():
+    """A crash after the clear and part of the patch's starts (its dedupe lost: the server's
+    scheduler continued as new): the repeat writes no update and asks for the rest."""
+    request = start(limit=8)
+    server = PinnedServer(request, PIN - 3 * SECOND, races=[])
+    server.schedule.spec.ClearField("start_time")  # cleared by the settle that died
+    server.existing = {f"a-{nominal_text(CURSOR + i * SECOND)}" for i in (1, 2)}
+    done = settle_handover(server, request)
+    assert server.updates == []
+    rest = [CURSOR + i * SECOND for i in (3, 4, 5)]
+    assert done.started == [nominal_text(t) for t in rest]
+    assert ranges(server) == [(t, t) for t in rest]
