@@ -17,7 +17,7 @@ from .errors import AlreadyExists, ConflictTokenMismatch, InvalidArgument
 from .invoker import OVERLAPS
 from .model import Fact, Facts
 from .program import Program, program_of
-from .runs import BackfillRequested, ProgramUpdated, Triggered
+from .runs import ActionStartIssued, BackfillRequested, ProgramUpdated, Triggered
 from .schedule import check_mutable
 from .scheduling import tick
 from .spec import utc_time
@@ -63,7 +63,21 @@ def update_program(state: ScheduleState, program: Program, now: datetime) -> Fac
     if program == program_of(state):
         return []
     cursor = None if state.cursor or program.spec is None else nominal_text(now)
-    return [*tick(state, now), Fact(ProgramUpdated, dict(program.fields(), cursor=cursor))]
+    ticked = tick(state, now)
+    return [*ticked, Fact(ProgramUpdated, dict(program.fields(), cursor=cursor,
+                                                remaining_actions=_left(state, program, ticked)))]
+
+
+def _left(state: ScheduleState, program: Program, ticked: Facts) -> int | None:
+    """The limit after the update: one the update leaves as it stands goes on counting, so
+    the spec starts of the update's own tick (issued just before it) are taken off it; one
+    the update sets is what it says."""
+    left = program.remaining_actions
+    if left is None or left != state.remaining_actions:
+        return left
+    spent = sum(1 for f in ticked
+                if f.event is ActionStartIssued and f.fields.get("origin") == "auto")
+    return max(left - spent, 0)
 
 
 def _overlap(state: ScheduleState, overlap: str | None) -> str:

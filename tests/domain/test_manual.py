@@ -117,6 +117,25 @@ def test_an_update_ticks_at_its_instant_then_replaces_the_program():
     assert manual.update_program(s.state, new, now) == []  # no change, no event
 
 
+def test_an_update_that_keeps_the_limit_keeps_counting_the_ticks_starts():
+    """The soak's finding (limit 2, 98 s down, an update to every 45 s, a pass): the update's
+    tick started the last two times the limit allowed, then ``ProgramUpdated`` wrote back the
+    count read before that tick (2), so the next pass started a time a never-migrated
+    schedule would not. A limit the update leaves as it stands goes on counting; a limit the
+    update sets is what it says from the update on."""
+    s = schedule(limit=2)
+    now = now_of(s) + timedelta(minutes=5)
+    kept = manual.merged(program_of(s.state), spec=make_spec(intervals=[(45, 0)]))
+    s.record(manual.update_program(s.state, kept, now))
+    assert len(s.state.issued) == 2 and s.state.remaining_actions == 0
+    s.record(tick(s.state, now + timedelta(minutes=5)))
+    assert len(s.state.issued) == 2  # the limit ran out before the update: nothing more
+    reset = manual.merged(program_of(s.state), spec=make_spec(intervals=[(60, 0)]),
+                          remaining_actions=1)
+    s.record(manual.update_program(s.state, reset, now + timedelta(minutes=6)))
+    assert s.state.remaining_actions == 1
+
+
 def test_a_schedule_of_old_gains_a_program_and_starts_at_the_update():
     s = Schedule.create(NS, SID, 1, False, "")
     new = Program(make_spec(intervals=[(60, 0)]),

@@ -13,13 +13,13 @@ from tests.infra.test_state_machine import NS, RUNNING, SIDS, RollbackMachine
 
 
 @contextmanager
-def started(overlap: str) -> Iterator[RollbackMachine]:
+def started(overlap: str, limit: int | None = None) -> Iterator[RollbackMachine]:
     """A machine with every schedule live and free at the destination, the running one under
-    ``overlap``; torn down after."""
+    ``overlap`` (and ``limit``); torn down after."""
     machine = RollbackMachine()
     try:
         machine.schedules(pre=[(False, "", None)] * len(SIDS), overlap=overlap,
-                          pause_on_failure=False)
+                          pause_on_failure=False, limit=limit)
         yield machine
     finally:
         machine.teardown()
@@ -120,3 +120,19 @@ def test_a_program_update_follows_the_old_spec_until_its_instant() -> None:
             schedule_aggregate_id(NS, RUNNING, 1)) if isinstance(e, ActionStartIssued))
         assert started_at == [f"2026-01-05T12:0{m}Z" for m in
                               ("1:00", "2:00", "3:00", "4:00", "5:00", "6:00", "7:30")]
+
+
+def test_an_update_keeps_counting_a_limit_it_leaves_as_it_stands() -> None:
+    """The soak found it (36,375 histories, 2 violations, both this): limit 2, the scheduler
+    down 98 s, the spec changed to every 45 s, a pass. The update's tick started 12:01 and
+    12:02, the last two the limit allowed, then wrote back the count read before the tick,
+    so the pass started 12:02:15, which a never-migrated schedule would not."""
+    with started("allow_all", limit=2) as machine:
+        machine.scheduler_down(98)  # 12:02:08
+        machine.update_program(45)
+        machine.scheduler_pass(7)  # 12:02:15, a time of the new spec
+        machine.the_oracle_finds_nothing_twice_or_unowed()
+        machine.checker_finds_nothing()
+        started_at = sorted(e.nominal for e in machine._events(
+            schedule_aggregate_id(NS, RUNNING, 1)) if isinstance(e, ActionStartIssued))
+        assert started_at == ["2026-01-05T12:01:00Z", "2026-01-05T12:02:00Z"]
