@@ -110,6 +110,9 @@ _PARK_ACTION = {
                       "abort instead to give the rollback up",
     "adopted_unverified": "check the destination by hand, then re-arm confirming no "
                           "destination run, or resolve",
+    "deleted_unsettled": "start by hand the boundary times a never-migrated schedule would "
+                         "have started before the delete, then resolve destination_owns with "
+                         "the receipt's first run id (the source then closes)",
     "failover_unverified": "check the destination by hand, then re-arm confirming no "
                            "destination run (none there), or resolve (source_kept / "
                            "destination_owns)",
