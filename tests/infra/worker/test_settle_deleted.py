@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from schedfence.domain import decisions as d
 from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
+from schedfence.domain.errors import RecoveryRefused
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.spec import make_spec
 from schedfence.infra.destination.simulator import SimulatedDestination
@@ -113,6 +116,12 @@ def test_a_deleted_schedule_past_retention_parks_with_the_source_fenced(file_sto
         svc.run_until_idle(retry_for=0)  # nothing moves it but an operator
         assert svc.migration(NS, SID).state == "parked"
         assert svc.verify() == []
+        with pytest.raises(RecoveryRefused):  # the destination took it: never kept, re-armed
+            svc.recover("resolve", NS, SID, actor="oncall", reason="r",
+                        resolution="source_kept")
+        with pytest.raises(RecoveryRefused):
+            svc.recover("rearm", NS, SID, actor="oncall", reason="r")
+        assert svc.migration(NS, SID).state == "parked"
         svc.recover("resolve", NS, SID, actor="oncall", reason="owed times started by hand",
                     resolution="destination_owns",
                     first_run_id=view.destination_first_run_id)
