@@ -93,8 +93,8 @@ def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
         return "drop"
     if state.phase == "legacy_pending" or not state.request_id:
         return "fail_closed"
-    if state.receipt is not None:
-        return "close"
+    if state.receipt is not None:  # a park after it (RECEIPTED_PARKS) waits for an operator
+        return "idle" if state.phase == "parked" else "close"
     if state.epoch < epoch:
         return "failover_reconcile"
     if state.phase == "pending" and state.claim_armed:

@@ -226,14 +226,31 @@ def needs_settle(mig: MigrationState, settles: bool) -> bool:
 
 
 def settled(mig: MigrationState, started: list[str], attempt: int, worker: str,
-            detail: str = "", pin: str | None = None) -> Change:
-    """Record what the boundary's settle asked the destination to start (after the receipt)."""
-    if mig.receipt is None or mig.handover is None or mig.boundary_settled:
-        raise RecoveryRefused("a boundary is settled once, after the receipt of a handover")
+            detail: str = "", pin: str | None = None, deleted_at: str | None = None) -> Change:
+    """Record what the boundary's settle asked the destination to start (after the receipt);
+    ``deleted_at``: the schedule was deleted first, and ``started`` were started as plain
+    workflows (domain/handover_gone.py)."""
+    _settle_open(mig)
     return change((), [Fact(M.BoundarySettled, {
         "request_id": mig.request_id, "attempt": attempt, "worker": worker,
-        "started": list(started), "detail": detail[:500], "pin": pin})],
+        "started": list(started), "detail": detail[:500], "pin": pin,
+        "deleted_at": deleted_at})], migration_id=mig.migration_id)
+
+
+def settle_unreadable(mig: MigrationState, detail: str, attempt: int, worker: str) -> Change:
+    """The schedule was deleted before the settle and its scheduler workflow cannot be read:
+    park ``deleted_unsettled`` with the source still fenced (nothing is guessed)."""
+    _settle_open(mig)
+    return change((), [Fact(M.MigrationParked, {
+        "request_id": mig.request_id, "attempt": attempt, "worker": worker,
+        "reason": "deleted_unsettled", "detail": detail[:500]})],
                   migration_id=mig.migration_id)
+
+
+def _settle_open(mig: MigrationState) -> None:
+    if mig.receipt is None or mig.handover is None or mig.boundary_settled or \
+            mig.phase != "receipted":
+        raise RecoveryRefused("a boundary is settled once, after the receipt of a handover")
 
 
 def close(source: ScheduleState, mig: MigrationState, attempt: int, worker: str) -> Change:

@@ -16,7 +16,8 @@ from .failover import StoreEpoch
 from .invariants_actions import ActionLedger
 from .invariants_forward import ForwardLedger
 from .forward import FORWARD_TOPIC_PREFIX
-from .migration import CLOSED_PHASES, Migration, MigrationState, evolve_migration
+from .migration import (CLOSED_PHASES, RECEIPTED_PARKS, Migration, MigrationState,
+                        evolve_migration)
 from .recovery import confirmed_no_run
 from .retention import ClaimRecord, rearm_refusal
 from .incarnation import destination_running
@@ -46,6 +47,15 @@ class _Trace:
     chain_seen_at: int | None = None  # first proof that our own chain exists (I5)
     chains: set[str] = field(default_factory=set)  # first run ids this migration created
     claim: ClaimRecord | None = None  # the latest claim, and the answer to its start (F16)
+
+
+def _receipted_park(st: Any, e: Any) -> bool:
+    """After the receipt, instead of a settle: a park ``deleted_unsettled`` (a settle that
+    could not read the deleted schedule), and then the operator's ``destination_owns``."""
+    if isinstance(e, M.MigrationParked):
+        return e.reason in RECEIPTED_PARKS and st.phase == "receipted"
+    return isinstance(e, M.MigrationResolved) and e.resolution == "destination_owns" and \
+        st.phase == "parked" and st.park_reason in RECEIPTED_PARKS
 
 
 class Checker:
@@ -125,11 +135,12 @@ class Checker:
                       f"identity-less migration acted: {type(e).__name__}")
         if st.phase in CLOSED_PHASES:
             self.flag("I8", mid, [pos], f"{type(e).__name__} after the migration was {st.phase}")
-        settle = isinstance(e, M.BoundarySettled)
+        settle = isinstance(e, M.BoundarySettled) or _receipted_park(st, e)
         if (st.receipt is not None and not settle and not isinstance(e, M.SourceClosed)) or (
                 settle and (st.receipt is None or st.boundary_settled)):
             self.flag("I8", mid, [t.receipt_at or pos, pos], f"{type(e).__name__} after the "
-                      "receipt, or a second settle (only one settle, then SourceClosed)")
+                      "receipt, or a second settle (only one settle, then SourceClosed; or a "
+                      "park deleted_unsettled, then an operator's destination_owns)")
         if st.epoch < self.epoch and st.is_open and st.receipt is None:
             self._failover_step(mid, t, pos, e)
         self._resurrection(mid, t, pos, e)

@@ -41,7 +41,13 @@ PARK_MEANING = {
                           "destination with ids this log lacks",
     "failover_unverified": "migration from before a failover: the tail the failover lost may "
                            "have started the destination",
+    "deleted_unsettled": "the destination's schedule was deleted after the receipt and before "
+                         "the settle, and its scheduler workflow can no longer be read "
+                         "(retention passed): which boundary times came before the delete "
+                         "is unknown",
 }
+# A park after the receipt (the source stays fenced; only ``destination_owns`` ends it).
+RECEIPTED_PARKS = ("deleted_unsettled",)
 
 
 # What the destination answered to the one start (DestinationAnswered.kind, StartOutcome.kind).
@@ -252,22 +258,31 @@ class Migration(EvolvingAggregate):
         was asked to start the spec's times at the handover's boundary (``started``, RFC 3339
         UTC; empty: none fell there or they had started). docs/protocol.md, "The handover".
         v2 adds ``pin``: a limited handover's pin (RFC 3339 UTC), the spec start its create
-        set and this settle cleared before the patch; None when not pinned (and on v1)."""
+        set and this settle cleared before the patch; None when not pinned (and on v1).
+        v3 adds ``deleted_at``: the schedule was deleted since the receipt, its delete took
+        effect then (RFC 3339 UTC), and ``started`` are the owed times before it that this
+        settle started as plain workflows (domain/handover_gone.py); None otherwise (and on
+        v1, v2, whose ``detail`` "the schedule is gone" meant nothing was started)."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.BoundarySettled"
-        class_version: ClassVar[int] = 2
+        class_version: ClassVar[int] = 3
         started: list[str] = []
-        detail: str = ""  # e.g. the destination's schedule was gone: nothing left to settle
+        detail: str = ""  # e.g. what a settle of a deleted schedule started, and why
         pin: str | None = None
+        deleted_at: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state.update(pin=None)
 
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state.update(deleted_at=None)
+
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"
         reason: Literal["foreign_destination", "head_missing", "no_first_run_identity",
-                        "start_rejected", "failover_unverified"]
+                        "start_rejected", "failover_unverified", "deleted_unsettled"]
         detail: str = ""
 
     class LegacyMigrationAdopted(_Event):

@@ -132,6 +132,11 @@ class DestinationNotFound(DestinationError):
     """No such workflow run (never existed, deleted, or removed by retention)."""
 
 
+class SchedulerGone(DestinationNotFound):
+    """A deleted schedule's scheduler workflow cannot be read any more (retention passed, or
+    deleted by hand): when it began, when it closed and what its create recorded are lost."""
+
+
 class InvalidStartRequest(DestinationError):
     """The destination refused the request before doing anything (e.g. bad policy combination)."""
 
@@ -177,6 +182,8 @@ class Settled:
 
     started: list[str] = field(default_factory=list)
     pin: str | None = None
+    deleted_at: str | None = None  # settle_deleted: when the delete took effect (RFC 3339)
+    detail: str = ""
 
 
 @runtime_checkable
@@ -186,9 +193,20 @@ class HandoverTarget(Destination, Protocol):
     gap backfill and the instant the destination's own processing began are started there, each
     once (idempotent: called again after a crash or an unknown outcome). Returns the nominal
     times it asked the destination to start, and a limited handover's pin. Unknown outcome:
-    ``DestinationUnavailable``; the schedule gone (deleted since): ``DestinationNotFound``."""
+    ``DestinationUnavailable``; the schedule gone (deleted since): ``DestinationNotFound``.
+
+    ``settle_deleted`` is the settle of a schedule deleted since the receipt: from its
+    scheduler workflow's chain (first run ``first_run_id``: when it began, when it closed,
+    what its create recorded) it starts each time the settle owed before the delete
+    (domain/handover_gone.py) as a plain workflow at its action workflow id, under a request
+    id derived from the migration's and the time, leaving any run at that id alone. Returns
+    the spec's times this migration's starts created (``started``), the delete's instant and
+    a detail naming the carried times. Idempotent. The chain unreadable: ``SchedulerGone``;
+    the chain still running: ``DestinationUnavailable``."""
 
     def settle_handover(self, request: StartWorkflow) -> Settled: ...
+
+    def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled: ...
 
 
 @runtime_checkable

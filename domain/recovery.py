@@ -19,7 +19,7 @@ from typing import Any, Literal
 from .decisions import check_epoch
 from .errors import InvalidArgument, RecoveryRefused
 from .ids import SCHEDULER_WORKFLOW_TYPE
-from .migration import Migration, MigrationState
+from .migration import RECEIPTED_PARKS, Migration, MigrationState
 from .model import Fact, Facts
 from .ports import RunDescription
 
@@ -57,6 +57,12 @@ def _run_doc(run: RunDescription | None) -> dict[str, Any] | None:
     return {"run_id": run.run_id, "first_execution_run_id": run.first_execution_run_id,
             "workflow_type": run.workflow_type, "status": run.status,
             "request_ids": sorted(run.request_ids), "create_request_id": run.create_request_id}
+
+
+def receipted_park(state: MigrationState) -> bool:
+    """Parked after the receipt (``RECEIPTED_PARKS``): the source stays fenced."""
+    return state.phase == "parked" and state.receipt is not None and \
+        state.park_reason in RECEIPTED_PARKS
 
 
 def unverified(state: MigrationState) -> bool:
@@ -144,6 +150,13 @@ def check_resolve(state: MigrationState, resolution: str, first_run_id: str | No
         raise InvalidArgument("destination_owns needs the destination chain's first run id")
     if resolution == "source_kept" and first_run_id:
         raise InvalidArgument("source_kept takes no first run id")
+    if receipted_park(state):  # the receipt proved the chain; its schedule was deleted since
+        if resolution != "destination_owns" or first_run_id != state.receipt:
+            raise RecoveryRefused(f"the destination took ownership (receipt {state.receipt}) "
+                                  f"before its schedule was deleted: only destination_owns "
+                                  f"{state.receipt} resolves it (start the owed boundary times "
+                                  "by hand first, if they are due)")
+        return
     _open_with_id(state, "resolve")
     if state.phase != "parked":
         raise RecoveryRefused(f"only a parked migration can be resolved; it is {state.phase}")
@@ -157,7 +170,8 @@ def decide_resolve(state: MigrationState, actor: str, reason: str, resolution: s
     resolved = {"request_id": rid, "actor": actor, "reason": reason, "resolution": resolution,
                 "attestation": ATTESTATIONS[resolution], "observation": look.observation()}
     if resolution == "destination_owns":
-        _check_named_head(state, first_run_id or "", look.named)
+        if not receipted_park(state):  # else the receipt proved the head (now past retention)
+            _check_named_head(state, first_run_id or "", look.named)
         return [Fact(M.MigrationResolved, dict(resolved, destination_first_run_id=first_run_id)),
                 Fact(M.SourceClosed, {"request_id": rid, "destination_first_run_id": first_run_id})]
     current = look.current

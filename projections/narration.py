@@ -51,6 +51,19 @@ def _handover(start_input: dict[str, Any]) -> str:
             f"start(s), {len(h['backfills'])} backfill(s) in progress)")
 
 
+def _settled(d: dict) -> str:
+    started = ", ".join(d["started"])
+    if d.get("deleted_at"):
+        what = f"the schedule was deleted at {d['deleted_at']}, before the settle; " + (
+            f"started {started} as plain workflows" if started else "no owed time to start")
+    else:
+        what = f"asked the destination to start {started}" if started else \
+            "no time fell between the handover and the destination's first"
+    return "boundary settled: " + what + \
+        (f"; the pin at {d['pin']} cleared" if d.get("pin") else "") + \
+        (f" ({d['detail']})" if d.get("detail") else "")
+
+
 def _flag(value: object) -> str:
     return "yes" if value else "no"
 
@@ -116,13 +129,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                   f"{d['id_reuse_policy']}/{d['id_conflict_policy']}, input paused="
                   f"{_flag(d['input'].get('paused'))}" + _handover(d['input'])),
     "DestinationAnswered": lambda d: Line("dest", _answer(d)),
-    "BoundarySettled": lambda d: Line(
-        "worker", "boundary settled: " + (f"asked the destination to start "
-                                          f"{', '.join(d['started'])}" if d["started"] else
-                                          "no time fell between the handover and the "
-                                          "destination's first") +
-                   (f"; the pin at {d['pin']} cleared" if d.get("pin") else "") +
-                   (f" ({d['detail']})" if d.get("detail") else "")),
+    "BoundarySettled": lambda d: Line("worker", _settled(d)),
     "ChainVerified": _chain,
     "FailoverReconciled": lambda d: Line(
         "worker", f"accepted before failover {d['epoch']}: reconciling (only the chain head's "

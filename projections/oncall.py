@@ -33,7 +33,9 @@ def verdicts(state: MigrationState) -> dict[str, str]:
     return {
         "abort": dry_run(lambda: d.decide_abort(state, "oncall", "dry-run")),
         "rearm": rearm,
-        "resolve": dry_run(lambda: r.check_resolve(state, "source_kept", None)),
+        "resolve": dry_run(lambda: r.check_resolve(state, "destination_owns", state.receipt)
+                           if r.receipted_park(state) else
+                           r.check_resolve(state, "source_kept", None)),
         "adopt": dry_run(lambda: r.decide_adopt(state, "oncall", "dry-run", "dry-run", None)),
     }
 
@@ -51,16 +53,19 @@ def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> 
 CONFIRM = "--confirm-no-destination-run"
 
 
-def commands(ns_id: str, allowed: dict[str, str]) -> dict[str, list[str]]:
+def commands(ns_id: str, allowed: dict[str, str],
+             receipt: str | None = None) -> dict[str, list[str]]:
     """Operator action → the complete commands it may run as (every required flag present;
-    YOU, WHY and FIRST_RUN_ID are the operator's values)."""
+    YOU, WHY and FIRST_RUN_ID are the operator's values). ``receipt``: a park after the
+    receipt, which only ``destination_owns`` naming the receipt's first run id resolves."""
     base = f"schedfence recover {{}} {ns_id} --actor YOU --reason WHY"
     rearm = base.format("rearm") + (f" {CONFIRM}" if CONFIRM in allowed["rearm"] else "")
+    owns = base.format("resolve") + " --resolution destination_owns --first-run-id "
     return {"abort": [base.format("abort")],
             "rearm": [rearm],
-            "resolve": [base.format("resolve") + " --resolution source_kept",
-                        base.format("resolve") + " --resolution destination_owns "
-                                                 "--first-run-id FIRST_RUN_ID"],
+            "resolve": [owns + receipt] if receipt else
+                       [base.format("resolve") + " --resolution source_kept",
+                        owns + "FIRST_RUN_ID"],
             "adopt": [base.format("adopt") + " --request-id NEW"]}
 
 
@@ -71,7 +76,7 @@ def actions(state: MigrationState, ns_id: str, idle_seconds: float,
     A line names at most one command, complete and at its end after ": "; the situation line
     only describes, the action lines below it carry the commands."""
     lines = _situation(state, idle_seconds)
-    cmd = commands(ns_id, allowed)
+    cmd = commands(ns_id, allowed, state.receipt if r.receipted_park(state) else None)
     for action in ("adopt", "rearm", "abort", "resolve"):
         verdict = allowed[action]
         if action == "resolve" and allowed["rearm"] == ALLOWED:
@@ -110,6 +115,9 @@ _PARK_ACTION = {
                       "abort instead to give the rollback up",
     "adopted_unverified": "check the destination by hand, then re-arm confirming no "
                           "destination run, or resolve",
+    "deleted_unsettled": "start by hand the boundary times a never-migrated schedule would "
+                         "have started before the delete, then resolve destination_owns with "
+                         "the receipt's first run id (the source then closes)",
     "failover_unverified": "check the destination by hand, then re-arm confirming no "
                            "destination run (none there), or resolve (source_kept / "
                            "destination_owns)",

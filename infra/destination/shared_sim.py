@@ -85,6 +85,12 @@ class SharedSimDestination:
         except SQLAlchemyError as exc:
             raise self._unavailable("settle", exc) from None
 
+    def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        try:
+            return self.simulator.settle_deleted(request, first_run_id)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("settle", exc) from None
+
     def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
         return DestinationUnavailable(f"{call} on {self.label}: {_one_line(exc)}")
 

@@ -83,7 +83,9 @@ class SimScheduleHost:
             head = self._head(tx, namespace, schedule_id)
             self._sched(head)["deleted_at"] = self.clock().isoformat()  # type: ignore[attr-defined]
             runs = tx.runs(namespace, WORKFLOW_ID_PREFIX + schedule_id)
-            runs[-1]["status"] = "completed"  # the server's scheduler workflow completes
+            # the server's scheduler workflow completes (its close: the delete's instant)
+            now = self.clock().isoformat()  # type: ignore[attr-defined]
+            runs[-1].update(status="completed", closed_at=now)
         if fault == "lose_response":
             raise DestinationUnavailable("delete schedule committed but its response was lost")
 

@@ -11,9 +11,12 @@ from typing import Any, Callable
 
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, destination_starts
+from schedfence.domain.handover_gone import owed_before_delete
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
-from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, Settled,
-                                     StartWorkflow)
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, SchedulerGone,
+                                     Settled, StartAccepted, StartWorkflow)
+
+from schedfence.infra.destination.gone import start_owed
 
 Clock = Callable[[], datetime]
 
@@ -63,6 +66,39 @@ class SimSchedules:
                     if nominal_text(t) not in done]
             head["settled"] = sorted(done | set(todo))
         return Settled(todo)
+
+    def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        """The settle of a schedule deleted since the receipt, as on a server
+        (temporal_gone.py): from the chain headed by ``first_run_id`` (its create time, the
+        close of its last run), the owed times before the close start as plain workflows
+        (infra/destination/gone.py); those this migration started join the record's settled
+        times. The head deleted (retention): ``SchedulerGone``."""
+        fault = self._next_fault("settle")  # type: ignore[attr-defined]
+        if fault in ("unavailable", "fail_before_commit"):
+            raise DestinationUnavailable("settle: unavailable")
+        handover = Handover.model_validate(request.input["handover"])
+        with self._state.session() as tx:
+            chain = [r for r in tx.runs(request.namespace, request.workflow_id)
+                     if r["first_execution_run_id"] == first_run_id]
+            head = next((r for r in chain if r["run_id"] == first_run_id), None)
+            if head is None or head["deleted"] or chain[-1]["deleted"] or \
+                    "created_at" not in head or "closed_at" not in chain[-1] and \
+                    chain[-1]["status"] != "running":
+                raise SchedulerGone(f"{request.namespace}/{request.workflow_id}: the chain of "
+                                    f"{first_run_id} cannot be read")
+            if chain[-1]["status"] == "running":
+                raise DestinationUnavailable("settle: the scheduler workflow still runs")
+            created = parse_nominal(head["created_at"])
+            deleted = datetime.fromisoformat(chain[-1]["closed_at"])
+        owed = owed_before_delete(handover, created - GAP_MARGIN, created, None, deleted)
+        start: Callable[[StartWorkflow], StartAccepted] = \
+            self.start_workflow  # type: ignore[attr-defined]
+        done = start_owed(start, request, handover, owed, deleted)
+        with self._state.session() as tx:
+            runs = tx.runs(request.namespace, request.workflow_id)
+            head = next(r for r in runs if r["run_id"] == first_run_id)
+            head["settled"] = sorted(set(head.get("settled", [])) | set(done.started))
+        return done
 
     def schedule_starts(self, namespace: str, workflow_id: str,
                         now: datetime | None = None) -> list[datetime]:

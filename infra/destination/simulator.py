@@ -68,14 +68,19 @@ def _find(tx: SimTx, namespace: str, workflow_id: str, run_id: str | None) -> di
     return run
 
 
-def _stop_current(tx: SimTx, namespace: str, workflow_id: str, status: str) -> None:
+def _stop_current(tx: SimTx, namespace: str, workflow_id: str, status: str, at: str) -> None:
     """Close the current run with ``status`` if it is running; otherwise change nothing."""
     try:
         run = _find(tx, namespace, workflow_id, None)
     except DestinationNotFound:
         return  # never started, or its current run deleted: nothing to stop
     if run["status"] == "running":
-        run["status"] = status
+        _close_run(run, status, at)
+
+
+def _close_run(run: dict, status: str, at: str) -> None:
+    """A running run closes with ``status`` at ``at`` (ISO 8601: its close time)."""
+    run["status"], run["closed_at"] = status, at
 
 
 def _description(run: dict) -> RunDescription:
@@ -246,7 +251,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         self, tx: SimTx, req: StartWorkflow, request_id: str, current: dict, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
         if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
-            current["status"] = "terminated"
+            _close_run(current, "terminated", self.clock().isoformat())
             return "created", _accepted(self._add_run(tx, req, request_id, None), True)
         if req.id_conflict_policy == "use_existing":
             if attach:  # later starts with this id dedupe to this run (started False)
@@ -294,7 +299,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         if fault in _PRE_COMMIT_OUTCOME:
             raise DestinationUnavailable(f"stop_workflow: {_PRE_COMMIT_OUTCOME[fault]}")
         with self._state.session() as tx:
-            _stop_current(tx, namespace, workflow_id, STOP_STATUS[kind])
+            _stop_current(tx, namespace, workflow_id, STOP_STATUS[kind], self.clock().isoformat())
         if fault == "lose_response":
             raise DestinationUnavailable("stop_workflow committed but its response was lost")
 
@@ -320,7 +325,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             current = _find(tx, namespace, workflow_id, None)
             if current["status"] != "running":
                 raise ValueError(f"cannot continue-as-new a {current['status']} run")
-            current["status"] = "continued_as_new"
+            _close_run(current, "continued_as_new", self.clock().isoformat())
             req = StartWorkflow(
                 namespace, workflow_id, "", current["workflow_type"],
                 current["input"] if input is None else input,
@@ -335,7 +340,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             run = _find(tx, namespace, workflow_id, run_id)
             if run["status"] != "running":
                 raise ValueError(f"run {run['run_id']} is already {run['status']}")
-            run["status"] = status
+            _close_run(run, status, self.clock().isoformat())
 
     def complete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
         self.close(namespace, workflow_id, "completed", run_id)
@@ -348,7 +353,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         with self._state.session() as tx:
             run = _find(tx, namespace, workflow_id, run_id)
             if run["status"] == "running":
-                run["status"] = "terminated"
+                _close_run(run, "terminated", self.clock().isoformat())
             run["deleted"] = True
 
     def attach_request_id(

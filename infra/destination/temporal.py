@@ -39,6 +39,7 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, Destin
 
 from schedfence.infra.destination.action_proto import start_fields
 from schedfence.infra.destination.temporal_connect import connect_client
+from schedfence.infra.destination.temporal_gone import settle_deleted
 from schedfence.infra.destination.temporal_schedule import create_schedule, settle_handover
 from schedfence.infra.destination.temporal_forward import TemporalScheduleHost
 
@@ -371,6 +372,11 @@ class TemporalDestination(TemporalScheduleHost):
         """After the receipt: the times at the handover's boundary (temporal_schedule.py)."""
         self._check_namespace(request.namespace)
         return settle_handover(self, request)
+
+    def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        """The settle of a schedule deleted since the receipt (temporal_gone.py)."""
+        self._check_namespace(request.namespace)
+        return settle_deleted(self, request, first_run_id)
 
     def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
                       reason: str = "") -> None:

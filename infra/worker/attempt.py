@@ -19,8 +19,8 @@ from schedfence.domain import handoff as h
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.migration import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
-                                     HandoverTarget, RetentionReader,
-                                     DestinationUnavailable, RunDescription, Settled)
+                                     HandoverTarget, RetentionReader, SchedulerGone,
+                                     DestinationUnavailable, RunDescription)
 from schedfence.domain.retention import (RETENTION_MARGIN_SECONDS, ClaimRecord,
                                          RetentionReading)
 from schedfence.domain.schedule import Schedule
@@ -40,6 +40,7 @@ CLAIM_GRACE_SECONDS = 15.0
 LOG = get_logger("worker")
 # Each step's destination call, by the port method it makes (the latency metric's ``call``).
 CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover",
+         "settle_deleted": "settle_deleted",
          "retention": "retention_seconds"}
 BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
 
@@ -133,18 +134,26 @@ class TaskWorker:
         """Before the close, a destination that took the whole schedule starts the times at
         the handover's boundary (HandoverTarget), and the log records which; an unknown
         outcome backs off with the source still fenced (the settle is idempotent). A schedule
-        deleted since the receipt has nothing left to settle: recorded so, then closed."""
+        deleted since the receipt: the owed times before its delete are started as plain
+        workflows (``settle_deleted``); its scheduler workflow unreadable, the migration parks
+        ``deleted_unsettled`` with the source still fenced."""
         request = d.start_request(mig.state)
         target: Any = self.destination
-        detail = ""
+        first = mig.state.receipt or ""
         try:
-            done = self._call("settle", lambda: target.settle_handover(request))
-        except DestinationNotFound as exc:  # the schedule was deleted after the receipt: none
-            done, detail = Settled(), f"nothing to settle, the schedule is gone: {exc}"  # runs
+            try:
+                done = self._call("settle", lambda: target.settle_handover(request))
+            except DestinationNotFound:  # deleted after the receipt: what came before it
+                done = self._call("settle_deleted",
+                                  lambda: target.settle_deleted(request, first))
+        except SchedulerGone as exc:
+            self._commit("park", mig, h.settle_unreadable(mig.state, str(exc), attempt,
+                                                          self.worker_id))
+            return "progress"
         except DestinationError:
             return "backoff"
         self._commit("settle", mig, h.settled(mig.state, done.started, attempt, self.worker_id,
-                                              detail, done.pin))
+                                              done.detail, done.pin, done.deleted_at))
         return "progress"
 
     def _own(self, worker: str | None) -> bool:

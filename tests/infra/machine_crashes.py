@@ -5,7 +5,7 @@ from __future__ import annotations
 BOUNDARIES = tuple(f"{label}.{when}" for label in
                    ("rollback", "claim", "answer", "chain", "close", "rearm", "abort")
                    for when in ("before_append", "after_append")) + tuple(
-    f"{call}.{when}" for call in ("start", "describe", "settle")
+    f"{call}.{when}" for call in ("start", "describe", "settle", "settle_deleted")
     for when in ("before_call", "after_call")) + (
     "settle.before_append", "before_tick_save", "after_tick_save", "after_start_call") + tuple(
     f"forward.{step}.{when}" for step in ("fence", "create", "delete", "complete")

@@ -112,7 +112,8 @@ def verdict(events: list[Any], pauses: PauseLog, incarnation: int,
     return check_exactly_once(owed, source, list(destination))
 
 
-def settled_on_a_gone_schedule(migration_events: list[Any]) -> bool:
-    """The migration's settle found the destination's schedule deleted (its detail says so)
-    and started nothing."""
-    return any(isinstance(e, Migration.BoundarySettled) and e.detail for e in migration_events)
+def deleted_before_settle(migration_events: list[Any]) -> datetime | None:
+    """When the destination's schedule was deleted, if its settle found it deleted (and
+    started the owed times before that instant as plain workflows); None otherwise."""
+    return next((datetime.fromisoformat(e.deleted_at) for e in migration_events
+                 if isinstance(e, Migration.BoundarySettled) and e.deleted_at), None)

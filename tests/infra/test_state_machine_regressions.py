@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Iterator
+from uuid import UUID
 
 from schedfence.domain.errors import DomainError
 from schedfence.domain.handover import Handover
 from schedfence.domain.ids import schedule_aggregate_id
+from schedfence.domain.migration import Migration
 from schedfence.domain.runs import ActionStartIssued
 from tests.infra.test_state_machine import NS, RUNNING, SIDS, RollbackMachine
 
@@ -136,3 +138,31 @@ def test_an_update_keeps_counting_a_limit_it_leaves_as_it_stands() -> None:
         started_at = sorted(e.nominal for e in machine._events(
             schedule_aggregate_id(NS, RUNNING, 1)) if isinstance(e, ActionStartIssued))
         assert started_at == ["2026-01-05T12:01:00Z", "2026-01-05T12:02:00Z"]
+
+
+def test_a_schedule_deleted_between_the_receipt_and_the_settle_keeps_its_boundary() -> None:
+    """The worker dies just before the settle and the schedule's user deletes it: the next
+    drain starts the boundary's time (12:02:00, between the gap's end and the create) as a
+    plain workflow, once, and the machine's own check holds it to that (it exempted this
+    settle before: the time was lost)."""
+    with started("allow_all") as machine:
+        machine.scheduler_down(91)  # 12:02:01: the create falls 1 s after a time
+        machine.rollback(RUNNING, None)
+        machine.arm_crash("settle.before_call")
+        machine.run_until_idle()  # the receipt, then the crash (a restart)
+        [m] = [m for m in machine._migrations() if m.schedule_id == RUNNING]
+        assert m.phase == "receipted" and not m.boundary_settled
+        machine.scheduler_down(5)
+        machine.temporal_user(RUNNING, "delete")
+        machine.run_until_idle()
+        machine.run_until_idle()  # a second drain: nothing more
+        [m] = [m for m in machine._migrations() if m.schedule_id == RUNNING]
+        assert m.phase == "completed"
+        [settle] = [e for e in machine._events(UUID(m.migration_id))
+                    if isinstance(e, Migration.BoundarySettled)]
+        assert settle.started == ["2026-01-05T12:02:00Z"]
+        assert settle.deleted_at == "2026-01-05T12:02:06Z"
+        assert machine.sim.created_count(NS, "act-2026-01-05T12:02:00Z") == 1
+        machine.a_handed_over_time_starts_once()
+        machine.the_oracle_finds_nothing_twice_or_unowed()
+        machine.checker_finds_nothing()

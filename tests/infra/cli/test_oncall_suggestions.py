@@ -51,6 +51,14 @@ def _script(service: MigrationService) -> None:
                                                "worker": W, "reason": reason})])
         service.app.save(m)
     service.app.save(_claimed(service, "start_rejected", answer="rejected"))
+    m = _claimed(service, "deleted_unsettled")  # received, then its settle found it deleted
+    m.record([(Migration.OwnershipAccepted, {"request_id": "req-deleted_unsettled",
+                                             "destination_first_run_id": "run-1",
+                                             "evidence": "start_created"}),
+              (Migration.MigrationParked, {"request_id": "req-deleted_unsettled",
+                                           "attempt": 2, "worker": W,
+                                           "reason": "deleted_unsettled"})])
+    service.app.save(m)
     service.create_schedule(NS, "foreign_destination")
     start_foreign(service.destination, "foreign_destination")
     service.rollback(NS, "foreign_destination", request_id="req-foreign", actor="alice")

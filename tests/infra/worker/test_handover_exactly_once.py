@@ -133,7 +133,9 @@ def test_the_boundary_settle_is_recorded_once_after_the_receipt_and_a_second_is_
         assert [v.invariant for v in svc.verify()] == ["I8", "I8"]  # after completion; twice
 
 
-def test_a_schedule_deleted_after_the_receipt_is_settled_as_gone_and_the_source_closes():
+def test_a_schedule_deleted_after_the_receipt_is_settled_from_its_closed_chain():
+    """The settle reads the deleted schedule's closed scheduler workflow and starts what it
+    owed before the delete (tests/infra/worker/test_settle_deleted.py); the source closes."""
     from tests.helpers import MEMORY
     dest = SimulatedDestination()
     with open_service(MEMORY, dest, worker_id="w1",
@@ -143,9 +145,9 @@ def test_a_schedule_deleted_after_the_receipt_is_settled_as_gone_and_the_source_
         svc.rollback(NS, SID, "R1")
         with pytest.raises(Crash):
             svc.run_until_idle()
-        dest.delete(NS, destination_workflow_id(SID))  # someone deleted the new schedule
+        dest.delete_schedule(NS, SID)  # someone deleted the new schedule
         svc.run_until_idle()
         assert svc.migration(NS, SID).state == "completed"
         [settle] = [e for e in svc.history(NS, SID) if e.type.endswith("BoundarySettled")]
-        assert settle.data["started"] == [] and "gone" in settle.data["detail"]
+        assert settle.data["deleted_at"] and "deleted" in settle.data["detail"]
         assert svc.verify() == []

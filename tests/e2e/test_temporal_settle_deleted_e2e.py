@@ -1,0 +1,104 @@
+"""A Temporal Schedule deleted by its user between the receipt and the settle, on a real
+Temporal dev server at 1 s intervals: the worker dies just before the settle, the user
+deletes the schedule, and the next drain starts each boundary time (between the gap's end and
+the server's create instant) once, as a plain workflow at ``<prefix>-<time>``, and nothing at
+or after the delete; the actions on the server and the source's, together, are every time
+one never-migrated scheduler deleted then would have started, none twice."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from temporalio.api.workflowservice.v1 import DescribeScheduleRequest
+
+from schedfence.domain import decisions as d
+from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
+from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.handover import Handover, boundary_gap, pin_owed
+from schedfence.domain.spec import make_spec
+from schedfence.infra.destination import temporal_gone
+from schedfence.infra.destination.schedule_proto import gap_end, pin_of
+from schedfence.infra.service import open_service
+from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
+from tests.e2e.test_temporal_handover_e2e import listed, run_source
+from tests.helpers import Crash
+
+SPEC = make_spec(intervals=[(1, 0)])
+
+
+def crash_before_settle(point: str) -> None:
+    if point == "settle.before_call":
+        raise Crash(point)
+
+
+@pytest.mark.parametrize("limit", [None, 50])
+def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
+        temporal_env: TemporalEnv, tmp_path: Path, limit: int | None) -> None:
+    """Unlimited: deleted 2 s after the create, its boundary is owed. Limited (pinned): deleted
+    at once, before its pin ``S``, so of the owed times before ``S`` only those before the
+    delete are started (the server's own processing, pinned at ``S``, started none)."""
+    tag = uuid.uuid4().hex[:8]
+    sid, wtype, prefix = f"gone-{tag}", f"Gone{tag}", f"act-{tag}"
+    store = f"sqlite:///{tmp_path / 'fence.db'}"
+    with open_service(store, temporal_env.destination, worker_id="e2e-1",
+                      crash_hook=crash_before_settle) as svc:
+        svc.create_schedule(NS, sid, spec=SPEC, action=make_action(
+            workflow_type=wtype, task_queue=f"q-{tag}", workflow_id=prefix,
+            execution_timeout=1), policies=make_policies(overlap="allow_all"), limit=limit)
+        first = parse_nominal(svc.load.source(NS, sid).state.cursor)
+        run_source(svc, 2.0)
+        time.sleep(3.5)  # the source's scheduler is down: a gap, then the boundary
+        assert svc.rollback(NS, sid, f"R-{tag}").outcome == "accepted"
+        with pytest.raises(Crash):
+            svc.run_until_idle()
+        assert svc.migration(NS, sid).state == "receipted"
+        state = svc.load.migration(svc.migration(NS, sid).migration_id).state
+        handover = Handover.model_validate(state.handover)
+    raw = temporal_env.ops.run(lambda: temporal_env.ops.client.workflow_service
+                               .describe_schedule(DescribeScheduleRequest(
+                                   namespace=NS, schedule_id=sid)))
+    created, pin = raw.info.create_time.ToDatetime(tzinfo=timezone.utc), pin_of(raw.memo)
+    end = gap_end(raw.memo)
+    assert end is not None and (pin is None) == (limit is None)
+    owed = boundary_gap(handover, end, created) if pin is None else \
+        pin_owed(handover, pin) + boundary_gap(handover, pin - timedelta(seconds=1), created)
+    # The settle reads the create instant from the scheduler workflow's history (the first
+    # workflow task's start): the very instant DescribeSchedule shows as the create time.
+    assert temporal_gone._began(temporal_env.destination, d.start_request(state),
+                                state.receipt or "") == created
+    assert owed  # the test is only worth its time if something is owed
+    if pin is None:
+        time.sleep(2.0)  # the server runs its own times
+    temporal_env.destination.delete_schedule(NS, sid)  # the user deletes it
+    deleted_by = datetime.now(timezone.utc)
+    with open_service(store, temporal_env.destination, worker_id="e2e-2",
+                      claim_grace=2.0) as svc:
+        svc.run_until_idle(retry_for=10.0)
+        assert svc.migration(NS, sid).state == "completed"
+        assert svc.verify() == []
+        settled, = [e.data for e in svc.history(NS, sid) if e.type.endswith("BoundarySettled")]
+        source = [parse_nominal(e.data["nominal"]) for e in svc.history(NS, sid)
+                  if e.type.endswith("ActionStartIssued")]
+        svc.run_until_idle(retry_for=0)  # a second drain: nothing more
+    time.sleep(1.0)
+    cut = [t for t in owed if t < deleted_by]
+    ids = wait_for(lambda: listed(temporal_env, wtype),
+                   lambda got: {f"{prefix}-{nominal_text(t)}" for t in cut} <= set(got),
+                   15.0, "the owed action workflows")  # before the fix: never there
+    deleted = parse_nominal(settled["deleted_at"])
+    assert created < deleted <= deleted_by
+    assert settled["started"] == [nominal_text(t) for t in owed if t < deleted]
+    if pin is not None:  # the cut was exercised: owed times from the delete to the pin
+        assert deleted < pin and any(t >= deleted for t in owed)
+    assert max(Counter(ids).values()) == 1, Counter(ids).most_common(3)  # none twice
+    started = sorted(parse_nominal(w.removeprefix(f"{prefix}-")) for w in ids)
+    assert all(t < deleted for t in started), (started[-1], deleted)  # none at/after it
+    assert set(source) <= set(started)
+    until = deleted - timedelta(seconds=2)  # what the server's own processing surely reached
+    verdict = check_exactly_once(Owed(SPEC, first, until, remaining=limit), [],
+                                 [t for t in started if t <= until])
+    assert verdict.ok, verdict.describe()
