@@ -2,32 +2,19 @@
 the settle's owed times, only those before the delete."""
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedfence.domain.action import make_action, nominal_text
+from schedfence.domain.action import nominal_text
 from schedfence.domain.handover import (GAP_MARGIN, SECOND, boundary_gap, carried_slots,
-                                        handover_of, pin_owed)
+                                        pin_owed)
 from schedfence.domain.handover_gone import gone_request_id, owed_before_delete
-from schedfence.domain.program import Program
-from schedfence.domain.schedule import ScheduleState
-from schedfence.domain.spec import make_spec
+from tests.domain.handover_givens import handover
 
 T0 = datetime(2026, 12, 5, 10, 0, tzinfo=timezone.utc)
 MS = timedelta(milliseconds=1)
-
-
-def handover(cursor: datetime, limit: int | None = None, paused: bool = False,
-             buffered: tuple = ()):
-    program = Program(make_spec(intervals=[(1, 0)]),
-                      make_action(workflow_type="W", task_queue="q", workflow_id="a"),
-                      None, limit)
-    state = replace(ScheduleState("ns", "s", 1, paused, ""), **program.fields(),
-                    cursor=nominal_text(cursor), buffered=buffered)
-    return handover_of(state, paused, "")
 
 
 def test_unpinned_the_boundary_gap_is_owed_when_the_delete_came_after_it():

@@ -3,30 +3,18 @@ the create, so the count the create sets is exact and the server's own starts ne
 settle."""
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedfence.domain.action import make_action, nominal_text
-from schedfence.domain.handover import (GAP_MARGIN, PIN_LEAD, SECOND, clear_pin, handover_of,
-                                        pin_instant, pin_owed, pin_plan, pinned, pinned_start)
-from schedfence.domain.program import Program
-from schedfence.domain.schedule import ScheduleState
-from schedfence.domain.spec import make_spec, times_between
+from schedfence.domain.action import nominal_text
+from schedfence.domain.handover import (GAP_MARGIN, PIN_LEAD, SECOND, clear_pin, pin_instant,
+                                        pin_owed, pin_plan, pinned, pinned_start)
+from schedfence.domain.spec import times_between
+from tests.domain.handover_givens import handover
 
 T0 = datetime(2026, 12, 5, 10, 0, tzinfo=timezone.utc)
-
-
-def handover(cursor: datetime, limit: int | None, every: int = 1, start_at=None,
-             buffered: tuple = ()):
-    program = Program(make_spec(intervals=[(every, 0)], start_at=start_at),
-                      make_action(workflow_type="W", task_queue="q", workflow_id="a"),
-                      None, limit)
-    state = replace(ScheduleState("ns", "s", 1, False, ""), **program.fields(),
-                    cursor=nominal_text(cursor), buffered=buffered)
-    return handover_of(state, False, "")
 
 
 def test_only_a_limited_handover_is_pinned():
@@ -74,7 +62,7 @@ def test_the_patch_and_the_servers_own_share_are_exactly_the_never_migrated_star
     time), no more than the count the create set: together the first ``limit`` spec times
     after the cursor, each once, whatever the pin."""
     cursor = T0 - down * SECOND
-    h = handover(cursor, limit, every)
+    h = handover(cursor, limit, every=every)
     pin = T0 + lead * SECOND
     plan = pin_plan(h, pin)
     own = times_between(h.spec, pin - SECOND, pin + timedelta(hours=2))[:plan.remaining]
