@@ -134,7 +134,7 @@ def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> Settle
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
     pin = pin_of(desc.memo)
     if pin is not None:
-        return _settle_pinned(dest, request, handover, desc, pin)
+        return _settle_pinned(dest, request, handover, desc, pin, created)
     boundary = boundary_gap(handover, end, created)
     if boundary and handover.remaining_actions is not None:  # a create from before the pin
         _count_against_limit(dest, request, desc, len(boundary))
@@ -175,14 +175,15 @@ sleep = time.sleep  # tests hold it
 
 
 def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, handover: Handover,
-                   desc: DescribeScheduleResponse, pin: datetime) -> Settled:
+                   desc: DescribeScheduleResponse, pin: datetime,
+                   created: datetime) -> Settled:
     """A limited handover's settle: once the server's clock is surely past the pin (so its
     own processing has passed every time before it), clear the pin under the conflict token
     (``clear_pin``), then send the whole patch: every owed time before the pin, the
     backfills in progress, the buffered starts, and the owed times a slow create left
-    between the pin and its instant (``late``). A settle that finds the pin cleared already
-    (a crash after the clear) skips the times whose action workflow exists."""
-    created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
+    between the pin and the server's create instant ``created`` (``late``). A settle that
+    finds the pin cleared already (a crash after the clear) skips the times whose action
+    workflow exists."""
     late = boundary_gap(handover, pin - SECOND, created)
     first = pin_stands(desc.schedule.spec, desc.memo)
     if first:
