@@ -194,6 +194,10 @@ class HandoverTarget(Destination, Protocol):
     once (idempotent: called again after a crash or an unknown outcome). Returns the nominal
     times it asked the destination to start, and a limited handover's pin. Unknown outcome:
     ``DestinationUnavailable``; the schedule gone (deleted since): ``DestinationNotFound``.
+    ``first_run_id`` is the receipt's: a schedule at the id whose scheduler workflow's chain
+    began with another run is not the one handed over (deleted, then re-created by someone
+    else) and is never written to: that is ``DestinationNotFound`` too, and the settle of
+    the deleted one follows.
 
     ``settle_deleted`` is the settle of a schedule deleted since the receipt: from its
     scheduler workflow's chain (first run ``first_run_id``: when it began, when it closed,
@@ -204,7 +208,7 @@ class HandoverTarget(Destination, Protocol):
     a detail naming the carried times. Idempotent. The chain unreadable: ``SchedulerGone``;
     the chain still running: ``DestinationUnavailable``."""
 
-    def settle_handover(self, request: StartWorkflow) -> Settled: ...
+    def settle_handover(self, request: StartWorkflow, first_run_id: str) -> Settled: ...
 
     def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled: ...
 

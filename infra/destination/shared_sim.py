@@ -79,9 +79,9 @@ class SharedSimDestination:
         except SQLAlchemyError as exc:
             raise self._unavailable("stop", exc) from None
 
-    def settle_handover(self, request: StartWorkflow) -> Settled:
+    def settle_handover(self, request: StartWorkflow, first_run_id: str) -> Settled:
         try:
-            return self.simulator.settle_handover(request)
+            return self.simulator.settle_handover(request, first_run_id)
         except SQLAlchemyError as exc:
             raise self._unavailable("settle", exc) from None
 

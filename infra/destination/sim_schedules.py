@@ -52,13 +52,18 @@ class SimSchedules:
             raise DestinationNotFound(f"the schedule at {namespace}/{workflow_id} has no head")
         return head
 
-    def settle_handover(self, request: StartWorkflow) -> Settled:
-        """The boundary's times, recorded once (a second call adds nothing)."""
+    def settle_handover(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        """The boundary's times, recorded once (a second call adds nothing); a schedule at
+        the id whose chain began with another run than the receipt's is someone else's
+        (``DestinationNotFound``: the handed-over one was deleted)."""
         if self._next_fault("settle") in ("unavailable", "fail_before_commit"):  # type: ignore[attr-defined]
             raise DestinationUnavailable("settle: unavailable")
         handover = Handover.model_validate(request.input["handover"])
         with self._state.session() as tx:
             head = self._chain_head(tx, request.namespace, request.workflow_id)
+            if head["run_id"] != first_run_id:
+                raise DestinationNotFound(f"the schedule at {request.namespace}/"
+                                          f"{request.workflow_id} is not the one handed over")
             created = parse_nominal(head["created_at"])
             done = set(head.get("settled", []))
             todo = [nominal_text(t) for t in boundary_gap(handover, created - GAP_MARGIN,

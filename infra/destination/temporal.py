@@ -368,10 +368,10 @@ class TemporalDestination(TemporalScheduleHost):
                              f"describe namespace: {exc.status.name}: {exc.message}"))
         return resp.config.workflow_execution_retention_ttl.ToTimedelta().total_seconds()
 
-    def settle_handover(self, request: StartWorkflow) -> Settled:
+    def settle_handover(self, request: StartWorkflow, first_run_id: str) -> Settled:
         """After the receipt: the times at the handover's boundary (temporal_schedule.py)."""
         self._check_namespace(request.namespace)
-        return settle_handover(self, request)
+        return settle_handover(self, request, first_run_id)
 
     def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled:
         """The settle of a schedule deleted since the receipt (temporal_gone.py)."""

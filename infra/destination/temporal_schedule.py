@@ -121,41 +121,63 @@ def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartA
                          started=run.create_request_id == request.request_id)
 
 
-def settle_handover(dest: TemporalDestination, request: StartWorkflow) -> Settled:
+def settle_handover(dest: TemporalDestination, request: StartWorkflow,
+                    chain: str) -> Settled:
     """Start, once each, the spec's times between the gap backfill and the server's own first
     instant (see the module doc); a pinned handover's whole patch, once its pin is cleared
     (``_settle_pinned``). Safe to call again: started times are skipped, and a repeated
-    patch carries the same request id."""
+    patch carries the same request id. ``chain`` is the receipt's first run id: a schedule
+    at the id whose scheduler workflow began another chain is not ours and is never written
+    (``DestinationNotFound``; ``_describe``, ``_patch``)."""
     handover = Handover.model_validate(request.input["handover"])
-    desc = _describe(dest, request)
+    desc = _describe(dest, request, chain)
     end = gap_end(desc.memo)
     if end is None or handover.action is None:
         return Settled()
     created = desc.info.create_time.ToDatetime(tzinfo=timezone.utc)
     pin = pin_of(desc.memo)
     if pin is not None:
-        return _settle_pinned(dest, request, handover, desc, pin, created)
+        return _settle_pinned(dest, request, chain, handover, desc, pin, created)
     boundary = boundary_gap(handover, end, created)
     if boundary and handover.remaining_actions is not None:  # a create from before the pin
-        _count_against_limit(dest, request, desc, len(boundary))
+        _count_against_limit(dest, request, chain, desc, len(boundary))
     todo = [t for t in boundary
             if not _started(dest, request.namespace, action_workflow_id(handover.action, t))]
     if todo:
         overlap = OVERLAP[(handover.policies or SchedulePolicies()).overlap]
-        _patch(dest, request, SchedulePatch(backfill_request=[
+        _patch(dest, request, chain, SchedulePatch(backfill_request=[
             _one(t, overlap) for t in todo]))
     return Settled([nominal_text(t) for t in todo])
 
 
-def _describe(dest: TemporalDestination, request: StartWorkflow) -> DescribeScheduleResponse:
+def _describe(dest: TemporalDestination, request: StartWorkflow,
+              chain: str) -> DescribeScheduleResponse:
+    """The schedule, if it is still the one handed over: its scheduler workflow's chain is
+    checked after the read, so a delete and re-create before the read is seen."""
     from schedfence.infra.destination.temporal import describe_error
-    return dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
+    desc = dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
         namespace=request.namespace,
         schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)), describe_error)
+    _check_chain(dest, request, chain)
+    return desc
 
 
-def _patch(dest: TemporalDestination, request: StartWorkflow, patch: SchedulePatch) -> None:
+def _check_chain(dest: TemporalDestination, request: StartWorkflow, chain: str) -> None:
+    """``DestinationNotFound`` unless the scheduler workflow's current run belongs to the
+    chain the receipt names: a schedule deleted and re-created at the id by someone else
+    (its create time, memo and count are not the handover's) is never read or written as
+    ours. The settle of the deleted one reads that chain by its run id."""
+    run = dest.describe(request.namespace, request.workflow_id)
+    if run.first_execution_run_id != chain:
+        raise DestinationNotFound(f"the schedule at {request.workflow_id} began another "
+                                  f"chain ({run.first_execution_run_id}) than the handed-over "
+                                  f"one ({chain}): deleted and re-created since")
+
+
+def _patch(dest: TemporalDestination, request: StartWorkflow, chain: str,
+           patch: SchedulePatch) -> None:
     from schedfence.infra.destination.temporal import describe_error
+    _check_chain(dest, request, chain)  # just before the write (see docs/protocol.md)
     dest._rpc("patch schedule", "patch_schedule", PatchScheduleRequest(
         namespace=request.namespace,
         schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX), patch=patch,
@@ -174,8 +196,8 @@ PIN_WAIT_MAX = 30.0
 sleep = time.sleep  # tests hold it
 
 
-def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, handover: Handover,
-                   desc: DescribeScheduleResponse, pin: datetime,
+def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, chain: str,
+                   handover: Handover, desc: DescribeScheduleResponse, pin: datetime,
                    created: datetime) -> Settled:
     """A limited handover's settle: once the server's clock is surely past the pin (so its
     own processing has passed every time before it), clear the pin under the conflict token
@@ -193,11 +215,11 @@ def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, handover: 
                                          "again")
         if wait > 0:
             sleep(wait)
-        _update_until_applied(dest, request, _describe(dest, request), "pin",
+        _update_until_applied(dest, request, chain, _describe(dest, request, chain), "pin",
                               lambda d: _unpinned_write(d, len(late)))
     patch, asked = _pinned_patch(dest, request, handover, pin, late, first)
     if patch.backfill_request or patch.HasField("trigger_immediately"):
-        _patch(dest, request, patch)
+        _patch(dest, request, chain, patch)
     return Settled([nominal_text(t) for t in asked], nominal_text(pin))
 
 
@@ -250,7 +272,7 @@ def _pinned_patch(dest: TemporalDestination, request: StartWorkflow, h: Handover
 LIMIT_TRIES = 5
 
 
-def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
+def _count_against_limit(dest: TemporalDestination, request: StartWorkflow, chain: str,
                          desc: DescribeScheduleResponse, boundary: int) -> None:
     """A limited schedule created before the pin: its boundary times are backfills, which
     the server does not count: take them off its remaining actions (``limit_settle``),
@@ -264,10 +286,10 @@ def _count_against_limit(dest: TemporalDestination, request: StartWorkflow,
         schedule.state.remaining_actions = target
         return schedule
 
-    _update_until_applied(dest, request, desc, "limit", write)
+    _update_until_applied(dest, request, chain, desc, "limit", write)
 
 
-def _update_until_applied(dest: TemporalDestination, request: StartWorkflow,
+def _update_until_applied(dest: TemporalDestination, request: StartWorkflow, chain: str,
                           desc: DescribeScheduleResponse, what: str,
                           write: Callable[[DescribeScheduleResponse], Schedule | None]) -> None:
     """Write what ``write`` decides from a describe, under that describe's conflict token,
@@ -290,13 +312,14 @@ def _update_until_applied(dest: TemporalDestination, request: StartWorkflow,
             return
         if tries == LIMIT_TRIES:
             break
+        _check_chain(dest, request, chain)  # a re-created schedule's token is 1 too
         dest._rpc("update schedule", "update_schedule", UpdateScheduleRequest(
             namespace=request.namespace,
             schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX),
             schedule=schedule, conflict_token=desc.conflict_token, identity=dest.identity,
             request_id=f"{boundary_request_id(request.request_id)}-{what}-"
                        f"{desc.conflict_token.hex()}"), update_error)
-        desc = _describe(dest, request)
+        desc = _describe(dest, request, chain)
     raise DestinationUnavailable(f"settle: the schedule's conflict token moved under the "
                                  f"{what}'s update {LIMIT_TRIES} times in a row; asked again")
 

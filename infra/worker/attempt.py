@@ -142,7 +142,7 @@ class TaskWorker:
         first = mig.state.receipt or ""
         try:
             try:
-                done = self._call("settle", lambda: target.settle_handover(request))
+                done = self._call("settle", lambda: target.settle_handover(request, first))
             except DestinationNotFound:  # deleted after the receipt: what came before it
                 done = self._call("settle_deleted",
                                   lambda: target.settle_deleted(request, first))

@@ -94,10 +94,10 @@ def test_the_boundary_between_the_gap_backfill_and_the_servers_own_times_is_sett
     h = start.input["handover"]
     h["spec"]["intervals"] = [{"every": 1, "offset": 0}]
     cursor = datetime.fromisoformat(h["cursor"])
-    server.destination.start_workflow(start)
-    settled = server.destination.settle_handover(start).started
+    chain = server.destination.start_workflow(start).first_execution_run_id
+    settled = server.destination.settle_handover(start, chain).started
     assert settled, "the gap backfill ends 2 s before the create: some times fall between"
-    assert server.destination.settle_handover(start).started == []  # started: nothing twice
+    assert server.destination.settle_handover(start, chain).started == []  # started: nothing twice
     handle = server.ops.client.get_schedule_handle(sid)
     created = server.ops.run(lambda: handle.describe()).info.created_at
     last = created.replace(microsecond=0) + timedelta(seconds=2)

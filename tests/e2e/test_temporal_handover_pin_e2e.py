@@ -51,7 +51,9 @@ def test_a_settle_after_crashes_around_the_pin_starts_each_owed_time_once(
     dest, tag = temporal_env.destination, uuid.uuid4().hex[:8]
     cursor = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=3)
     start = limited_start(tag, cursor)
-    assert dest.start_workflow(start).started is True
+    accepted = dest.start_workflow(start)
+    assert accepted.started is True
+    chain = accepted.first_execution_run_id  # the receipt's
     raw = temporal_env.ops.run(lambda: temporal_env.ops.client.workflow_service
                                .describe_schedule(DescribeScheduleRequest(
                                    namespace=NS, schedule_id=f"pin-{tag}")))
@@ -70,10 +72,10 @@ def test_a_settle_after_crashes_around_the_pin_starts_each_owed_time_once(
 
     monkeypatch.setattr(temporal_schedule, "_patch", crash)
     with pytest.raises(Crash):  # it dies again between the clear and the patch
-        dest.settle_handover(start)
+        dest.settle_handover(start, chain)
     monkeypatch.setattr(temporal_schedule, "_patch", patch)
-    first = dest.settle_handover(start)  # the pin is found cleared: the patch, once
-    again = dest.settle_handover(start)  # and asked again (its record was lost)
+    first = dest.settle_handover(start, chain)  # the pin is found cleared: the patch, once
+    again = dest.settle_handover(start, chain)  # and asked again (its record was lost)
     owed = times_between(SPEC, cursor, pin - timedelta(seconds=1))
     assert first.started == [nominal_text(t) for t in owed] and again.started == []
     assert first.pin == again.pin == nominal_text(pin)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.workflowservice.v1 import DescribeScheduleRequest
+from temporalio.client import (Schedule, ScheduleActionStartWorkflow, ScheduleAlreadyRunningError,
+                               ScheduleIntervalSpec, ScheduleSpec, ScheduleState)
 
 from schedfence.domain import decisions as d
 from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
@@ -35,12 +37,15 @@ def crash_before_settle(point: str) -> None:
         raise Crash(point)
 
 
-@pytest.mark.parametrize("limit", [None, 50])
+@pytest.mark.parametrize("limit,recreate", [(None, False), (50, False), (None, True)])
 def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
-        temporal_env: TemporalEnv, tmp_path: Path, limit: int | None) -> None:
+        temporal_env: TemporalEnv, tmp_path: Path, limit: int | None, recreate: bool) -> None:
     """Unlimited: deleted 2 s after the create, its boundary is owed. Limited (pinned): deleted
     at once, before its pin ``S``, so of the owed times before ``S`` only those before the
-    delete are started (the server's own processing, pinned at ``S``, started none)."""
+    delete are started (the server's own processing, pinned at ``S``, started none).
+    Re-created: the user deletes it and creates their own schedule at the id; the settle
+    sees another chain there, settles the deleted one and never writes to theirs (before the
+    fix it read the new schedule's create time and patched backfills into it)."""
     tag = uuid.uuid4().hex[:8]
     sid, wtype, prefix = f"gone-{tag}", f"Gone{tag}", f"act-{tag}"
     store = f"sqlite:///{tmp_path / 'fence.db'}"
@@ -75,6 +80,8 @@ def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
         time.sleep(2.0)  # the server runs its own times
     temporal_env.destination.delete_schedule(NS, sid)  # the user deletes it
     deleted_by = datetime.now(timezone.utc)
+    if recreate:
+        create_theirs(temporal_env, sid, tag)
     with open_service(store, temporal_env.destination, worker_id="e2e-2",
                       claim_grace=2.0) as svc:
         svc.run_until_idle(retry_for=10.0)
@@ -99,6 +106,31 @@ def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
     assert all(t < deleted for t in started), (started[-1], deleted)  # none at/after it
     assert set(source) <= set(started)
     until = deleted - timedelta(seconds=2)  # what the server's own processing surely reached
+    if recreate:  # theirs: never written (no backfill ran, no memo of ours, still paused)
+        theirs = temporal_env.ops.run(lambda: temporal_env.ops.client.workflow_service
+                                      .describe_schedule(DescribeScheduleRequest(
+                                          namespace=NS, schedule_id=sid)))
+        assert gap_end(theirs.memo) is None and theirs.schedule.state.paused
+        assert theirs.info.action_count == 0 and not theirs.info.recent_actions
+        assert listed(temporal_env, f"Theirs{tag}") == []
     verdict = check_exactly_once(Owed(SPEC, first, until, remaining=limit), [],
                                  [t for t in started if t <= until])
     assert verdict.ok, verdict.describe()
+
+
+def create_theirs(env: TemporalEnv, sid: str, tag: str) -> None:
+    """The user's own schedule at ``sid`` (paused, hourly): a new scheduler chain. The
+    create is asked again while the deleted one's scheduler workflow is still closing."""
+    schedule = Schedule(action=ScheduleActionStartWorkflow(
+        f"Theirs{tag}", id=f"theirs-{tag}", task_queue=f"q-{tag}"),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(hours=1))]),
+        state=ScheduleState(paused=True, note="theirs"))
+
+    def create() -> bool:
+        try:
+            env.ops.run(lambda: env.ops.client.create_schedule(sid, schedule))
+            return True
+        except ScheduleAlreadyRunningError:
+            return False
+
+    wait_for(create, bool, 15.0, "their schedule's create")

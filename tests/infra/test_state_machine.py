@@ -125,11 +125,12 @@ class RollbackMachine(RuleBasedStateMachine):
         except DomainError:
             return False
 
-    def _foreign_start(self, sid: str, wtype: str) -> str:
+    def _foreign_start(self, sid: str, wtype: str, input: dict | None = None) -> str:
         rid = f"foreign-{next(self.foreign)}"
         self.foreign_ids.add(rid)
         try:
-            self.sim.start_workflow(StartWorkflow(NS, destination_workflow_id(sid), rid, wtype))
+            self.sim.start_workflow(StartWorkflow(NS, destination_workflow_id(sid), rid, wtype,
+                                                  {} if input is None else input))
         except DestinationError:
             pass  # something is running there, or an injected fault hit this start
         return rid
@@ -272,16 +273,20 @@ class RollbackMachine(RuleBasedStateMachine):
     def forward_abort(self, sid, request_id):
         self._call(self.svc.abort_forward, NS, sid, request_id, reason="r", actor="oncall")
 
-    @rule(sid=st.sampled_from(SIDS), change=st.sampled_from(["update", "delete"]))
+    @rule(sid=st.sampled_from(SIDS), change=st.sampled_from(["update", "delete", "recreate"]))
     def temporal_user(self, sid, change):
-        """Someone else updates (the token moves) or deletes the Temporal schedule."""
+        """Someone else updates (the token moves) or deletes the Temporal schedule, or
+        deletes it and creates their own at the same id (a new chain)."""
         try:
             if change == "update":
                 self.sim.user_update(NS, sid, paused=False, notes="theirs")
             else:
                 self.sim.delete_schedule(NS, sid)
         except DestinationError:
-            pass  # no schedule there, or an injected fault
+            return  # no schedule there, or an injected fault
+        if change == "recreate":
+            self._foreign_start(sid, SCHEDULER_WORKFLOW_TYPE,
+                                {"paused": False, "notes": "theirs", "incarnation": 1})
 
     @rule(sid=st.sampled_from(SIDS))
     def abort(self, sid):

@@ -6,6 +6,8 @@ from contextlib import contextmanager
 from typing import Iterator
 from uuid import UUID
 
+import pytest
+
 from schedfence.domain.errors import DomainError
 from schedfence.domain.handover import Handover
 from schedfence.domain.ids import schedule_aggregate_id
@@ -140,11 +142,15 @@ def test_an_update_keeps_counting_a_limit_it_leaves_as_it_stands() -> None:
         assert started_at == ["2026-01-05T12:01:00Z", "2026-01-05T12:02:00Z"]
 
 
-def test_a_schedule_deleted_between_the_receipt_and_the_settle_keeps_its_boundary() -> None:
+@pytest.mark.parametrize("change", ["delete", "recreate"])
+def test_a_schedule_deleted_between_the_receipt_and_the_settle_keeps_its_boundary(
+        change: str) -> None:
     """The worker dies just before the settle and the schedule's user deletes it: the next
     drain starts the boundary's time (12:02:00, between the gap's end and the create) as a
     plain workflow, once, and the machine's own check holds it to that (it exempted this
-    settle before: the time was lost)."""
+    settle before: the time was lost). Deleted and re-created by its user (another chain at
+    the id): the same, and the user's schedule is not written (before the fix the settle
+    took the new schedule's create instant and recorded its times there: 12:02:00 lost)."""
     with started("allow_all") as machine:
         machine.scheduler_down(91)  # 12:02:01: the create falls 1 s after a time
         machine.rollback(RUNNING, None)
@@ -153,9 +159,12 @@ def test_a_schedule_deleted_between_the_receipt_and_the_settle_keeps_its_boundar
         [m] = [m for m in machine._migrations() if m.schedule_id == RUNNING]
         assert m.phase == "receipted" and not m.boundary_settled
         machine.scheduler_down(5)
-        machine.temporal_user(RUNNING, "delete")
+        machine.temporal_user(RUNNING, change)
+        theirs = machine._runs(RUNNING)[-1]
+        assert (theirs["create_request_id"] != m.request_id) == (change == "recreate")
         machine.run_until_idle()
         machine.run_until_idle()  # a second drain: nothing more
+        assert "settled" not in machine._runs(RUNNING)[-1] or change == "delete"
         [m] = [m for m in machine._migrations() if m.schedule_id == RUNNING]
         assert m.phase == "completed"
         [settle] = [e for e in machine._events(UUID(m.migration_id))

@@ -5,14 +5,17 @@ not wait."""
 from __future__ import annotations
 
 from dataclasses import replace
+
+import pytest
 from datetime import datetime, timedelta, timezone
 
 from temporalio.api.workflowservice.v1 import DescribeScheduleResponse
 
 from schedfence.domain.action import make_action, make_policies, nominal_text
 from schedfence.domain.handover import SECOND, handover_of, pin_plan
-from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from schedfence.domain.ports import DestinationNotFound, StartWorkflow
+from schedfence.domain.ids import (SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX,
+                                   destination_workflow_id)
+from schedfence.domain.ports import DestinationNotFound, RunDescription, StartWorkflow
 from schedfence.domain.program import Program
 from schedfence.domain.schedule import ScheduleState
 from schedfence.domain.spec import make_spec
@@ -21,6 +24,7 @@ from schedfence.infra.destination.temporal_schedule import settle_handover
 
 CURSOR = datetime(2026, 1, 5, 10, 0, tzinfo=timezone.utc)  # long past
 PIN = CURSOR + 6 * SECOND  # owed before it: 5 times
+CHAIN = "first-run"  # the receipt's first run id of the scheduler workflow
 
 
 def start(limit: int) -> StartWorkflow:
@@ -46,12 +50,16 @@ class PinnedServer:
         self.schedule, _, self.memo = to_temporal(h, pin_plan(h, PIN), PIN)
         self.created, self.token, self.races = created, 1, list(races)
         self.updates, self.patches, self.existing = [], [], set()
+        self.chain = CHAIN  # the first run id of the scheduler workflow's chain
+        self.on_update = lambda: None
 
     def own_starts(self, n: int) -> None:
         self.schedule.state.remaining_actions -= n
         self.token += n
 
     def describe(self, namespace, workflow_id, run_id=None):
+        if workflow_id.startswith(WORKFLOW_ID_PREFIX):  # the scheduler workflow's chain
+            return RunDescription(self.chain, self.chain, SCHEDULER_WORKFLOW_TYPE, "running")
         if workflow_id not in self.existing:
             raise DestinationNotFound(workflow_id)
 
@@ -68,6 +76,7 @@ class PinnedServer:
             if int.from_bytes(request.conflict_token, "big") == self.token:
                 self.schedule.CopyFrom(request.schedule)
                 self.token += 1
+            self.on_update()
             return None
         assert method == "patch_schedule"
         self.patches.append(request)
@@ -89,21 +98,21 @@ def test_the_pin_is_cleared_with_the_count_read_then_the_whole_patch_is_sent():
     request = start(limit=8)
     server = PinnedServer(request, PIN - 3 * SECOND, races=[1])  # an own start overtakes
     server.own_starts(2)  # the server's own, from the pin on, before the settle
-    done = settle_handover(server, request)
+    done = settle_handover(server, request, CHAIN)
     assert server.updates == [3, 4]  # the first update was dropped, written again
     assert not pin_stands(server.schedule.spec, server.memo)
     assert not server.schedule.spec.HasField("start_time")  # the user's own (none)
     assert server.schedule.state.remaining_actions == 3 - 2 - 1  # 8 - 5 owed, less 3 own
     assert ranges(server) == [(CURSOR + SECOND, PIN - SECOND)]
     assert done.pin == nominal_text(PIN) and len(done.started) == 5
-    again = settle_handover(server, request)  # a repeat: nothing written, nothing asked
+    again = settle_handover(server, request, CHAIN)  # a repeat: nothing written, nothing asked
     assert server.updates == [3, 4] and again.started == [] and len(server.patches) == 1
 
 
 def test_a_create_slower_than_the_lead_hands_its_late_times_to_the_settle_and_the_count():
     request = start(limit=10)
     server = PinnedServer(request, PIN + 2 * SECOND + timedelta(milliseconds=300), races=[])
-    done = settle_handover(server, request)
+    done = settle_handover(server, request, CHAIN)
     late = [PIN, PIN + SECOND, PIN + 2 * SECOND]  # never the server's own (before its instant)
     assert done.started[-3:] == [nominal_text(t) for t in late]
     assert server.schedule.state.remaining_actions == 10 - 5 - 3
@@ -117,8 +126,25 @@ def test_a_settle_that_finds_the_pin_cleared_asks_only_for_what_has_not_started(
     server = PinnedServer(request, PIN - 3 * SECOND, races=[])
     server.schedule.spec.ClearField("start_time")  # cleared by the settle that died
     server.existing = {f"a-{nominal_text(CURSOR + i * SECOND)}" for i in (1, 2)}
-    done = settle_handover(server, request)
+    done = settle_handover(server, request, CHAIN)
     assert server.updates == []
     rest = [CURSOR + i * SECOND for i in (3, 4, 5)]
     assert done.started == [nominal_text(t) for t in rest]
     assert ranges(server) == [(t, t) for t in rest]
+
+
+@pytest.mark.parametrize("replaced_after", [0, 1])
+def test_a_schedule_re_created_by_someone_else_is_never_written(replaced_after):
+    """Deleted and re-created at the id (its chain begins with another run; its conflict
+    token, like every new schedule's, may be 1 again): the settle writes nothing to it, before
+    the first update or between the update and the patch, and answers not found, so the
+    deleted one's settle follows."""
+    request = start(limit=8)
+    server = PinnedServer(request, PIN - 3 * SECOND, races=[])
+    if replaced_after == 0:
+        server.chain = "theirs"
+    else:  # replaced once the pin's update is in
+        server.on_update = lambda: setattr(server, "chain", "theirs")
+    with pytest.raises(DestinationNotFound, match="re-created"):
+        settle_handover(server, request, CHAIN)
+    assert server.patches == [] and len(server.updates) == replaced_after
