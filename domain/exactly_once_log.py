@@ -12,6 +12,9 @@ create's patch apart from the gap (``carried_slots``: backfills' rests, buffered
 trigger) and the boundary's settled times. The gap backfill's end and the destination's own
 times depend on the server's clock and are not in the log.
 
+A settle that recorded starts beyond the limit (``BoundarySettled.over_limit``: a limited
+handover whose create came after its pin) is reported as it stands.
+
 ``OnceLedger`` is the checker's rule: per incarnation, the source's starts and the planned
 ones together must start no (time, origin) twice and none the schedule never owed. The owed
 side is an upper bound (no limit, no catch-up window, only proven pauses), and nothing is
@@ -174,7 +177,10 @@ class OnceLedger:
             h.update(accepted=pos, source_id=state.source_id)
             h.setdefault("handover", state.handover)
         elif isinstance(e, Migration.BoundarySettled):
-            self.handed.setdefault(mid, {})["settled"] = (pos, list(e.started))
+            h = self.handed.setdefault(mid, {})
+            h["settled"] = (pos, list(e.started))
+            if e.over_limit:
+                h["over_limit"] = (pos, e.over_limit)
 
     def _plan(self) -> None:
         """Each accepted rollback's planned starts, on the incarnation it handed over."""
@@ -193,6 +199,12 @@ class OnceLedger:
 
     def finish(self, flag: Flag) -> None:
         self._plan()
+        for mid, h in self.handed.items():
+            if "over_limit" in h:  # the settle saw it (domain.handover.limit_overrun)
+                pos, n = h["over_limit"]
+                flag("I21", mid, [pos], f"the destination started {n} action(s) beyond the "
+                     "schedule's limit: its create came after the pin, and its own starts "
+                     "used the count the late times needed")
         for aid, life in self.lives.items():
             if aid in self.unread:
                 continue

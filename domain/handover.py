@@ -309,6 +309,16 @@ def clear_pin(late: int, remaining: int, standing: bool) -> int | None:
     return max(remaining - late, 0)
 
 
+def limit_overrun(late: int, remaining: int) -> int:
+    """How many actions beyond the limit a pinned handover's destination started, read from
+    the describe under whose token the pin was cleared: the ``late`` times (owed, between the
+    pin and a create slower than ``PIN_LEAD``) still to start, less what the server's own
+    starts left of the count (``remaining``). Temporal cannot set a count and a boundary at
+    one instant of its clock, so this cannot be prevented once the create is late; it is
+    recorded (``BoundarySettled`` v4) and the checker reports it (I21)."""
+    return max(late - remaining, 0)
+
+
 def boundary_request_id(request_id: str) -> str:
     """The request id of the boundary's patch: one per migration, so the destination
     deduplicates a settle repeated after a crash or an unknown outcome."""

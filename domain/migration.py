@@ -262,14 +262,18 @@ class Migration(EvolvingAggregate):
         v3 adds ``deleted_at``: the schedule was deleted since the receipt, its delete took
         effect then (RFC 3339 UTC), and ``started`` are the owed times before it that this
         settle started as plain workflows (domain/handover_gone.py); None otherwise (and on
-        v1, v2, whose ``detail`` "the schedule is gone" meant nothing was started)."""
+        v1, v2, whose ``detail`` "the schedule is gone" meant nothing was started).
+        v4 adds ``over_limit``: a pinned settle whose create came after its pin found the
+        server's own starts had gone that many beyond the limit (I21 reports it); None: not
+        known (a settle repeated after the pin was cleared, and on v1-v3)."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.BoundarySettled"
-        class_version: ClassVar[int] = 3
+        class_version: ClassVar[int] = 4
         started: list[str] = []
         detail: str = ""  # e.g. what a settle of a deleted schedule started, and why
         pin: str | None = None
         deleted_at: str | None = None
+        over_limit: int | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -278,6 +282,10 @@ class Migration(EvolvingAggregate):
         @staticmethod
         def upcast_v2_v3(state: dict[str, Any]) -> None:
             state.update(deleted_at=None)
+
+        @staticmethod
+        def upcast_v3_v4(state: dict[str, Any]) -> None:
+            state.update(over_limit=None)
 
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"

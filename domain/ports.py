@@ -184,6 +184,9 @@ class Settled:
     pin: str | None = None
     deleted_at: str | None = None  # settle_deleted: when the delete took effect (RFC 3339)
     detail: str = ""
+    # A pinned settle whose create came after its pin: how many of the server's own starts
+    # went beyond the limit (domain.handover.limit_overrun); None: not known (a repeat).
+    over_limit: int | None = None
 
 
 @runtime_checkable

@@ -61,6 +61,8 @@ def _settled(d: dict) -> str:
             "no time fell between the handover and the destination's first"
     return "boundary settled: " + what + \
         (f"; the pin at {d['pin']} cleared" if d.get("pin") else "") + \
+        (f"; the destination started {d['over_limit']} beyond the limit (its create came "
+         "after the pin)" if d.get("over_limit") else "") + \
         (f" ({d['detail']})" if d.get("detail") else "")
 
 

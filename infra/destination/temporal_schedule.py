@@ -43,8 +43,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from schedfence.domain.action import SchedulePolicies, action_workflow_id, nominal_text
 from schedfence.domain.handover import (GAP_MARGIN, SECOND, Handover, LimitView,
                                        boundary_gap, boundary_request_id, clear_pin,
-                                       limit_settle, patch_plan, pin_instant, pin_owed,
-                                       pin_plan, pinned)
+                                       limit_overrun, limit_settle, patch_plan, pin_instant,
+                                       pin_owed, pin_plan, pinned)
 from schedfence.domain.spec import times_within
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
 from schedfence.domain.errors import InvalidArgument
@@ -215,20 +215,26 @@ def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, chain: str
                                          "again")
         if wait > 0:
             sleep(wait)
+        over: list[int] = []  # of the describe whose token the applied update carried
         _update_until_applied(dest, request, chain, _describe(dest, request, chain), "pin",
-                              lambda d: _unpinned_write(d, len(late)))
+                              lambda d: _unpinned_write(d, len(late), over))
     patch, asked = _pinned_patch(dest, request, handover, pin, late, first)
     if patch.backfill_request or patch.HasField("trigger_immediately"):
         _patch(dest, request, chain, patch)
-    return Settled([nominal_text(t) for t in asked], nominal_text(pin))
+    # A repeat cannot read what the server's count was at the clear: known only without late.
+    over_limit = over[-1] if first and over else None if late else 0
+    return Settled([nominal_text(t) for t in asked], nominal_text(pin), over_limit=over_limit)
 
 
-def _unpinned_write(desc: DescribeScheduleResponse, late: int) -> Schedule | None:
-    """The schedule the update that clears the pin writes (None: cleared already)."""
+def _unpinned_write(desc: DescribeScheduleResponse, late: int,
+                    over: list[int]) -> Schedule | None:
+    """The schedule the update that clears the pin writes (None: cleared already); appends
+    to ``over`` what the server's own starts went beyond the limit (``limit_overrun``)."""
     target = clear_pin(late, desc.schedule.state.remaining_actions,
                        pin_stands(desc.schedule.spec, desc.memo))
     if target is None:
         return None
+    over.append(limit_overrun(late, desc.schedule.state.remaining_actions))
     schedule = desc.schedule
     schedule.spec.CopyFrom(unpinned(schedule.spec, desc.memo))
     schedule.state.remaining_actions = target

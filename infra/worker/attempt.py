@@ -153,7 +153,8 @@ class TaskWorker:
         except DestinationError:
             return "backoff"
         self._commit("settle", mig, h.settled(mig.state, done.started, attempt, self.worker_id,
-                                              done.detail, done.pin, done.deleted_at))
+                                              done.detail, done.pin, done.deleted_at,
+                                              done.over_limit))
         return "progress"
 
     def _own(self, worker: str | None) -> bool:

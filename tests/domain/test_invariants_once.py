@@ -132,3 +132,15 @@ def test_pauses_and_updates_are_read_from_the_log() -> None:
     assert "12:04:00+00:00 (auto) started or planned but never owed" in paused
     [old_spec] = i21(settled(history, "2026-03-02T12:08:00Z"))
     assert "12:08:00+00:00 (auto) started or planned but never owed" in old_spec
+
+
+def test_a_settle_that_recorded_starts_beyond_the_limit_is_named() -> None:
+    """A limited handover whose create came after its pin: the settle records how far the
+    server's own starts went beyond the limit (BoundarySettled v4), and the checker says so."""
+    history = clean()
+    i = index_of(history, M.BoundarySettled)
+    over = history[:i] + [history[i].model_copy(update={"over_limit": 2})] + history[i + 1:]
+    [message] = i21(over)
+    assert "started 2 action(s) beyond the schedule's limit" in message
+    zero = history[:i] + [history[i].model_copy(update={"over_limit": 0})] + history[i + 1:]
+    assert i21(zero) == []

@@ -117,10 +117,53 @@ def test_a_settle_held_past_the_servers_share_still_ends_the_limit_on_time(
     dest = temporal_env.destination
     settle = dest.settle_handover
 
-    def held(request):
+    def held(request, chain):
         time.sleep(1.5)
-        return settle(request)
+        return settle(request, chain)
 
     monkeypatch.setattr(dest, "settle_handover", held)
     cursor, _, started = hand_over(temporal_env, tmp_path, 3, limit=3, run_for=6)
     assert started == times_between(SPEC, cursor, cursor + timedelta(seconds=3))
+
+
+def test_a_create_later_than_its_pin_whose_limit_ran_out_is_recorded_and_reported(
+        temporal_env: TemporalEnv, tmp_path: Path, monkeypatch) -> None:
+    """Gap 2 of issue 27, made on purpose: the pin is chosen 3 s before the create call (as a
+    create 7 s slower than PIN_LEAD would leave it): nothing is owed before the pin, the limit
+    of 3 is the server's count, the 2 or 3 times between the source's cursor and the create
+    are late, and the settle is held 4 s, so the server's own starts use the whole count
+    first. The server then has started more than a never-migrated
+    schedule would (its listing shows it), and the log says so: ``over_limit`` on the
+    settle, I21 from ``verify``. Before the record, ``verify`` found nothing."""
+    from schedfence.infra.destination import temporal_schedule
+    pin_instant = temporal_schedule.pin_instant
+    monkeypatch.setattr(temporal_schedule, "pin_instant",
+                        lambda call: pin_instant(call) - timedelta(seconds=7))
+    dest, settle = temporal_env.destination, temporal_env.destination.settle_handover
+
+    def held(request, chain):
+        time.sleep(4.0)
+        return settle(request, chain)
+
+    monkeypatch.setattr(dest, "settle_handover", held)
+    tag = uuid.uuid4().hex[:8]
+    sid, wtype = f"over-{tag}", f"Over{tag}"
+    with open_service(f"sqlite:///{tmp_path / 'fence.db'}", dest, worker_id="e2e") as svc:
+        cursor = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=2)
+        svc.create_schedule(NS, sid, spec=SPEC, limit=3, now=cursor,
+                            action=make_action(workflow_type=wtype, task_queue=f"q-{tag}",
+                                               workflow_id=f"act-{tag}"),
+                            policies=make_policies(overlap="allow_all"))
+        svc.rollback(NS, sid, actor="e2e")
+        svc.run_until_idle(retry_for=10.0)
+        assert svc.migration(NS, sid).state == "completed"
+        [settle_event] = [e for e in svc.history(NS, sid) if e.type.endswith("BoundarySettled")]
+        over = settle_event.data["over_limit"]
+        time.sleep(2)
+        started = sorted(parse_nominal(w.removeprefix(f"act-{tag}-"))
+                         for w in listed(temporal_env, wtype))
+        assert len(started) == len(set(started))  # none twice: the overrun is extra times
+        assert over and len(started) == 3 + over, (over, started)
+        found = svc.verify()
+        assert [v.invariant for v in found] == ["I21"] and "beyond the schedule's limit" in \
+            found[0].message

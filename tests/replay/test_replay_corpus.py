@@ -64,6 +64,14 @@ def test_a_v1_boundary_settle_reads_as_not_pinned():
     assert "class_version" not in record["state"] and "pin" not in record["state"]
     [(_, event)] = corpus.decode([record])
     assert event.pin is None and event.started == record["state"]["started"]
+    assert event.deleted_at is None and event.over_limit is None  # v3's, v4's: not known
+
+
+def test_a_v3_boundary_settle_reads_as_over_limit_unknown():
+    record = copy.deepcopy(by_type(DOCS["s3_handover.json"], "BoundarySettled"))
+    record["state"].update(class_version=3, pin="2026-12-04T09:31:07Z", deleted_at=None)
+    [(_, event)] = corpus.decode([record])
+    assert (event.pin, event.over_limit) == ("2026-12-04T09:31:07Z", None)
 
 
 # -- a change that breaks an old history fails the corpus check ------------------------------

@@ -104,7 +104,7 @@ def test_the_pin_is_cleared_with_the_count_read_then_the_whole_patch_is_sent():
     assert not server.schedule.spec.HasField("start_time")  # the user's own (none)
     assert server.schedule.state.remaining_actions == 3 - 2 - 1  # 8 - 5 owed, less 3 own
     assert ranges(server) == [(CURSOR + SECOND, PIN - SECOND)]
-    assert done.pin == nominal_text(PIN) and len(done.started) == 5
+    assert done.pin == nominal_text(PIN) and len(done.started) == 5 and done.over_limit == 0
     again = settle_handover(server, request, CHAIN)  # a repeat: nothing written, nothing asked
     assert server.updates == [3, 4] and again.started == [] and len(server.patches) == 1
 
@@ -117,6 +117,23 @@ def test_a_create_slower_than_the_lead_hands_its_late_times_to_the_settle_and_th
     assert done.started[-3:] == [nominal_text(t) for t in late]
     assert server.schedule.state.remaining_actions == 10 - 5 - 3
     assert ranges(server)[-3:] == [(t, t) for t in late]
+    assert done.over_limit == 0  # the count left room for the late times
+
+
+def test_a_slow_create_whose_count_the_server_used_first_records_the_overrun():
+    """Limit 8: 5 owed before the pin leave 3 for the server; the create lands 2.3 s after
+    the pin (3 late times) and the server's own 2 starts come before the clear: 2 beyond the
+    limit, which no write can take back. The settle still starts the late times (a
+    never-migrated schedule would have started them, before the server's), clears the count
+    to 0, and says how far it went over, for the log and the checker (I21)."""
+    request = start(limit=8)
+    server = PinnedServer(request, PIN + 2 * SECOND + timedelta(milliseconds=300), races=[])
+    server.own_starts(2)
+    done = settle_handover(server, request, CHAIN)
+    assert done.started[-3:] == [nominal_text(PIN + i * SECOND) for i in range(3)]
+    assert server.schedule.state.remaining_actions == 0 and done.over_limit == 2
+    again = settle_handover(server, request, CHAIN)  # a repeat cannot read it any more
+    assert again.over_limit is None and again.started == []
 
 
 def test_a_settle_that_finds_the_pin_cleared_asks_only_for_what_has_not_started():
