@@ -208,6 +208,7 @@ def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, chain: str
     workflow exists."""
     late = boundary_gap(handover, pin - SECOND, created)
     first = pin_stands(desc.schedule.spec, desc.memo)
+    over: list[int] = []  # of the describe whose token the applied clearing update carried
     if first:
         wait = (pin + GAP_MARGIN - datetime.now(timezone.utc)).total_seconds()
         if wait > PIN_WAIT_MAX:
@@ -215,14 +216,13 @@ def _settle_pinned(dest: TemporalDestination, request: StartWorkflow, chain: str
                                          "again")
         if wait > 0:
             sleep(wait)
-        over: list[int] = []  # of the describe whose token the applied update carried
         _update_until_applied(dest, request, chain, _describe(dest, request, chain), "pin",
                               lambda d: _unpinned_write(d, len(late), over))
     patch, asked = _pinned_patch(dest, request, handover, pin, late, first)
     if patch.backfill_request or patch.HasField("trigger_immediately"):
         _patch(dest, request, chain, patch)
     # A repeat cannot read what the server's count was at the clear: known only without late.
-    over_limit = over[-1] if first and over else None if late else 0
+    over_limit = over[-1] if over else None if late else 0
     return Settled([nominal_text(t) for t in asked], nominal_text(pin), over_limit=over_limit)
 
 
