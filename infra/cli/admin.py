@@ -90,9 +90,11 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
             raise InvalidArgument(f"{name} must be a number of seconds from 0 to "
                                   f"{MAX_POLL_INTERVAL:g}")
     stop = threading.Event()
-    if not (until_idle and concurrency == 1):  # a pool: SIGTERM stops it between attempts,
-        # from the very start (a SIGTERM while the store opens is a clean stop too).
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if not (until_idle and concurrency == 1):  # a pool: SIGTERM or SIGINT (Ctrl-C) stops it
+        # between attempts, from the very start (one while the store opens or the pool starts
+        # is a clean stop too, not click's "Aborted!").
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
     svc = service()
     svc.worker.claim_grace = claim_grace
     before = svc.event_count()

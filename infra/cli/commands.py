@@ -14,6 +14,7 @@ not those of the worker, jobs, replication, the HTTP server or the destination w
 from __future__ import annotations
 
 import importlib
+import signal
 from collections.abc import Iterator, MutableMapping
 
 import click
@@ -133,5 +134,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point (standalone mode: click turns exits and usage errors into codes)."""
     from schedfence.infra.cli.temporal import leaving_cleanly
 
+    # Ctrl-C (SIGINT) stops the long-running commands cleanly, also when the process began
+    # with SIGINT ignored (a shell without job control starts `cmd &` so): `kill -INT` stops.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with leaving_cleanly():  # os._exit after a Temporal client was used (sdk-python#300)
         cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
