@@ -104,6 +104,7 @@ class OnceLedger:
     def _schedule_event(self, pos: int, before: ScheduleState | None, after: ScheduleState,
                         e: Any) -> None:
         aid = str(e.originator_id)
+        life: Life | None
         if isinstance(e, (Schedule.Created, Schedule.CreatedByMigration)):
             life = self.lives[aid] = Life((after.namespace, after.schedule_id),
                                           after.incarnation)
@@ -274,8 +275,7 @@ def check_listing(events: Iterable[tuple[int, Any]], listing: Iterable[str],
 def _key_owed(lives: list[Life], until: datetime) -> Owed | None:
     """One owed for a key: each incarnation's program from its first cursor on, nothing
     between a delete and the next create."""
-    parts = [(lf, lf.owed(until)) for lf in lives]
-    parts = [(lf, o) for lf, o in parts if o is not None]
+    parts = [(lf, o) for lf in lives if (o := lf.owed(until)) is not None]
     if not parts:
         return None
     first = parts[0][1]

@@ -13,7 +13,7 @@ it accepts; anything else parks the migration for an operator.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 from uuid import UUID, uuid5
 
 from .errors import StandbyNotPromoted
@@ -46,6 +46,9 @@ class StoreEpoch(EvolvingAggregate):
         actor: str
         reason: str
         replicated: dict[str, int] = {}
+
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: EpochState
 
     @staticmethod
     def evolve(state: EpochState | None, event: Any) -> EpochState:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .action import upcast_handover_v1_v2
 from .ids import SCHEDFENCE_NAMESPACE
@@ -172,6 +172,9 @@ class ForwardMigration(EvolvingAggregate):
         reason: str
         actor: str
         temporal_restored: bool  # the Temporal schedule's pre-fence pause and notes put back
+
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: ForwardState
 
     @staticmethod
     def evolve(state: ForwardState | None, event: EvolvingAggregate.Event) -> ForwardState:

@@ -8,7 +8,7 @@ positions of the events involved. It reads events only, so it runs on any copy o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .decisions import sentinel_running
 from .exactly_once_log import OnceLedger
@@ -22,7 +22,7 @@ from .recovery import confirmed_no_run
 from .retention import ClaimRecord, rearm_refusal
 from .incarnation import destination_running
 from .schedule import Schedule, ScheduleState, evolve_schedule
-from .violation import Violation
+from .violation import Violation as Violation  # re-exported: its home before
 
 M, S = Migration, Schedule
 # Steps that may start the destination, or restore the source, on the strength of the claim.
@@ -202,8 +202,8 @@ class Checker:
         """L1 (liveness): no park on what a destination read showed while the one start
         could still land (its recorded age inside its recorded grace): a false park."""
         c = t.prev
-        if isinstance(c, M.ChainVerified) and None not in (c.claim_age, c.claim_grace) and \
-                c.claim_age < c.claim_grace:
+        if isinstance(c, M.ChainVerified) and c.claim_age is not None and \
+                c.claim_grace is not None and c.claim_age < c.claim_grace:
             self.flag("L1", mid, [t.prev_pos, pos], f"parked {e.reason} on a read "
                       f"{c.claim_age:.3f}s after the claim's last step, inside its "
                       f"{c.claim_grace:g}s grace: the start could still land")
@@ -359,7 +359,7 @@ class Checker:
         return self.violations
 
 
-_STEP_CHECKS = {
+_STEP_CHECKS: dict[type, Callable[[Checker, str, _Trace, int, Any], None]] = {
     M.StartClaimConsumed: Checker._claim,
     M.DestinationStartIssued: Checker._start,
     M.DestinationAnswered: Checker._answer,

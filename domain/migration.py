@@ -8,7 +8,7 @@ replay and the invariant checker all fold with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import model_validator
 
@@ -71,14 +71,14 @@ class MigrationState:
     claim_armed: bool
     starts_issued: int = 0
     unproven_starts: int = 0  # starts whose answer does not prove "nothing committed"
-    last_answer: dict | None = None
+    last_answer: dict[str, Any] | None = None
     receipt: str | None = None
     park_reason: str | None = None
     park_detail: str = ""
     attempts: int = 0
     last_worker: str = ""
     epoch: int = 0  # the store epoch (failovers recorded) this migration's steps belong to
-    handover: dict | None = None  # what the destination continues (domain/handover.py)
+    handover: dict[str, Any] | None = None  # what the destination continues (domain/handover.py)
     boundary_settled: bool = False  # its boundary's times were asked for (BoundarySettled)
 
     @property
@@ -93,7 +93,9 @@ class MigrationState:
     @property
     def unverified_why(self) -> str:
         """Why "no start in this log" proves nothing, for an unverified park."""
-        return PARK_MEANING[self.park_reason] if self.unverified else ""  # type: ignore[index]
+        if self.unverified and self.park_reason is not None:  # unverified: a reason is set
+            return PARK_MEANING[self.park_reason]
+        return ""
 
     @property
     def unverified(self) -> bool:
@@ -345,6 +347,9 @@ class Migration(EvolvingAggregate):
         reason: str
         restored_paused: bool
         restored_notes: str
+
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: MigrationState
 
     @staticmethod
     def evolve(state: MigrationState | None, event: Any) -> MigrationState:

@@ -13,7 +13,7 @@ domain/manual.py's (update, trigger, backfill).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from eventsourcing.utils import register_topic
 
@@ -203,7 +203,7 @@ def _program_updated(state: ScheduleState, e: ProgramUpdated) -> ScheduleState:
                    remaining_actions=e.remaining_actions, cursor=e.cursor or state.cursor)
 
 
-_FOLDS: dict[type, Any] = {
+_FOLDS: dict[type, Callable[[ScheduleState, Any], ScheduleState]] = {
     TimesProcessed: lambda s, e: replace(s, cursor=e.cursor, buffered=list(e.buffer)),
     ActionStartIssued: _issued,
     ActionStartRetrying: _retrying,
