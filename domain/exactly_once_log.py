@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 from .action import parse_nominal
 from .exactly_once import Backfill, Owed, Slot, Verdict, check_exactly_once
 from .handover import Handover, carried_slots
-from .migration import Migration, evolve_migration
+from .migration import Migration, MigrationState, evolve_migration
 from .runs import (ActionStartFailed, ActionStartIssued, BackfillRequested, ProgramUpdated,
                    Triggered)
 from .schedule import Schedule, ScheduleState, evolve_schedule
@@ -169,7 +169,7 @@ class OnceLedger:
                 life.paused.pop()
 
     # -- the migrations' events -------------------------------------------------------------
-    def migration_event(self, pos: int, mid: str, state: Any, e: Any) -> None:
+    def migration_event(self, pos: int, mid: str, state: MigrationState, e: object) -> None:
         if isinstance(e, Migration.DestinationStartIssued) and \
                 isinstance(e.input.get("handover"), dict):
             self.handed.setdefault(mid, {})["handover"] = e.input["handover"]
@@ -224,7 +224,7 @@ class OnceLedger:
                 _flag(flag, life, Verdict(twice=twice, unexpected=verdict.unexpected))
 
 
-def _carried(doc: Any) -> list[Slot]:
+def _carried(doc: object) -> list[Slot]:
     """``carried_slots`` of a stored handover document (none if it does not read)."""
     if not isinstance(doc, dict):
         return []
@@ -303,7 +303,7 @@ def _ledger(events: Iterable[tuple[int, Any]]) -> OnceLedger:
     """The ledger folded over a log, with the same reducers the checker uses."""
     ledger = OnceLedger()
     schedules: dict[str, ScheduleState] = {}
-    migrations: dict[str, Any] = {}
+    migrations: dict[str, MigrationState] = {}
     for pos, e in events:
         topic = getattr(type(e), "TOPIC", "")
         aid = str(getattr(e, "originator_id", ""))

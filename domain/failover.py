@@ -13,7 +13,7 @@ it accepts; anything else parks the migration for an operator.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 from uuid import UUID, uuid5
 
 from .errors import StandbyNotPromoted
@@ -51,7 +51,7 @@ class StoreEpoch(EvolvingAggregate):
         state: EpochState
 
     @staticmethod
-    def evolve(state: EpochState | None, event: Any) -> EpochState:
+    def evolve(state: EpochState | None, event: object) -> EpochState:
         return evolve_epoch(state, event)
 
     @classmethod
@@ -65,7 +65,7 @@ class StoreEpoch(EvolvingAggregate):
         return epoch
 
 
-def evolve_epoch(state: EpochState | None, event: Any) -> EpochState:
+def evolve_epoch(state: EpochState | None, event: object) -> EpochState:
     if isinstance(event, StoreEpoch.Created):
         return EpochState()
     if state is None:

@@ -195,7 +195,7 @@ class ForwardMigration(EvolvingAggregate):
 F = ForwardMigration
 
 
-def evolve_forward(state: ForwardState | None, e: Any) -> ForwardState:
+def evolve_forward(state: ForwardState | None, e: object) -> ForwardState:
     """Pure reducer of a forward migration's events."""
     if isinstance(e, F.ForwardRequested):
         return ForwardState(e.namespace, e.schedule_id, e.request_id, e.request_id_origin)

@@ -177,7 +177,7 @@ class Job(EvolvingAggregate):
         state: JobState
 
     @staticmethod
-    def evolve(state: JobState | None, event: Any) -> JobState:
+    def evolve(state: JobState | None, event: object) -> JobState:
         return evolve_job(state, event)
 
     @classmethod
@@ -188,7 +188,7 @@ class Job(EvolvingAggregate):
                            actor=actor)
 
 
-def evolve_job(state: JobState | None, event: Any) -> JobState:
+def evolve_job(state: JobState | None, event: object) -> JobState:
     """Pure, total reducer of a job's events. Unknown events raise (never skipped)."""
     if isinstance(event, Job.Defined):
         return JobState(event.job_id, event.namespace, event.direction,

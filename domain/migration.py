@@ -8,7 +8,8 @@ replay and the invariant checker all fold with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, get_args
+from uuid import UUID
 
 from pydantic import model_validator
 
@@ -178,7 +179,7 @@ class Migration(EvolvingAggregate):
             upcast_handover_v1_v2(state.get("handover"))
 
         @model_validator(mode="after")
-        def _identity_consistent(self) -> Any:
+        def _identity_consistent(self) -> Self:
             # An id-less record is only ever a v1 upcast; it must never carry an armed claim.
             if (self.request_id is None) != (self.origin == "legacy"):
                 raise ValueError("origin 'legacy' if and only if there is no request id")
@@ -352,16 +353,16 @@ class Migration(EvolvingAggregate):
         state: MigrationState
 
     @staticmethod
-    def evolve(state: MigrationState | None, event: Any) -> MigrationState:
+    def evolve(state: MigrationState | None, event: object) -> MigrationState:
         return evolve_migration(state, event)
 
     @classmethod
-    def assign_request_id(cls, migration_id: Any, **fields: Any) -> Migration:
+    def assign_request_id(cls, migration_id: UUID, **fields: Any) -> Migration:
         return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
 
 
 
-def _created(event: Any, *, request_id: str | None, origin: str, phase: Phase,
+def _created(event: Migration.RequestIdAssigned, *, request_id: str | None, origin: str, phase: Phase,
              armed: bool) -> MigrationState:
     return MigrationState(
         migration_id=str(event.originator_id), namespace=event.namespace,
@@ -377,14 +378,15 @@ def _answer(state: MigrationState, e: Migration.DestinationAnswered) -> Migratio
     return updated(state, last_answer=e.payload(), unproven_starts=max(unproven, 0))
 
 
-def _step(state: MigrationState, event: Any) -> MigrationState:
+def _step(state: MigrationState, event: object) -> MigrationState:
     """Bookkeeping shared by every worker step."""
     attempts = max(state.attempts, getattr(event, "attempt", 0))
     return updated(state, attempts=attempts, last_worker=getattr(event, "worker", "") or
                    state.last_worker)
 
 
-def _operator(state: MigrationState, e: Any) -> MigrationState:
+def _operator(state: MigrationState,
+              e: Migration.LegacyMigrationAdopted | Migration.MigrationResolved) -> MigrationState:
     """Operator recovery steps (domain/recovery.py decides when they are allowed)."""
     if isinstance(e, Migration.LegacyMigrationAdopted):
         return updated(state, request_id=e.request_id, origin="adopted", phase="parked",
@@ -397,7 +399,7 @@ def _operator(state: MigrationState, e: Any) -> MigrationState:
     return state  # source_kept: the MigrationAborted that follows restores the source
 
 
-def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState:
+def evolve_migration(state: MigrationState | None, event: object) -> MigrationState:
     """Pure, total reducer: state × event → state. Unknown events raise (never skipped)."""
     M = Migration
     if isinstance(event, M.RequestIdAssigned):

@@ -162,7 +162,7 @@ for _event in RUN_EVENTS:  # the Schedule aggregate's events, declared outside i
     register_topic(_event.TOPIC, _event)
 
 
-def evolve_runs(state: ScheduleState, event: Any) -> ScheduleState:
+def evolve_runs(state: ScheduleState, event: object) -> ScheduleState:
     fold = _FOLDS.get(type(event))
     if fold is not None:
         return fold(state, event)
