@@ -362,8 +362,8 @@ class Migration(EvolvingAggregate):
 
 
 
-def _created(event: Migration.RequestIdAssigned, *, request_id: str | None, origin: str, phase: Phase,
-             armed: bool) -> MigrationState:
+def _created(event: Migration.RequestIdAssigned, *, request_id: str | None, origin: str,
+             phase: Phase, armed: bool) -> MigrationState:
     return MigrationState(
         migration_id=str(event.originator_id), namespace=event.namespace,
         schedule_id=event.schedule_id, source_id=event.source_id,
@@ -385,8 +385,8 @@ def _step(state: MigrationState, event: object) -> MigrationState:
                    state.last_worker)
 
 
-def _operator(state: MigrationState,
-              e: Migration.LegacyMigrationAdopted | Migration.MigrationResolved) -> MigrationState:
+def _operator(state: MigrationState, e: Migration.LegacyMigrationAdopted |
+              Migration.MigrationResolved) -> MigrationState:
     """Operator recovery steps (domain/recovery.py decides when they are allowed)."""
     if isinstance(e, Migration.LegacyMigrationAdopted):
         return updated(state, request_id=e.request_id, origin="adopted", phase="parked",

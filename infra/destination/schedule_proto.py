@@ -32,8 +32,9 @@ from schedfence.infra.destination.action_proto import action_back, new_workflow_
 from schedfence.infra.destination.calendar_cron import calendar_crons
 
 MEMO_KEY = "schedfence.handover"
-OVERLAP: dict[str, ScheduleOverlapPolicy.ValueType] = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
-                                                       for name in OVERLAPS}
+OVERLAP: dict[str, ScheduleOverlapPolicy.ValueType] = {
+    name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
+    for name in OVERLAPS}
 _OVERLAP_NAME: dict[ScheduleOverlapPolicy.ValueType, Overlap] = {
     OVERLAP[name]: name for name in OVERLAPS}
 
