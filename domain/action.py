@@ -20,7 +20,8 @@ from pydantic import ValidationError, model_validator
 from .bounds import MAX_JSON_BYTES, check_json
 from .errors import InvalidArgument
 from .ids import MAX_DESTINATION_ID_BYTES, SCHEDFENCE_NAMESPACE
-from .invoker import OVERLAPS, Overlap
+from .invoker import OVERLAPS as OVERLAPS  # re-exported: the API reads them here
+from .invoker import Overlap
 from .model import Immutable
 from .payload import Payload, json_payload
 from .text import validate_text
@@ -256,7 +257,7 @@ def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHU
             not MIN_CATCHUP_WINDOW <= catchup_window <= MAX_DURATION:
         raise InvalidArgument(f"catchup_window: must be a whole number of seconds from "
                               f"{MIN_CATCHUP_WINDOW} to {MAX_DURATION}")
-    return SchedulePolicies(overlap=overlap, catchup_window=catchup_window,  # type: ignore[arg-type]
+    return SchedulePolicies(overlap=overlap, catchup_window=catchup_window,
                             pause_on_failure=bool(pause_on_failure))
 
 

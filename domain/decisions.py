@@ -171,7 +171,7 @@ def outcome_of_start(answer: StartAccepted | Exception) -> StartOutcome:
     is a creation; anything else that returned a run is a dedupe, which our id may owe to
     being attached to someone else's run, so it is verified against the chain head."""
     if isinstance(answer, StartAccepted):
-        kind = "created" if answer.started is True else "deduplicated"
+        kind: AnswerKind = "created" if answer.started is True else "deduplicated"
         return StartOutcome(kind, answer.run_id, answer.first_execution_run_id, "",
                             answer.status)
     if isinstance(answer, AlreadyStarted):
@@ -234,8 +234,8 @@ class ChainObservation:
     def in_flight(self) -> bool:
         """Read so soon after the claim (or its unknown answer) that the one start may still
         be on its way: absence proves nothing yet."""
-        return None not in (self.claim_age, self.claim_grace) and \
-            self.claim_age < self.claim_grace  # type: ignore[operator]
+        return self.claim_age is not None and self.claim_grace is not None and \
+            self.claim_age < self.claim_grace
 
 
 def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,

@@ -36,12 +36,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Union
+from typing import Iterable, TypeVar, Union
 
 from .spec import ScheduleSpec, times_after, times_within
 
 Slot = tuple[datetime, str]  # (nominal time, origin)
 Start = Union[datetime, Slot]
+Counted = TypeVar("Counted", datetime, Slot)  # what a verdict counts: slots, or times
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def check_exactly_once(owed: Owed, source: Iterable[Start],
     starts = [*source, *destination]
     allowed, exact = owed.slots(limited=False), owed.slots()
     if all(isinstance(s, tuple) for s in starts):
-        got: Counter[Any] = Counter(s for s in starts if isinstance(s, tuple))
+        got: Counter[Slot] = Counter(s for s in starts if isinstance(s, tuple))
         autos = sorted(t for t, origin in got.elements() if origin == "auto")
         over = autos[owed.remaining:] if owed.remaining is not None else []
         return _verdict(got, allowed, exact, over)
@@ -175,10 +176,10 @@ def check_exactly_once(owed: Owed, source: Iterable[Start],
                     Counter(t for t, _ in exact.elements()), [])
 
 
-def _verdict(got: Counter[Any], allowed: Counter[Any], exact: Counter[Any],
+def _verdict(got: Counter[Counted], allowed: Counter[Counted], exact: Counter[Counted],
              over: list[datetime]) -> Verdict:
     """Counts of slots, or of times, against what may start and what must."""
-    def at(key: Any) -> datetime:
+    def at(key: Counted) -> datetime:
         return key[0] if isinstance(key, tuple) else key
 
     keys = set(got) | set(allowed)

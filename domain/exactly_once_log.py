@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 from .action import parse_nominal
 from .exactly_once import Backfill, Owed, Slot, Verdict, check_exactly_once
 from .handover import Handover, carried_slots
-from .migration import Migration, evolve_migration
+from .migration import Migration, MigrationState, evolve_migration
 from .runs import (ActionStartFailed, ActionStartIssued, BackfillRequested, ProgramUpdated,
                    Triggered)
 from .schedule import Schedule, ScheduleState, evolve_schedule
@@ -104,6 +104,7 @@ class OnceLedger:
     def _schedule_event(self, pos: int, before: ScheduleState | None, after: ScheduleState,
                         e: Any) -> None:
         aid = str(e.originator_id)
+        life: Life | None
         if isinstance(e, (Schedule.Created, Schedule.CreatedByMigration)):
             life = self.lives[aid] = Life((after.namespace, after.schedule_id),
                                           after.incarnation)
@@ -168,7 +169,7 @@ class OnceLedger:
                 life.paused.pop()
 
     # -- the migrations' events -------------------------------------------------------------
-    def migration_event(self, pos: int, mid: str, state: Any, e: Any) -> None:
+    def migration_event(self, pos: int, mid: str, state: MigrationState, e: object) -> None:
         if isinstance(e, Migration.DestinationStartIssued) and \
                 isinstance(e.input.get("handover"), dict):
             self.handed.setdefault(mid, {})["handover"] = e.input["handover"]
@@ -223,7 +224,7 @@ class OnceLedger:
                 _flag(flag, life, Verdict(twice=twice, unexpected=verdict.unexpected))
 
 
-def _carried(doc: Any) -> list[Slot]:
+def _carried(doc: object) -> list[Slot]:
     """``carried_slots`` of a stored handover document (none if it does not read)."""
     if not isinstance(doc, dict):
         return []
@@ -274,8 +275,7 @@ def check_listing(events: Iterable[tuple[int, Any]], listing: Iterable[str],
 def _key_owed(lives: list[Life], until: datetime) -> Owed | None:
     """One owed for a key: each incarnation's program from its first cursor on, nothing
     between a delete and the next create."""
-    parts = [(lf, lf.owed(until)) for lf in lives]
-    parts = [(lf, o) for lf, o in parts if o is not None]
+    parts = [(lf, o) for lf in lives if (o := lf.owed(until)) is not None]
     if not parts:
         return None
     first = parts[0][1]
@@ -303,7 +303,7 @@ def _ledger(events: Iterable[tuple[int, Any]]) -> OnceLedger:
     """The ledger folded over a log, with the same reducers the checker uses."""
     ledger = OnceLedger()
     schedules: dict[str, ScheduleState] = {}
-    migrations: dict[str, Any] = {}
+    migrations: dict[str, MigrationState] = {}
     for pos, e in events:
         topic = getattr(type(e), "TOPIC", "")
         aid = str(getattr(e, "originator_id", ""))

@@ -13,7 +13,7 @@ it accepts; anything else parks the migration for an operator.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 from uuid import UUID, uuid5
 
 from .errors import StandbyNotPromoted
@@ -47,8 +47,11 @@ class StoreEpoch(EvolvingAggregate):
         reason: str
         replicated: dict[str, int] = {}
 
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: EpochState
+
     @staticmethod
-    def evolve(state: EpochState | None, event: Any) -> EpochState:
+    def evolve(state: EpochState | None, event: object) -> EpochState:
         return evolve_epoch(state, event)
 
     @classmethod
@@ -62,7 +65,7 @@ class StoreEpoch(EvolvingAggregate):
         return epoch
 
 
-def evolve_epoch(state: EpochState | None, event: Any) -> EpochState:
+def evolve_epoch(state: EpochState | None, event: object) -> EpochState:
     if isinstance(event, StoreEpoch.Created):
         return EpochState()
     if state is None:

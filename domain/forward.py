@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .action import upcast_handover_v1_v2
 from .ids import SCHEDFENCE_NAMESPACE
@@ -173,6 +173,9 @@ class ForwardMigration(EvolvingAggregate):
         actor: str
         temporal_restored: bool  # the Temporal schedule's pre-fence pause and notes put back
 
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: ForwardState
+
     @staticmethod
     def evolve(state: ForwardState | None, event: EvolvingAggregate.Event) -> ForwardState:
         return evolve_forward(state, event)
@@ -192,7 +195,7 @@ class ForwardMigration(EvolvingAggregate):
 F = ForwardMigration
 
 
-def evolve_forward(state: ForwardState | None, e: Any) -> ForwardState:
+def evolve_forward(state: ForwardState | None, e: object) -> ForwardState:
     """Pure reducer of a forward migration's events."""
     if isinstance(e, F.ForwardRequested):
         return ForwardState(e.namespace, e.schedule_id, e.request_id, e.request_id_origin)

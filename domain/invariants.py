@@ -8,7 +8,7 @@ positions of the events involved. It reads events only, so it runs on any copy o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .decisions import sentinel_running
 from .exactly_once_log import OnceLedger
@@ -22,7 +22,7 @@ from .recovery import confirmed_no_run
 from .retention import ClaimRecord, rearm_refusal
 from .incarnation import destination_running
 from .schedule import Schedule, ScheduleState, evolve_schedule
-from .violation import Violation
+from .violation import Violation as Violation  # re-exported: its home before
 
 M, S = Migration, Schedule
 # Steps that may start the destination, or restore the source, on the strength of the claim.
@@ -49,7 +49,7 @@ class _Trace:
     claim: ClaimRecord | None = None  # the latest claim, and the answer to its start (F16)
 
 
-def _receipted_park(st: Any, e: Any) -> bool:
+def _receipted_park(st: MigrationState, e: object) -> bool:
     """After the receipt, instead of a settle: a park ``deleted_unsettled`` (a settle that
     could not read the deleted schedule), and then the operator's ``destination_owns``."""
     if isinstance(e, M.MigrationParked):
@@ -169,12 +169,12 @@ class Checker:
             self.flag("I5", mid, [t.chain_seen_at, pos], f"{type(e).__name__} after this "
                       "migration's own chain was observed")
 
-    def _claim(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _claim(self, mid: str, t: _Trace, pos: int, e: Migration.StartClaimConsumed) -> None:
         t.claim = ClaimRecord(e.timestamp)
         if not t.state.claim_armed:
             self.flag("I4", mid, [pos], "start claim consumed while not armed")
 
-    def _start(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _start(self, mid: str, t: _Trace, pos: int, e: Migration.DestinationStartIssued) -> None:
         if not isinstance(t.prev, M.StartClaimConsumed):
             self.flag("I4", mid, [t.prev_pos, pos], "start issued without a claim consumed "
                       "directly before it")
@@ -186,7 +186,7 @@ class Checker:
             self.flag("I11", mid, [t.created_at, pos],
                       "start input does not carry the pre-migration pause and notes")
 
-    def _answer(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _answer(self, mid: str, t: _Trace, pos: int, e: Migration.DestinationAnswered) -> None:
         t.answer, t.claim = (pos, e), t.claim and ClaimRecord(t.claim.at, e.kind)
         if e.kind == "created" or (e.kind == "already_started" and
                                    e.start_request_id == t.state.request_id):
@@ -198,22 +198,22 @@ class Checker:
                 self.flag("I4", mid, t.created_answers, "more than one destination chain "
                           "created by this migration")
 
-    def _park(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _park(self, mid: str, t: _Trace, pos: int, e: Migration.MigrationParked) -> None:
         """L1 (liveness): no park on what a destination read showed while the one start
         could still land (its recorded age inside its recorded grace): a false park."""
         c = t.prev
-        if isinstance(c, M.ChainVerified) and None not in (c.claim_age, c.claim_grace) and \
-                c.claim_age < c.claim_grace:
+        if isinstance(c, M.ChainVerified) and c.claim_age is not None and \
+                c.claim_grace is not None and c.claim_age < c.claim_grace:
             self.flag("L1", mid, [t.prev_pos, pos], f"parked {e.reason} on a read "
                       f"{c.claim_age:.3f}s after the claim's last step, inside its "
                       f"{c.claim_grace:g}s grace: the start could still land")
 
-    def _chain(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _chain(self, mid: str, t: _Trace, pos: int, e: Migration.ChainVerified) -> None:
         t.chain = (pos, e)
         if _head_created_by(e, t.state.request_id):
             t.chain_seen_at = t.chain_seen_at or pos
 
-    def _accept(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _accept(self, mid: str, t: _Trace, pos: int, e: Migration.OwnershipAccepted) -> None:
         t.receipt_at = pos
         rid, first = t.state.request_id, e.destination_first_run_id
         if e.evidence == "chain_head":
@@ -238,12 +238,12 @@ class Checker:
             self.flag(inv, mid, [pos] + ([proof[0]] if proof else []),
                       f"ownership accepted ({e.evidence}) without matching proof")
 
-    def _close(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _close(self, mid: str, t: _Trace, pos: int, e: Migration.SourceClosed) -> None:
         t.source_closed_at = pos
         if t.state.receipt is None or e.destination_first_run_id != t.state.receipt:
             self.flag("I2", mid, [pos], "source closed without an ownership receipt")
 
-    def _rearm(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _rearm(self, mid: str, t: _Trace, pos: int, e: Migration.StartClaimRearmed) -> None:
         if e.absence is not None:  # F16: is absence inside retention the proof it claims?
             why = rearm_refusal(e.absence, t.state, t.claim, getattr(t.prev, "timestamp", None))
             if why:
@@ -254,7 +254,7 @@ class Checker:
             self.flag("I9", mid, [pos], "adopted legacy migration re-armed without the "
                       "operator-attested, live-checked absence of a destination run")
 
-    def _abort(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _abort(self, mid: str, t: _Trace, pos: int, e: Migration.MigrationAborted) -> None:
         t.aborted_at = pos
         # An operator's source_kept resolution directly before it attests what no answer proves.
         attested = isinstance(t.prev, M.MigrationResolved) and \
@@ -267,13 +267,13 @@ class Checker:
             self.flag("I11", mid, [t.created_at, pos], "restore does not give back the "
                       "pre-migration pause and notes")
 
-    def _adopt(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _adopt(self, mid: str, t: _Trace, pos: int, e: Migration.LegacyMigrationAdopted) -> None:
         t.adopted_at = pos
         if t.state.phase != "legacy_pending" or t.state.request_id is not None:
             self.flag("I3", mid, [t.created_at, pos], "adoption of a migration that already "
                       f"has a durable id ({t.state.request_id!r}, {t.state.phase})")
 
-    def _resolve(self, mid: str, t: _Trace, pos: int, e: Any) -> None:
+    def _resolve(self, mid: str, t: _Trace, pos: int, e: Migration.MigrationResolved) -> None:
         inv = "I2" if e.resolution == "destination_owns" else "I9"
         if e.resolution == "destination_owns":
             t.receipt_at = pos  # the operator-attested receipt
@@ -359,7 +359,7 @@ class Checker:
         return self.violations
 
 
-_STEP_CHECKS = {
+_STEP_CHECKS: dict[type, Callable[[Checker, str, _Trace, int, Any], None]] = {
     M.StartClaimConsumed: Checker._claim,
     M.DestinationStartIssued: Checker._start,
     M.DestinationAnswered: Checker._answer,
@@ -374,7 +374,7 @@ _STEP_CHECKS = {
 }
 
 
-def _is_migration(e: Any) -> bool:
+def _is_migration(e: object) -> bool:
     return getattr(type(e), "TOPIC", "").startswith("schedfence.migration.")
 
 

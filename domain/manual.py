@@ -107,12 +107,13 @@ def trigger(state: ScheduleState, now: datetime, overlap: str | None = None) -> 
     return [Fact(Triggered, {"nominal": nominal, "overlap": policy})]
 
 
-def backfill(state: ScheduleState, start: datetime, end: datetime, now: datetime,
-             overlap: str | None = None) -> Facts:
+def backfill(state: ScheduleState, start: datetime | None, end: datetime | None,
+             now: datetime, overlap: str | None = None) -> Facts:
     """Every nominal time of the spec in ``[start, end]``, under ``overlap`` (default: the
     schedule's), ignoring pause, the limit and the catch-up window, as Temporal's backfill.
     The backfill is named ``backfill-<n>``; its exclusive cursor starts just before
-    ``start`` and is recorded with every step, so no time of it runs twice or never."""
+    ``start`` and is recorded with every step, so no time of it runs twice or never. A
+    missing ``start`` or ``end`` is refused (``invalid_argument``)."""
     check_mutable(state)
     policy = _overlap(state, overlap)
     start, end = _ceil_second(utc_time("start", start)), utc_time("end", end)

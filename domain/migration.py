@@ -8,7 +8,8 @@ replay and the invariant checker all fold with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, get_args
+from uuid import UUID
 
 from pydantic import model_validator
 
@@ -71,14 +72,14 @@ class MigrationState:
     claim_armed: bool
     starts_issued: int = 0
     unproven_starts: int = 0  # starts whose answer does not prove "nothing committed"
-    last_answer: dict | None = None
+    last_answer: dict[str, Any] | None = None
     receipt: str | None = None
     park_reason: str | None = None
     park_detail: str = ""
     attempts: int = 0
     last_worker: str = ""
     epoch: int = 0  # the store epoch (failovers recorded) this migration's steps belong to
-    handover: dict | None = None  # what the destination continues (domain/handover.py)
+    handover: dict[str, Any] | None = None  # what the destination continues (domain/handover.py)
     boundary_settled: bool = False  # its boundary's times were asked for (BoundarySettled)
 
     @property
@@ -93,7 +94,9 @@ class MigrationState:
     @property
     def unverified_why(self) -> str:
         """Why "no start in this log" proves nothing, for an unverified park."""
-        return PARK_MEANING[self.park_reason] if self.unverified else ""  # type: ignore[index]
+        if self.unverified and self.park_reason is not None:  # unverified: a reason is set
+            return PARK_MEANING[self.park_reason]
+        return ""
 
     @property
     def unverified(self) -> bool:
@@ -176,7 +179,7 @@ class Migration(EvolvingAggregate):
             upcast_handover_v1_v2(state.get("handover"))
 
         @model_validator(mode="after")
-        def _identity_consistent(self) -> Any:
+        def _identity_consistent(self) -> Self:
             # An id-less record is only ever a v1 upcast; it must never carry an armed claim.
             if (self.request_id is None) != (self.origin == "legacy"):
                 raise ValueError("origin 'legacy' if and only if there is no request id")
@@ -346,18 +349,21 @@ class Migration(EvolvingAggregate):
         restored_paused: bool
         restored_notes: str
 
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: MigrationState
+
     @staticmethod
-    def evolve(state: MigrationState | None, event: Any) -> MigrationState:
+    def evolve(state: MigrationState | None, event: object) -> MigrationState:
         return evolve_migration(state, event)
 
     @classmethod
-    def assign_request_id(cls, migration_id: Any, **fields: Any) -> Migration:
+    def assign_request_id(cls, migration_id: UUID, **fields: Any) -> Migration:
         return cls._create(cls.RequestIdAssigned, id=migration_id, **fields)
 
 
 
-def _created(event: Any, *, request_id: str | None, origin: str, phase: Phase,
-             armed: bool) -> MigrationState:
+def _created(event: Migration.RequestIdAssigned, *, request_id: str | None, origin: str,
+             phase: Phase, armed: bool) -> MigrationState:
     return MigrationState(
         migration_id=str(event.originator_id), namespace=event.namespace,
         schedule_id=event.schedule_id, source_id=event.source_id,
@@ -372,14 +378,15 @@ def _answer(state: MigrationState, e: Migration.DestinationAnswered) -> Migratio
     return updated(state, last_answer=e.payload(), unproven_starts=max(unproven, 0))
 
 
-def _step(state: MigrationState, event: Any) -> MigrationState:
+def _step(state: MigrationState, event: object) -> MigrationState:
     """Bookkeeping shared by every worker step."""
     attempts = max(state.attempts, getattr(event, "attempt", 0))
     return updated(state, attempts=attempts, last_worker=getattr(event, "worker", "") or
                    state.last_worker)
 
 
-def _operator(state: MigrationState, e: Any) -> MigrationState:
+def _operator(state: MigrationState, e: Migration.LegacyMigrationAdopted |
+              Migration.MigrationResolved) -> MigrationState:
     """Operator recovery steps (domain/recovery.py decides when they are allowed)."""
     if isinstance(e, Migration.LegacyMigrationAdopted):
         return updated(state, request_id=e.request_id, origin="adopted", phase="parked",
@@ -392,7 +399,7 @@ def _operator(state: MigrationState, e: Any) -> MigrationState:
     return state  # source_kept: the MigrationAborted that follows restores the source
 
 
-def evolve_migration(state: MigrationState | None, event: Any) -> MigrationState:
+def evolve_migration(state: MigrationState | None, event: object) -> MigrationState:
     """Pure, total reducer: state × event → state. Unknown events raise (never skipped)."""
     M = Migration
     if isinstance(event, M.RequestIdAssigned):

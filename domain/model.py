@@ -84,7 +84,7 @@ class EvolvingAggregate(BaseAggregate[UUID]):
         originator_topic: str
 
     def __init__(self) -> None:
-        self.state = None
+        self.state: object = None  # each aggregate narrows it to its state class
 
     def record(self, facts: Facts | list[tuple[type, dict[str, Any]]]) -> None:
         """Append the events a pure decision returned, in order."""
@@ -110,7 +110,7 @@ class EvolvingAggregate(BaseAggregate[UUID]):
 
         @classmethod
         def take(cls, aggregate: Any) -> EvolvingAggregate.Snapshot:
-            aggregate_class = type(aggregate)
+            aggregate_class: type = type(aggregate)  # `type`, not type[Any]: hashable for the cache
             state_class = state_class_of(aggregate_class)
             if type(aggregate.state) is not state_class:
                 raise TypeError(f"{aggregate_class.__name__}.state is a "
@@ -150,7 +150,7 @@ def state_class_of(aggregate_class: type) -> type:
     Read from the reducer rather than stored in the snapshot, so a renamed or moved state
     class does not strand the snapshots already written.
     """
-    hints = typing.get_type_hints(aggregate_class.evolve)
+    hints = typing.get_type_hints(getattr(aggregate_class, "evolve"))  # any class with one
     state_class = hints.get("return")
     if not (isinstance(state_class, type) and dataclasses.is_dataclass(state_class)):
         raise TypeError(f"{aggregate_class.__name__}.evolve must declare a dataclass return "
@@ -196,7 +196,8 @@ def updated(state: S, **changes: Any) -> S:
     again (one ``object.__setattr__`` per field, on ~30 fields). Equal to ``replace``'s result
     because the copy keeps every field and a state class may have no ``__post_init__``, no
     ``init=False`` field and no ``__slots__`` (``_field_names`` refuses such a class)."""
-    names = _field_names(type(state))
+    state_class: type = type(state)  # `type`, not type[S]: hashable for the cache
+    names = _field_names(state_class)
     if not changes.keys() <= names:
         raise TypeError(f"{type(state).__name__} has no field(s) "
                         f"{', '.join(sorted(changes.keys() - names))}")

@@ -197,7 +197,7 @@ def _check_named_head(state: MigrationState, first: str, named: RunDescription |
                               f"{named.first_execution_run_id}); name the first run")
 
 
-def confirmed_no_run(e: Any) -> bool:
+def confirmed_no_run(e: Migration.StartClaimRearmed) -> bool:
     """The re-arm records the operator's confirmation and a live look that backs it (the
     checker's I9 and I16 read it)."""
     ev = e.evidence or {}

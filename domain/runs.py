@@ -13,7 +13,7 @@ domain/manual.py's (update, trigger, backfill).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from eventsourcing.utils import register_topic
 
@@ -162,7 +162,7 @@ for _event in RUN_EVENTS:  # the Schedule aggregate's events, declared outside i
     register_topic(_event.TOPIC, _event)
 
 
-def evolve_runs(state: ScheduleState, event: Any) -> ScheduleState:
+def evolve_runs(state: ScheduleState, event: object) -> ScheduleState:
     fold = _FOLDS.get(type(event))
     if fold is not None:
         return fold(state, event)
@@ -203,7 +203,7 @@ def _program_updated(state: ScheduleState, e: ProgramUpdated) -> ScheduleState:
                    remaining_actions=e.remaining_actions, cursor=e.cursor or state.cursor)
 
 
-_FOLDS: dict[type, Any] = {
+_FOLDS: dict[type, Callable[[ScheduleState, Any], ScheduleState]] = {
     TimesProcessed: lambda s, e: replace(s, cursor=e.cursor, buffered=list(e.buffer)),
     ActionStartIssued: _issued,
     ActionStartRetrying: _retrying,

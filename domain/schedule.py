@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from .errors import Closed, MigrationPending
@@ -18,7 +18,8 @@ from .action import nominal_text, parse_nominal, upcast_action_v1_v2, upcast_han
 from .model import EvolvingAggregate, Fact, Facts, updated
 from .program import Program
 from .runs import evolve_runs
-from .schedule_key import KeyState, ScheduleKey  # noqa: F401  (their home before)
+from .schedule_key import KeyState as KeyState  # re-exported: their home before
+from .schedule_key import ScheduleKey as ScheduleKey
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
 FORWARD_NOTE = "dormant: taking over from a Temporal Schedule"
@@ -75,7 +76,7 @@ def check_mutable(state: ScheduleState) -> None:
         )
 
 
-def check_fence(state: ScheduleState, request_id: str) -> None:
+def check_fence(state: ScheduleState, request_id: str | None) -> None:
     """Guard for a migration's source transition: the fence must still hold this request id."""
     if state.closed:
         raise Closed(f"schedule {state.namespace}/{state.schedule_id} is closed")
@@ -243,6 +244,9 @@ class Schedule(EvolvingAggregate):
         request_id: str
         migration_id: str
 
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: ScheduleState
+
     @staticmethod
     def evolve(state: ScheduleState | None, event: EvolvingAggregate.Event) -> ScheduleState:
         return evolve_schedule(state, event)
@@ -342,7 +346,7 @@ def pause_facts(state: ScheduleState, paused: bool, now: datetime | None) -> Fac
 def release_fence_facts(state: ScheduleState, request_id: str | None, paused: bool,
                         notes: str) -> Facts:
     """Restore the source's own pause and notes: only by the fence's migration (I10)."""
-    check_fence(state, request_id)  # type: ignore[arg-type]
+    check_fence(state, request_id)
     return [Fact(Schedule.FenceReleased, {
         "request_id": request_id, "migration_id": state.fence_migration_id,
         "restored_paused": paused, "restored_notes": notes})]

@@ -6,7 +6,7 @@ incarnation, race on its version and one of them retries (no ping-pong, I19)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from uuid import UUID
 
 from .errors import MigrationPending
@@ -52,6 +52,9 @@ class ScheduleKey(EvolvingAggregate):
         TOPIC: ClassVar[str] = "schedfence.schedule_key.ForwardClosed"
         class_version: ClassVar[int] = 1
         migration_id: str
+
+    if TYPE_CHECKING:  # folded by evolve; an annotation here would make a dataclass field
+        state: KeyState
 
     @staticmethod
     def evolve(state: KeyState | None, event: object) -> KeyState:

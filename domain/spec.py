@@ -25,7 +25,7 @@ import heapq
 import re
 from datetime import date, datetime, timedelta, timezone
 from importlib import resources
-from typing import Iterator
+from typing import Iterator, Sequence
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
@@ -231,7 +231,7 @@ def check_same_on_temporal(spec: ScheduleSpec) -> None:
                                   "another hour, a wildcard hour or UTC")
 
 
-def make_spec(*, intervals: list[tuple[int, int]] | tuple = (), cron: list[str] | tuple = (),
+def make_spec(*, intervals: Sequence[tuple[int, int]] = (), cron: Sequence[str] = (),
               start_at: datetime | None = None, end_at: datetime | None = None,
               jitter: int = 0, time_zone: str = "UTC") -> ScheduleSpec:
     """A checked spec: every refusal is ``invalid_argument`` naming the field."""

@@ -111,7 +111,7 @@ def _class(chars: str) -> str:
 _CONTROL = "\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029"
 _CONTROL_MULTILINE = "\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u2028\\u2029"
 _SPACE = "\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u202f\\u205f\\u3000"  # what str.strip() takes
-_INVISIBLE = _class(sorted(INVISIBLE))
+_INVISIBLE = _class("".join(sorted(INVISIBLE)))
 ID_PATTERN = (f"^[^{_CONTROL}{_INVISIBLE}{_SPACE}]"
               f"(?:[^{_CONTROL}{_INVISIBLE}]*[^{_CONTROL}{_INVISIBLE}{_SPACE}])?$")
 REASON_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$"

@@ -90,7 +90,7 @@ class _Loaded:
     """One schedule's rollback inputs, read with the batch's."""
 
     source: Any
-    identity: tuple[str, str, str]  # request id, its origin, migration id
+    identity: tuple[str, str, UUID]  # request id, its origin, migration id
     same: Any = None  # the migration of this request id, if any
     pending: Any = None  # the migration the source's fence holds, if any
     last: Any = None  # the source's last migration, if any
@@ -106,7 +106,7 @@ def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
     sources = load_many(service.app, [c for c in current.values() if c is not None])
     loaded = {sid: _Loaded(src, h.rollback_identity(namespace, sid, src.state.incarnation, rid))
               for sid, rid in zip(schedule_ids, rids)
-              if (src := sources.get(current.get(sid))) is not None}  # type: ignore[arg-type]
+              if (c := current.get(sid)) is not None and (src := sources.get(c)) is not None}
     wanted = [UUID(str(x)) for one in loaded.values()
               for x in (one.identity[2], one.source.state.fence_migration_id,
                         one.source.state.last_migration_id) if x is not None]
@@ -136,6 +136,7 @@ def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
         if one is None:
             answers.append(NotFound(f"schedule {namespace}/{sid} not found"))
             continue
+        answer: RollbackResult | DomainError
         try:
             answer, aggregates = _decide_one(service, namespace, sid, one, epoch, who)
         except DomainError as exc:

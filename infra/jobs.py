@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from schedfence.domain import decisions as d
 from schedfence.domain import job as j
@@ -143,10 +143,10 @@ def request_one(service: MigrationService, sel: j.Selection, job_id: str, schedu
             outcome = _predict_rollback(service, ns, schedule_id, rid) if dry_run else \
                 service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome
         elif dry_run:
-            outcome, park = service.predict_forward(ns, schedule_id, rid)  # type: ignore[attr-defined]
+            outcome, park = service.predict_forward(ns, schedule_id, rid)
             return j.requested(schedule_id, rid, outcome, predicted=True, park=park)
         else:
-            outcome = service.forward(ns, schedule_id, request_id=rid,  # type: ignore[attr-defined]
+            outcome = service.forward(ns, schedule_id, request_id=rid,
                                       actor=actor).outcome
     except AlreadyExists as exc:
         return j.refused(schedule_id, rid, _held_by_another(service, sel, schedule_id, exc))
@@ -256,7 +256,7 @@ def run_job(service: MigrationService, job_id: str, namespace: str, direction: s
     job = _open_job(service, job_id, sel, options.actor or service.worker_id, options.dry_run)
     if options.dry_run:
         return _dry_run(service, job_id, sel, job, options.page_size)
-    runner = _Runner(service, job, options, on_progress)
+    runner = _Runner(service, cast(j.Job, job), options, on_progress)  # not dry: never None
     runner.request_all()
     drained = drive(service, options.concurrency) if options.wait else None
     doc = job_report(service, job_id)

@@ -14,7 +14,7 @@ from schedfence.domain import handoff as h
 from schedfence.domain import recovery as r
 from schedfence.domain.errors import InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import validate_id, validate_request_id
-from schedfence.domain.migration import Migration
+from schedfence.domain.migration import Migration, MigrationState
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, RunDescription,
                                      command_error)
 from schedfence.domain.schedule import Schedule
@@ -60,12 +60,16 @@ def _load(service: MigrationService, namespace: str,
     return source, service.load.migration(source.state.fence_migration_id)
 
 
+def _state_of(mig: Migration | None) -> MigrationState | None:
+    return None if mig is None else mig.state
+
+
 def _adopt(service: MigrationService, namespace: str, schedule_id: str, actor: str,
            reason: str, request_id: str | None) -> MigrationView:
     source, mig = _load(service, namespace, schedule_id)
     rid, other_id = h.adoption_id(source.state, request_id)
     other = service.load.migration(other_id)
-    change = h.adopt(source.state, mig and mig.state, actor, reason, rid,
+    change = h.adopt(source.state, _state_of(mig), actor, reason, rid,
                      other.state.migration_id if other is not None else None)
     return _save(service, "adopt", change, source, mig)  # the id and the fence agree
 
@@ -74,10 +78,10 @@ def _rearm(service: MigrationService, namespace: str, schedule_id: str, actor: s
            reason: str, confirmed: bool) -> MigrationView:
     source, mig = _load(service, namespace, schedule_id)
     epoch, look = service.epoch(), None
-    if h.rearm_needs_look(source.state, mig and mig.state, confirmed, epoch):
-        st = mig.state  # type: ignore[union-attr]
+    if h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch):
+        st = mig.state  # type: ignore[union-attr]  # a look is needed only with a migration
         look = r.Look(current=_describe(service, st.namespace, st.workflow_id))
-    change = h.rearm(source.state, mig and mig.state, actor, reason, confirmed=confirmed,
+    change = h.rearm(source.state, _state_of(mig), actor, reason, confirmed=confirmed,
                      look=look, epoch=epoch)
     return _save(service, "rearm", change, source, mig)
 
@@ -85,7 +89,7 @@ def _rearm(service: MigrationService, namespace: str, schedule_id: str, actor: s
 def _resolve(service: MigrationService, namespace: str, schedule_id: str, actor: str,
              reason: str, resolution: str, first_run_id: str | None) -> MigrationView:
     source, mig = _load(service, namespace, schedule_id)
-    st = h.resolve_check(source.state, mig and mig.state, resolution, first_run_id)
+    st = h.resolve_check(source.state, _state_of(mig), resolution, first_run_id)
     look = r.Look(current=_describe(service, st.namespace, st.workflow_id),
                   named=_describe(service, st.namespace, st.workflow_id, first_run_id)
                   if first_run_id else None)

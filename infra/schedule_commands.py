@@ -111,8 +111,8 @@ class ScheduleCommands:
         return self._decide(namespace, schedule_id,
                             lambda st: manual.trigger(st, at, overlap))
 
-    def backfill_schedule(self, namespace: str, schedule_id: str, start: datetime,
-                          end: datetime, *, overlap: str | None = None,
+    def backfill_schedule(self, namespace: str, schedule_id: str, start: datetime | None,
+                          end: datetime | None, *, overlap: str | None = None,
                           now: datetime | None = None) -> ScheduleView:
         """Every nominal time of the spec in ``[start, end]`` (both past), under ``overlap``;
         the scheduler works through it from a durable cursor (domain/manual.py)."""

@@ -34,6 +34,8 @@ from schedfence.infra.forward_commands import ForwardCommands
 if TYPE_CHECKING:
     from schedfence.domain.invariants import Violation
     from schedfence.projections import service_views as pv
+    from schedfence.projections.queries import CursorAuditPage
+    from schedfence.projections.records import MigrationRow, OnCallItem
     from schedfence.infra.worker.batch import BatchWorker
     from schedfence.infra.worker.due import DueWork
     from schedfence.infra.worker.lease import Leases
@@ -150,7 +152,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
                             epoch=self.epoch(), actor=actor or self.worker_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
-            return RollbackResult(change.outcome, rid, existing.origin,  # type: ignore[union-attr]
+            return RollbackResult(change.outcome, rid, existing.origin,
                                   change.migration_id)
         self.worker.save("rollback", *change.apply(source, None))  # one append, both
         return RollbackResult("accepted", rid, origin, change.migration_id)
@@ -215,7 +217,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         change = h.abort(source.state, migration and migration.state, actor, reason,
                          self.epoch())
         self.worker.save("abort", *change.apply(source, migration))
-        return MigrationView.of(migration.state, migration.version)  # type: ignore[union-attr]
+        return MigrationView.of(migration.state, migration.version)
 
     def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
                 request_id: str | None = None, **options: Any) -> MigrationView:
@@ -331,7 +333,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def catch_up(self) -> int:
         return self.views.catch_up()
 
-    def audit(self, **filters: Any) -> pv.AuditPage:
+    def audit(self, **filters: Any) -> CursorAuditPage:
         """schedule="NS/ID", request_id, migration_id, actor, since, until, newest_first,
         limit: see ``OperatorViews.audit``."""
         return self.views.audit(**filters)
@@ -339,12 +341,12 @@ class MigrationService(ScheduleCommands, ForwardCommands):
     def stats(self) -> dict[str, Any]:
         return self.views.stats()
 
-    def oncall(self, stuck_after_seconds: float = VIEWS_DEFAULT) -> list[pv.OnCallItem]:
+    def oncall(self, stuck_after_seconds: float = VIEWS_DEFAULT) -> list[OnCallItem]:
         """Default: ``service_views.STUCK_AFTER`` seconds."""
         return self.views.oncall(*_given(stuck_after_seconds))
 
     def migrations_by_state(self, state: str | None = None,
-                            limit: int = VIEWS_DEFAULT) -> list[pv.MigrationRow]:
+                            limit: int = VIEWS_DEFAULT) -> list[MigrationRow]:
         """Default ``limit``: ``service_views.MAX_ROWS``."""
         return self.views.migrations_by_state(state, *_given(limit))
 
@@ -403,7 +405,8 @@ def open_service(store: str, destination: Destination | str | None = None, *,
         except BaseException:
             app.close()
             raise
-        destination, on_close = opened.destination, opened.close
+        chosen: Destination = opened.destination
+        destination, on_close = chosen, opened.close
     return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
                             on_close=on_close, claim_grace=claim_grace, retry_for=retry_for)
 

@@ -48,7 +48,8 @@ class SubscriptionWaker:
     raises the hint and sets ``wake``. ``error``: what ended the subscription, if anything."""
 
     def __init__(self, recorder: Any, gt: int, wake: threading.Event) -> None:
-        self.hint, self.error, self._wake = gt, None, wake
+        self.hint, self._wake = gt, wake
+        self.error: BaseException | None = None
         self._subscription = recorder.subscribe(gt=gt)  # NotImplementedError: none here
         self._thread = threading.Thread(target=self._run, name="projection-subscription",
                                         daemon=True)

@@ -62,7 +62,8 @@ class MetricsSnapshot:
 
 
 def _topic(cls: type) -> str:
-    return getattr(cls, "TOPIC")
+    topic: str = getattr(cls, "TOPIC")
+    return topic
 
 
 def read(conn: Connection) -> dict[str, Any]:
@@ -70,13 +71,13 @@ def read(conn: Connection) -> dict[str, Any]:
     topics = {_topic(cls): (direction, counter) for direction, counter, cls in COUNTED}
     a = t.audit.c
     found = dict(conn.execute(select(a.topic, func.count()).where(a.topic.in_(sorted(topics)))
-                              .group_by(a.topic)).all())
+                              .group_by(a.topic)).tuples().all())
     totals = {key: found.get(topic, 0) for topic, key in topics.items()}
     by_state = {(ns, state): n for ns, state, n in conn.execute(select(t.counts)).all()}
     m = t.migrations.c
     attempts = conn.execute(select(func.coalesce(func.sum(m.attempts), 0))).scalar() or 0
     due = dict(conn.execute(select(m.due, func.count()).where(m.due != "closed")
-                            .group_by(m.due)).all())
+                            .group_by(m.due)).tuples().all())
     forward = conn.execute(select(a.aggregate_id).where(
         a.topic == _topic(ForwardMigration.ForwardRequested)).order_by(a.position)).scalars()
     return {"totals": totals, "by_state": by_state, "attempts": int(attempts), "due": due,

@@ -26,7 +26,7 @@ class Line(NamedTuple):
     text: str
 
 
-def _absence(seen: dict | None) -> str:
+def _absence(seen: dict[str, Any] | None) -> str:
     """What a re-arm on absence saw (F16), or nothing."""
     if not seen:
         return ""
@@ -51,7 +51,7 @@ def _handover(start_input: dict[str, Any]) -> str:
             f"start(s), {len(h['backfills'])} backfill(s) in progress)")
 
 
-def _settled(d: dict) -> str:
+def _settled(d: dict[str, Any]) -> str:
     started = ", ".join(d["started"])
     if d.get("deleted_at"):
         what = f"the schedule was deleted at {d['deleted_at']}, before the settle; " + (
@@ -70,7 +70,7 @@ def _flag(value: object) -> str:
     return "yes" if value else "no"
 
 
-def _boundary(boundary: dict | None) -> str:
+def _boundary(boundary: dict[str, Any] | None) -> str:
     """How the forward boundary was proven (TemporalFenced v2): the times checked by id."""
     if not boundary:
         return ""

@@ -16,7 +16,8 @@ from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
 from schedfence.domain.migration import Migration, evolve_migration
-from schedfence.domain.schedule import Schedule, ScheduleKey
+from schedfence.domain.schedule import Schedule
+from schedfence.domain.schedule_key import ScheduleKey
 
 from .records import to_us
 from .view import FenceViews, FoldedMigration
@@ -98,7 +99,8 @@ class FenceProjection(Projection[FenceViews]):
     def _key(self, domain_event: Any, tracking: Tracking) -> None:
         self._keyed(domain_event, tracking, "key", ScheduleKey.Created)
 
-    def _keyed(self, event: Any, tracking: Tracking, kind: str, created: type) -> None:
+    def _keyed(self, event: Any, tracking: Tracking, kind: str,
+               created: type[Schedule.Created] | type[ScheduleKey.Created]) -> None:
         """Schedule and key events: only their creation names the (namespace, id) key."""
         aid = str(event.originator_id)
         if isinstance(event, created):

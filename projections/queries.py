@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.domain.ids import validate_id
+from schedfence.domain.text import validate_id
 from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
                                          MigrationState)
 from schedfence.domain.read_shape import READ_FIELDS
@@ -160,6 +160,8 @@ class AuditQuery:
     def after_position(self) -> int | None:
         if self.after is None:
             return None
+        position: int
+        newest_first: bool
         position, newest_first = decode_cursor("audit", self.after, (int, bool))
         if newest_first != self.newest_first:
             raise InvalidArgument("cursor was returned in the other order: pass "
@@ -189,7 +191,7 @@ def audit(engine: Engine, q: AuditQuery, projected_through: int) -> CursorAuditP
         order = c.position.desc() if q.newest_first else c.position.asc()
         rows = conn.execute(select(t.audit).where(*conds).order_by(order)
                             .limit(q.limit + 1)).mappings().all()
-    entries = [_entry(r) for r in rows[:q.limit]]
+    entries: list[AuditEntry] = [_entry(r) for r in rows[:q.limit]]
     more = len(rows) > q.limit
     return CursorAuditPage(entries, more, projected_through, encode_cursor(
         "audit", entries[-1].position, q.newest_first) if more else None)
@@ -321,11 +323,12 @@ def schedule_keys(engine: Engine, namespace: str | None, limit: int,
 
 def migration_states(engine: Engine, ids: list[str]) -> dict[str, str]:
     """The state of each of these (rollback) migrations the projection holds."""
-    c, found = t.migrations.c, {}
+    c = t.migrations.c
+    found: dict[str, str] = {}
     with engine.connect() as conn:
         for start in range(0, len(ids), 500):
             found.update(conn.execute(select(c.migration_id, c.state).where(
-                c.migration_id.in_(ids[start:start + 500]))).all())
+                c.migration_id.in_(ids[start:start + 500]))).tuples().all())
     return found
 
 
@@ -385,6 +388,6 @@ def _row(r: Any, now_us: int) -> tuple[MigrationRow, MigrationState]:
 def count_rows(engine: Engine) -> dict[str, int]:
     """Rows per view table (projection status)."""
     with engine.connect() as conn:
-        return {table.name: conn.execute(select(func.count()).select_from(table)).scalar()
+        return {table.name: conn.execute(select(func.count()).select_from(table)).scalar_one()
                 for table in t.VIEW_TABLES}
 

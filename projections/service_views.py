@@ -10,7 +10,7 @@ import threading
 import time
 from datetime import datetime
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 from uuid import UUID
 
 from sqlalchemy.engine import Engine
@@ -36,12 +36,12 @@ class OperatorViews:
 
     def __init__(self, app: Any, engine: Engine, *, tolerate_gaps: bool = False,
                  pipeline: bool = False,
-                 write_options: dict[str, Any] | None = None,
+                 write_options: dict[str, Any],
                  rows: RowWriter | None = None,
                  timeout_error: Callable[[BaseException], Exception | None] | None = None
                  ) -> None:
         self.app, self.engine = app, engine
-        self._args = {"tolerate_gaps": tolerate_gaps, "pipeline": pipeline,
+        self._args: dict[str, Any] = {"tolerate_gaps": tolerate_gaps, "pipeline": pipeline,
                       "timeout_error": timeout_error}
         self._write_options, self._rows = write_options, rows
         self._projector: Projector | None = None
@@ -56,7 +56,7 @@ class OperatorViews:
                                   write_options=self._write_options,
                                   rows=self._rows)
                 view.create_tables()
-                self._projector = Projector(self.app, view, **self._args)  # type: ignore[arg-type]
+                self._projector = Projector(self.app, view, **self._args)
             return self._projector
 
     def close(self) -> None:
@@ -101,8 +101,9 @@ class OperatorViews:
         p = self._fresh()
         page = q.audit(p.view.engine, query, p.position)
         reasons = self._reasons(page.entries)
-        return replace(page, entries=[replace(e, reason=reasons.get(e.position))
-                                      for e in page.entries])
+        # q.audit's entries are AuditRows (the page's field is typed by its base class)
+        return replace(page, entries=[
+            replace(cast(q.AuditRow, e), reason=reasons.get(e.position)) for e in page.entries])
 
     def _reasons(self, entries: Sequence[Any]) -> dict[int, str]:
         """The ``reason`` field of the events at these positions, read from the log in runs of

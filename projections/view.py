@@ -57,7 +57,7 @@ class Batch:
     migrations: dict[str, FoldedMigration | None] = field(default_factory=dict)
     stored_migrations: set[str] = field(default_factory=set)
     dirty: set[str] = field(default_factory=set)
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (namespace, phase)
 
 
 class RowWriter:
@@ -71,7 +71,7 @@ class RowWriter:
     def replace(self, conn: Connection, table: Table, key: str,
                 rows: list[dict[str, Any]]) -> None:
         """Overwrite the stored rows that have these ``key`` values with ``rows``."""
-        values = {k: bindparam(k) for k in rows[0] if k != key}
+        values: dict[str, Any] = {k: bindparam(k) for k in rows[0] if k != key}
         conn.execute(update(table).where(table.c[key] == bindparam("b_key")).values(values),
                      [{("b_key" if k == key else k): v for k, v in r.items()} for r in rows])
 
@@ -203,13 +203,13 @@ class FenceViews(TrackingRecorder):
         with self.engine.connect() as conn:
             for start in range(0, len(todo), CHUNK):
                 chunk = todo[start:start + CHUNK]
-                for row in conn.execute(select(t.aggregates).where(
+                for stored in conn.execute(select(t.aggregates).where(
                         t.aggregates.c.aggregate_id.in_(chunk))).mappings():
-                    b.aggregates[row["aggregate_id"]] = dict(row)
-                for row in conn.execute(select(t.migrations).where(
+                    b.aggregates[stored["aggregate_id"]] = dict(stored)
+                for stored in conn.execute(select(t.migrations).where(
                         t.migrations.c.migration_id.in_(chunk))).mappings():
-                    b.migrations[row["migration_id"]] = _folded(row)
-                    b.stored_migrations.add(row["migration_id"])
+                    b.migrations[stored["migration_id"]] = _folded(stored)
+                    b.stored_migrations.add(stored["migration_id"])
 
     def aggregate(self, aggregate_id: str) -> dict[str, Any] | None:
         return self._current().aggregates.get(aggregate_id)
@@ -299,7 +299,7 @@ class FenceViews(TrackingRecorder):
         self.rows.insert(conn, t.audit, rows)
 
     @staticmethod
-    def _write_counts(conn: Connection, deltas: Counter) -> None:
+    def _write_counts(conn: Connection, deltas: Counter[tuple[str, str]]) -> None:
         """Apply the batch's count changes: read the touched rows, then one statement per
         kind of change (the write lock is held, so read-then-write is safe)."""
         keys = {k for k, delta in deltas.items() if delta}
@@ -345,7 +345,7 @@ class FenceViews(TrackingRecorder):
         return _WriteTransaction(self.engine, self.write_options)
 
     # -- reading everything (tests, rebuild checks) ---------------------------------------
-    def dump(self) -> dict[str, list[tuple]]:
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every view table, in key order: equal dumps mean equal views."""
         with self.engine.connect() as conn:
             return {table.name: [tuple(r) for r in conn.execute(
@@ -387,9 +387,10 @@ def _folded(row: Any) -> FoldedMigration:
                            row["version"])
 
 
-def _migration_row(migration_id: str, f: FoldedMigration) -> dict[str, Any]:
+def _migration_row(migration_id: str, f: FoldedMigration | None) -> dict[str, Any]:
     """The migration's read shape, where and when it changed, and the whole folded state (and
     the domain's due class of it): no field is derived here."""
+    assert f is not None, migration_id  # dirty: folded in this batch
     s = f.state
     row = read_shape(s)
     row.pop("migration_id")

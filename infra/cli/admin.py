@@ -14,7 +14,7 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import (CliState, destination_label, emit, existing, json_option,
+from schedfence.infra.cli.base import (cli_state, destination_label, emit, existing, json_option,
                                        service)
 from schedfence.infra.service import MigrationService
 from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
@@ -34,7 +34,7 @@ def rollback(namespace: str, schedule_id: str, request_id: str | None, actor: st
     """Hand a schedule over to the workflow side.
 
     Idempotent per request id; an omitted id is derived from the source incarnation."""
-    state = click.get_current_context().find_object(CliState)
+    state = cli_state()
     result = state.service().rollback(namespace, schedule_id, request_id, actor).to_dict()
     result["destination"] = state.destination_label
     emit(as_json, result, out.rollback_lines(result))
@@ -147,7 +147,7 @@ def _run_pool(service: MigrationService, stop: threading.Event, concurrency: int
     def on_pass(thread: int, progressed: int) -> None:
         n = next(passes)
         if progressed and not until_idle:
-            line = {"pass": n, "thread": thread, "progressed": progressed,
+            line: dict[str, Any] = {"pass": n, "thread": thread, "progressed": progressed,
                     "log_position": service.event_count(),
                     "migrations": out.migration_states(service)}
             if as_json:

@@ -8,7 +8,7 @@ second, unrelated group.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import click
 
@@ -152,18 +152,23 @@ def json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
                         help="Print one JSON document instead of text.")(fn)
 
 
+def cli_state() -> CliState:
+    """The root group's state: it puts one on the context before any command runs."""
+    return cast(CliState, click.get_current_context().find_object(CliState))
+
+
 def service() -> MigrationService:
     """For commands that reach the destination: one must be chosen."""
-    return click.get_current_context().find_object(CliState).service()
+    return cli_state().service()
 
 
 def destination_label() -> str:
-    return click.get_current_context().find_object(CliState).destination_label
+    return cli_state().destination_label
 
 
 def existing() -> MigrationService:
     """For commands that read or change an existing store and never reach the destination."""
-    return click.get_current_context().find_object(CliState).existing()
+    return cli_state().existing()
 
 
 def emit(as_json: bool, doc: Any, lines: list[str]) -> None:

@@ -9,7 +9,7 @@ requested could not all be driven to an end, it prints the report and exits 1
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from schedfence.infra import jobs
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import destination_label, emit, existing, json_option, service
 from schedfence.infra.worker.drain import DrainReport, NotDrained
+
+if TYPE_CHECKING:
+    from click._termui_impl import ProgressBar
 
 EXAMPLES = 5  # schedule ids shown per reason in text
 
@@ -158,7 +161,8 @@ class _Bar:
     else a counting line; counts and the request rate beside it."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled, self.bar, self.done = enabled, None, 0
+        self.enabled, self.done = enabled, 0
+        self.bar: ProgressBar[Any] | None = None
 
     def __enter__(self) -> _Bar:
         return self

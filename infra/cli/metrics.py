@@ -12,7 +12,7 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 
-from schedfence.infra.cli.base import CliState, existing
+from schedfence.infra.cli.base import cli_state, existing
 from schedfence.infra.observability.metrics import render_metrics
 
 FILE_MODE = 0o644  # the collector usually runs as another user
@@ -31,7 +31,7 @@ def metrics(metrics_store: str | None, output: str | None) -> None:
     latency is per process, so it is empty here. Needs no destination and never creates a
     store."""
     if metrics_store is not None:
-        click.get_current_context().find_object(CliState).store = metrics_store
+        cli_state().store = metrics_store
     body, _content_type = render_metrics(existing())
     if output is None:
         click.echo(body.decode(), nl=False)

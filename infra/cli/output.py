@@ -10,7 +10,7 @@ import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import click
 
@@ -99,14 +99,24 @@ def stderr_is_terminal() -> bool:
         return False
 
 
+class Progress(Protocol):
+    """``update(done, total)``: what ``progress`` yields."""
+
+    def __call__(self, done: int, total: int | None = None, /) -> None: ...
+
+
+def _no_progress(done: int, total: int | None = None) -> None:
+    return None
+
+
 @contextmanager
 def progress(description: str, unit: str,
-             total: int | None = None) -> Iterator[Callable[[int, int | None], None]]:
+             total: int | None = None) -> Iterator[Progress]:
     """``update(done, total)`` draws a bar with rate and ETA on stderr, only when stderr is a
     terminal (so --json and piped output stay clean); otherwise it does nothing. The bar is
     erased when the block ends."""
     if not stderr_is_terminal():
-        yield lambda done, total=None: None
+        yield _no_progress
         return
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
@@ -164,7 +174,8 @@ def schedule_lines(view: dict[str, Any]) -> list[str]:
 
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
-    spec, action, policies = view.get("spec"), view.get("action"), view.get("policies")
+    spec, policies = view.get("spec"), view.get("policies")
+    action: Any = view.get("action")  # a schedule with a spec has one
     policies = policies or SchedulePolicies().model_dump()  # none recorded: Temporal's defaults
     if spec is None:
         return ["runs: nothing (no spec and no action)"]

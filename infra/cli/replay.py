@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import CliState, json_option
+from schedfence.infra.cli.base import cli_state, json_option
 from schedfence.infra.offline import open_offline
 
 # Shown once in the header; repeating them on every created state is noise.
@@ -33,7 +33,7 @@ def replay(namespace: str, schedule_id: str, at: int | None, migration_id: str |
 
     Each step shows the event, the state change, the decision and its inputs, and the
     invariant checks at that step. Never contacts a destination. Exits 1 on a violation."""
-    store = click.get_current_context().find_object(CliState).store
+    store = cli_state().store
     service = open_offline(store)
     try:
         doc = service.replay(namespace, schedule_id, at=at, migration_id=migration_id)

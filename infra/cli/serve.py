@@ -18,7 +18,7 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 
-from schedfence.infra.cli.base import CliState
+from schedfence.infra.cli.base import cli_state
 from schedfence.infra.http.settings import MAX_BODY, RATE, TOKENS_ENV
 from schedfence.infra.observability import logs
 
@@ -72,7 +72,7 @@ def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_bod
         return
     host, port = parse_listen(listen)
     tokens = load_tokens(tokens_file)  # before the store is opened: refused, nothing created
-    state = click.get_current_context().find_object(CliState)
+    state = cli_state()
     if serve_store is not None:
         state.store = serve_store
     service = state.service()

@@ -27,14 +27,16 @@ from schedfence.domain import action as da
 from schedfence.domain import spec as ds
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import SECOND, Handover, PatchPlan, pinned_start
-from schedfence.domain.invoker import OVERLAPS
+from schedfence.domain.invoker import OVERLAPS, Overlap
 from schedfence.infra.destination.action_proto import action_back, new_workflow_info
 from schedfence.infra.destination.calendar_cron import calendar_crons
 
 MEMO_KEY = "schedfence.handover"
-OVERLAP = {name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
-           for name in OVERLAPS}
-_OVERLAP_NAME = {v: k for k, v in OVERLAP.items()}
+OVERLAP: dict[str, ScheduleOverlapPolicy.ValueType] = {
+    name: getattr(ScheduleOverlapPolicy, f"SCHEDULE_OVERLAP_POLICY_{name.upper()}")
+    for name in OVERLAPS}
+_OVERLAP_NAME: dict[ScheduleOverlapPolicy.ValueType, Overlap] = {
+    OVERLAP[name]: name for name in OVERLAPS}
 
 
 def _payload(value: Any) -> Payload:

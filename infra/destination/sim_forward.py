@@ -11,7 +11,7 @@ update waits until ``apply_updates()`` (or is dropped then, if the token moved m
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.forward_boundary import boundary_cursor, observation, probe_plan
@@ -29,6 +29,11 @@ class SimScheduleHost:
     ``_chain_head``)."""
 
     _state: Any
+    clock: Callable[[], datetime]
+    if TYPE_CHECKING:  # SimulatedDestination's, and SimSchedules'
+        def _next_fault(self, op: str) -> str | None: ...
+        def _chain_head(self, tx: Any, namespace: str, workflow_id: str) -> dict: ...
+
     defer_updates: bool = False
     # How far the server's scheduler lags when a pause lands: the spec times due in that
     # stretch before it are dropped, never started (Temporal's scheduler buffers a time and
@@ -50,7 +55,7 @@ class SimScheduleHost:
         return page, (page[-1].encode() if more else None)
 
     def describe_schedule(self, namespace: str, schedule_id: str) -> ScheduleSnapshot:
-        if self._next_fault("describe") in ("unavailable", "fail_before_commit",  # type: ignore[attr-defined]
+        if self._next_fault("describe") in ("unavailable", "fail_before_commit",
                                             "lose_response"):
             raise DestinationUnavailable("describe schedule: unavailable")
         with self._state.session() as tx:
@@ -59,7 +64,7 @@ class SimScheduleHost:
 
     def update_schedule_state(self, namespace: str, schedule_id: str, conflict_token: str,
                               paused: bool, notes: str) -> None:
-        fault = self._next_fault("update")  # type: ignore[attr-defined]
+        fault = self._next_fault("update")
         if fault in ("unavailable", "fail_before_commit"):
             raise DestinationUnavailable("update schedule: unavailable")
         with self._state.session() as tx:
@@ -76,15 +81,15 @@ class SimScheduleHost:
             raise DestinationUnavailable("update schedule accepted but its response was lost")
 
     def delete_schedule(self, namespace: str, schedule_id: str) -> None:
-        fault = self._next_fault("delete_schedule")  # type: ignore[attr-defined]
+        fault = self._next_fault("delete_schedule")
         if fault in ("unavailable", "fail_before_commit"):
             raise DestinationUnavailable("delete schedule: unavailable")
         with self._state.session() as tx:
             head = self._head(tx, namespace, schedule_id)
-            self._sched(head)["deleted_at"] = self.clock().isoformat()  # type: ignore[attr-defined]
+            self._sched(head)["deleted_at"] = self.clock().isoformat()
             runs = tx.runs(namespace, WORKFLOW_ID_PREFIX + schedule_id)
             # the server's scheduler workflow completes (its close: the delete's instant)
-            now = self.clock().isoformat()  # type: ignore[attr-defined]
+            now = self.clock().isoformat()
             runs[-1].update(status="completed", closed_at=now)
         if fault == "lose_response":
             raise DestinationUnavailable("delete schedule committed but its response was lost")
@@ -118,7 +123,7 @@ class SimScheduleHost:
         if not head["input"].get("handover"):
             return []
         stops = [parse_nominal(t) for t in (sched.get("paused_at"), sched.get("deleted_at"))
-                 if t] + [now or self.clock()]  # type: ignore[attr-defined]
+                 if t] + [now or self.clock()]
         if sched.get("paused_at"):
             stops.append(parse_nominal(sched["paused_at"]) - self.pause_lag)
         return destination_starts(Handover.model_validate(head["input"]["handover"]),
@@ -129,12 +134,12 @@ class SimScheduleHost:
     # -- helpers --------------------------------------------------------------------------------
     def _live_head(self, tx: Any, namespace: str, workflow_id: str) -> dict | None:
         try:
-            return self._chain_head(tx, namespace, workflow_id)  # type: ignore[attr-defined]
+            return self._chain_head(tx, namespace, workflow_id)
         except DestinationNotFound:
             return None
 
     def _head(self, tx: Any, namespace: str, schedule_id: str) -> dict:
-        return self._chain_head(tx, namespace, WORKFLOW_ID_PREFIX + schedule_id)  # type: ignore[attr-defined]
+        return self._chain_head(tx, namespace, WORKFLOW_ID_PREFIX + schedule_id)
 
     @staticmethod
     def _sched(head: dict) -> dict:
@@ -143,7 +148,7 @@ class SimScheduleHost:
                                          "notes": str(doc.get("notes", ""))})
 
     def _apply(self, sched: dict, paused: bool, notes: str) -> None:
-        now = self.clock().isoformat()  # type: ignore[attr-defined]
+        now = self.clock().isoformat()
         if paused and not sched["paused"]:
             sched["paused_at"] = now
         sched.update(token=int(sched["token"]) + 1, paused=paused, notes=notes, updated_at=now)
@@ -177,7 +182,7 @@ class SimScheduleHost:
         return destination_starts(
             Handover.model_validate(doc), parse_nominal(head["created_at"]),
             [parse_nominal(t) for t in head.get("settled", [])],
-            min([*stops, self.clock()]))  # type: ignore[attr-defined]
+            min([*stops, self.clock()]))
 
     @staticmethod
     def _boundary(doc: dict, created: datetime, applied: datetime, recent: tuple,

@@ -7,7 +7,7 @@ its own spec times after its create time. The clock is the simulator's, so tests
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from schedfence.domain.action import nominal_text, parse_nominal
 from schedfence.domain.handover import GAP_MARGIN, Handover, boundary_gap, destination_starts
@@ -38,6 +38,9 @@ class SimSchedules:
 
     _state: Any
     clock: Clock
+    if TYPE_CHECKING:  # SimulatedDestination's
+        def _next_fault(self, op: str) -> str | None: ...
+        def start_workflow(self, request: StartWorkflow) -> StartAccepted: ...
 
     def _chain_head(self, tx: Any, namespace: str, workflow_id: str) -> dict:
         """The first run of the current chain, which holds the schedule's create time. A
@@ -56,7 +59,7 @@ class SimSchedules:
         """The boundary's times, recorded once (a second call adds nothing); a schedule at
         the id whose chain began with another run than the receipt's is someone else's
         (``DestinationNotFound``: the handed-over one was deleted)."""
-        if self._next_fault("settle") in ("unavailable", "fail_before_commit"):  # type: ignore[attr-defined]
+        if self._next_fault("settle") in ("unavailable", "fail_before_commit"):
             raise DestinationUnavailable("settle: unavailable")
         handover = Handover.model_validate(request.input["handover"])
         with self._state.session() as tx:
@@ -78,7 +81,7 @@ class SimSchedules:
         close of its last run), the owed times before the close start as plain workflows
         (infra/destination/gone.py); those this migration started join the record's settled
         times. The head deleted (retention): ``SchedulerGone``."""
-        fault = self._next_fault("settle")  # type: ignore[attr-defined]
+        fault = self._next_fault("settle")
         if fault in ("unavailable", "fail_before_commit"):
             raise DestinationUnavailable("settle: unavailable")
         handover = Handover.model_validate(request.input["handover"])
@@ -97,7 +100,7 @@ class SimSchedules:
             deleted = datetime.fromisoformat(chain[-1]["closed_at"])
         owed = owed_before_delete(handover, created - GAP_MARGIN, created, None, deleted)
         start: Callable[[StartWorkflow], StartAccepted] = \
-            self.start_workflow  # type: ignore[attr-defined]
+            self.start_workflow
         done = start_owed(start, request, handover, owed, deleted)
         with self._state.session() as tx:
             runs = tx.runs(request.namespace, request.workflow_id)

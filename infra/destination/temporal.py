@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
                                      DestinationUnavailable, InvalidStartRequest,
-                                     NamespaceNotFound, RunDescription, Settled,
+                                     NamespaceNotFound, RunDescription, RunStatus, Settled,
                                      StartAccepted, StartWorkflow, StopKind)
 
 from schedfence.infra.destination.action_proto import start_fields
@@ -64,7 +64,7 @@ _CONFLICT = {
     "terminate_existing": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
 }
 _S = WorkflowExecutionStatus
-_STATUS = {
+_STATUS: dict[int, RunStatus] = {
     _S.WORKFLOW_EXECUTION_STATUS_RUNNING: "running",
     # A paused workflow is still open: it holds the id exactly like a running one.
     _S.WORKFLOW_EXECUTION_STATUS_PAUSED: "running",
@@ -111,7 +111,8 @@ class LoopThread:
             self.loop.close()
 
 
-def policies(reuse: str, conflict: str) -> tuple[int, int]:
+def policies(reuse: str, conflict: str) -> tuple[WorkflowIdReusePolicy.ValueType,
+                                                 WorkflowIdConflictPolicy.ValueType]:
     """The server's enums for the port's policy names.
 
     TERMINATE_IF_RUNNING predates conflict policies and the server refuses it beside any
@@ -127,7 +128,7 @@ def policies(reuse: str, conflict: str) -> tuple[int, int]:
     return reuse_enum, conflict_enum
 
 
-def status_name(status: int) -> str:
+def status_name(status: int) -> RunStatus:
     try:
         return _STATUS[status]
     except KeyError:
@@ -213,7 +214,7 @@ def stop_error(exc: RPCError) -> Exception:
         return DestinationNotFound(exc.message)
     if never_sent(exc):
         return DestinationNotReached(f"stop not sent: {exc.status.name}: {exc.message}")
-    if exc.status in _REFUSALS and exc.status != RPCStatusCode.NOT_FOUND:
+    if exc.status in _REFUSALS:  # NOT_FOUND among them: answered above
         return InvalidStartRequest(f"stop refused: {exc.status.name}: {exc.message}")
     return DestinationUnavailable(f"stop: {exc.status.name}: {exc.message}")
 

@@ -57,6 +57,8 @@ from schedfence.infra.destination.schedule_proto import (OVERLAP, bare_schedule,
                                                         to_temporal, unpinned)
 
 if TYPE_CHECKING:
+    from temporalio.api.enums.v1 import ScheduleOverlapPolicy
+
     from schedfence.infra.destination.temporal import TemporalDestination
 
 
@@ -185,7 +187,7 @@ def _patch(dest: TemporalDestination, request: StartWorkflow, chain: str,
         describe_error)
 
 
-def _one(t: datetime, overlap: int) -> BackfillRequest:
+def _one(t: datetime, overlap: ScheduleOverlapPolicy.ValueType) -> BackfillRequest:
     return BackfillRequest(start_time=timestamp(t), end_time=timestamp(t),
                            overlap_policy=overlap)
 
@@ -248,6 +250,7 @@ def _pinned_patch(dest: TemporalDestination, request: StartWorkflow, h: Handover
     (``first`` False) the times whose action workflow exists are left out (the request id
     deduplicates it too, within the server's current run of its scheduler workflow)."""
     assert h.action is not None and h.spec is not None
+    action = h.action  # not None, in the closure too
     overlap = OVERLAP[(h.policies or SchedulePolicies()).overlap]
     plan = pin_plan(h, pin)
     started: dict[datetime, bool] = {}
@@ -256,7 +259,7 @@ def _pinned_patch(dest: TemporalDestination, request: StartWorkflow, h: Handover
         if first:
             return True
         if t not in started:
-            started[t] = _started(dest, request.namespace, action_workflow_id(h.action, t))
+            started[t] = _started(dest, request.namespace, action_workflow_id(action, t))
         return not started[t]
 
     if first:

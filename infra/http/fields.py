@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 from pydantic import AwareDatetime, BeforeValidator, Field
 
-from schedfence.domain.action import MAX_DURATION, MAX_NAME_LENGTH, MIN_CATCHUP_WINDOW, OVERLAPS
+from schedfence.domain.action import MAX_DURATION, MAX_NAME_LENGTH, MIN_CATCHUP_WINDOW
 from schedfence.domain.bounds import MAX_RATE, MIN_RATE, TIME_RANGE
+from schedfence.domain.invoker import Overlap  # noqa: F401  (the API's overlap field)
 from schedfence.domain.program import MAX_LIMIT
 from schedfence.domain.spec import MAX_SECONDS
 from schedfence.domain.text import (ID_PATTERN, MAX_ID_LENGTH, MAX_NOTES_LENGTH,
@@ -57,8 +58,7 @@ Reason = text(REASON_PATTERN, min_length=1, max_length=MAX_REASON_LENGTH,
 NotesText = text(NOTES_PATTERN, max_length=MAX_NOTES_LENGTH,
                  description="Free text; line breaks and tabs allowed.")
 Cron = Annotated[str, Field(strict=True, min_length=1, max_length=1000)]
-Overlap = Literal[OVERLAPS]  # type: ignore[valid-type]
-Zone = Literal[ZONES]  # type: ignore[valid-type]
+Zone = Literal[ZONES]  # type: ignore[valid-type]  # the zone database's names, read at import
 Flag = Annotated[bool, Field(strict=True)]
 Whole = whole()
 Attempts = whole(ge=1, le=MAX_ATTEMPTS)

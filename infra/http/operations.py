@@ -45,10 +45,11 @@ def recover(request: Request, principal: Operator,
             body: b.Recover) -> dict[str, Any]:
     """The options of ``schedfence recover KIND``: ``confirm_no_destination_run`` (rearm),
     ``request_id`` (adopt), ``resolution`` and ``first_run_id`` (resolve)."""
-    options = {"rearm": {"confirm_no_destination_run": body.confirm_no_destination_run},
-               "abort": {}, "adopt": {"request_id": body.request_id},
-               "resolve": {"resolution": body.resolution,
-                           "first_run_id": body.first_run_id}}[kind]
+    by_kind: dict[str, dict[str, Any]] = {
+        "rearm": {"confirm_no_destination_run": body.confirm_no_destination_run},
+        "abort": {}, "adopt": {"request_id": body.request_id},
+        "resolve": {"resolution": body.resolution, "first_run_id": body.first_run_id}}
+    options = by_kind[kind]
     return call(request, lambda s: s.recover(kind, body.namespace, body.schedule_id,
                                              actor=principal.name, reason=body.reason,
                                              **options).to_dict())

@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import StringConstraints
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.migration import PHASES
+from schedfence.domain.migration import Phase
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
 from schedfence.domain.text import MAX_ID_LENGTH
@@ -24,7 +24,8 @@ from schedfence.infra.narration import history_doc, status_doc, verdict
 from schedfence.infra.views import schedule_list
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
-Namespace = ScheduleId = QueryId
+Namespace = QueryId
+ScheduleId = QueryId
 MAX_PAGE = 1000  # audit entries per page
 EventType = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
@@ -121,7 +122,7 @@ def oncall(request: Request, _: Reader,
 
 @router.get("/migrations", summary="Migrations by state, most recently changed first")
 def migrations(request: Request, _: Reader,
-               state: Literal[PHASES] | None = None,  # type: ignore[valid-type]
+               state: Phase | None = None,
                limit: Annotated[int, Query(ge=1, le=pv.MAX_ROWS)] = pv.MAX_ROWS,
                after: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None
                ) -> dict[str, Any]:

@@ -141,14 +141,14 @@ class TextFormatter(logging.Formatter):
         return line if error is None else f"{line}\n{error}"
 
 
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record is emitted (a test runner swaps
     it), and is recognisable, so ``configure`` replaces it instead of adding another."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 
@@ -179,7 +179,8 @@ def adopt(name: str, level: str = "info") -> str:
     handler ``configure`` installed: stderr, the same format, the same redaction. It logs from
     ``level`` or the configured level, whichever is less severe; returns that level's name."""
     root = logging.getLogger(ROOT)
-    ours = [h for h in root.handlers if isinstance(h, _StderrHandler)] or [configure()]
+    ours: list[logging.Handler] = [h for h in root.handlers if isinstance(h, _StderrHandler)]
+    ours = ours or [configure()]
     logger = logging.getLogger(name)
     for old in list(logger.handlers):
         logger.removeHandler(old)

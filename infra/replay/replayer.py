@@ -150,7 +150,8 @@ def replay_migration(events: Iterable[tuple[int, Any]], migration_id: str,
                for _, e in events):
         raise NotFound(f"migration {mid} not found in this schedule's history")
     cut, source_id = _cut(events, mid, at), _source_of(events, mid)
-    folder, steps, ctx = Folder(), [], {}
+    folder, steps = Folder(), []
+    ctx: dict[str, Any] = {}
     state: MigrationState | None = None
     version = 0
     for position, event in events:

@@ -32,8 +32,8 @@ Page = Sequence[Notification]
 
 class PostgresSource:
     def __init__(self, app: FenceApplication) -> None:
-        self.datastore: Any = app.factory.datastore  # type: ignore[attr-defined]
-        table = app.recorder.events_table_name  # type: ignore[attr-defined]
+        self.datastore: Any = app.factory.datastore  # type: ignore[attr-defined]  # only SQL factories hold one
+        table = app.recorder.events_table_name  # type: ignore[attr-defined]  # only SQL recorders name a table
         self._select = SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state, "
             "xmin::text AS tx FROM {}.{} WHERE notification_id > %s "
@@ -92,6 +92,6 @@ Source = PostgresSource | SQLiteSource
 
 
 def source_reader(app: FenceApplication) -> Source:
-    if isinstance(app.factory, PostgresFactory):  # type: ignore[attr-defined]
+    if isinstance(app.factory, PostgresFactory):
         return PostgresSource(app)
     return SQLiteSource(app)

@@ -133,7 +133,7 @@ Standby = PostgresStandby | SQLiteStandby
 def standby_recorder(app: FenceApplication, create: bool = True) -> Standby:
     """The standby recorder on ``app``'s own datastore and events table."""
     factory: Any = app.factory
-    events_table = app.recorder.events_table_name  # type: ignore[attr-defined]
+    events_table = app.recorder.events_table_name  # type: ignore[attr-defined]  # only SQL recorders name a table
     recorder: Standby
     if isinstance(factory, PostgresFactory):
         recorder = PostgresStandby(factory.datastore, events_table_name=events_table,

@@ -36,7 +36,8 @@ class Aggregates:
     def current_schedule_ids(self) -> Iterator[UUID]:
         """Every key's current incarnation, keys in the order they were created."""
         for note in self.app.notifications((ScheduleKey.Created.TOPIC,)):
-            current = self.app.repository.get(note.originator_id).state.current_schedule_id
+            key: ScheduleKey = self.app.repository.get(note.originator_id)
+            current = key.state.current_schedule_id
             if current is not None:
                 yield current
 

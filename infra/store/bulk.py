@@ -8,7 +8,7 @@ repository (a snapshot is another table), one by one.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -29,7 +29,8 @@ def load_many(app: FenceApplication, ids: Iterable[UUID]) -> dict[UUID, Any]:
         rows = app.read_retrying(lambda: _select(app.recorder, chunk))
         histories: dict[UUID, list[Any]] = defaultdict(list)
         for row in rows:
-            histories[row.originator_id].append(app.mapper.to_domain_event(row))
+            oid = cast(UUID, row.originator_id)  # both selects give UUIDs
+            histories[oid].append(app.mapper.to_domain_event(row))
         found.update({oid: fold_events(None, events) for oid, events in histories.items()})
     return found
 
@@ -50,10 +51,10 @@ def _select(recorder: Any, ids: list[UUID]) -> list[StoredEvent]:
             curs.execute(statement, [ids])
             return [StoredEvent(*row) for row in curs.fetchall()]
     marks = ",".join("?" * len(ids))
-    statement = (f"SELECT originator_id, originator_version, topic, state FROM {table} "
-                 f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version")
+    query = (f"SELECT originator_id, originator_version, topic, state FROM {table} "
+             f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version")
     with recorder.datastore.transaction(commit=False) as curs:
-        curs.execute(statement, [i.hex for i in ids])
+        curs.execute(query, [i.hex for i in ids])
         return [StoredEvent(originator_id=UUID(r["originator_id"]),
                             originator_version=r["originator_version"], topic=r["topic"],
                             state=bytes(r["state"])) for r in curs.fetchall()]

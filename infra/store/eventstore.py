@@ -8,7 +8,7 @@ import tempfile
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import (AggregateNotFoundError, Application, ProcessingEvent,
@@ -236,7 +236,7 @@ class FenceApplication(Application[UUID]):
             raise InvalidArgument(f"SNAPSHOT_INTERVAL must be a whole number, not {raw!r}")
         if int(raw) > 0:
             environment["IS_SNAPSHOTTING_ENABLED"] = "y"
-            self.snapshotting_intervals = {Migration: int(raw), Schedule: int(raw)}
+            self.snapshotting_intervals = {Migration: int(raw), Schedule: int(raw)}  # type: ignore[misc]  # eventsourcing's ClassVar, set per app
         if environment.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
             # Its saves go in as binary arrays (infra/store/pg_recorder.py), not composites.
             environment.setdefault("APPLICATION_RECORDER_TOPIC", PG_RECORDER_TOPIC)
@@ -300,8 +300,8 @@ class FenceApplication(Application[UUID]):
     def _timeout_of(self, exc: BaseException) -> StoreTimeout | None:
         env = self.env
         if env.get(LOCK_TIMEOUT_KEY):
-            return timeout_of(exc, int(env.get(LOCK_TIMEOUT_KEY)),
-                              int(env.get(STATEMENT_TIMEOUT_KEY)), self._where())
+            return timeout_of(exc, int(cast(str, env.get(LOCK_TIMEOUT_KEY))),
+                              int(cast(str, env.get(STATEMENT_TIMEOUT_KEY))), self._where())
         seconds = env.get("SQLITE_LOCK_TIMEOUT")
         if seconds and "database is locked" in str(exc):
             return StoreTimeout(f"the SQLite store {env.get('SQLITE_DBNAME')} stayed locked by "

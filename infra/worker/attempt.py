@@ -85,7 +85,7 @@ class TaskWorker:
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Run steps for one migration until it needs nothing more, or must back off."""
         result: AttemptResult = "idle"
-        mig = self.app.repository.get(migration_id)
+        mig: Migration = self.app.repository.get(migration_id)
         attempt = mig.state.attempts + 1
         epoch = self.epoch()
         for _ in range(8):  # a full rollback is at most claim, answer, chain, close
@@ -214,7 +214,8 @@ class TaskWorker:
         if self.app.store_error(exc) is None:
             raise exc
         try:
-            mig = self.app.read_retrying(lambda: self.app.repository.get(migration_id))
+            mig: Migration = self.app.read_retrying(
+                lambda: self.app.repository.get(migration_id))
         except Exception:
             raise exc from None
         if not h.claimed_by(mig.state, before, self.worker_id, attempt):
@@ -334,7 +335,7 @@ class TaskWorker:
 
     def _observe_head(self, namespace: str, workflow_id: str, first: str,
                       current_run_id: str, current_status: str) -> d.ChainObservation:
-        seen = {"current_run_id": current_run_id, "current_status": current_status,
+        seen: dict[str, Any] = {"current_run_id": current_run_id, "current_status": current_status,
                 "first_run_id": first}
         if not first:
             return d.ChainObservation(failure="no_first_run_identity", **seen)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -51,6 +51,11 @@ class _Item:
     outcome: d.StartOutcome | None = None
     head: str | None = None
     done: bool = False
+
+    @property
+    def answer(self) -> d.StartOutcome:
+        """``outcome``, for the items past the starts: only answered ones get here."""
+        return cast(d.StartOutcome, self.outcome)
 
 
 class BatchWorker(TaskWorker):
@@ -132,7 +137,7 @@ class BatchWorker(TaskWorker):
         if pool is None or made_for != size:
             self.close()
             pool = ThreadPoolExecutor(size, "batch-start")
-            self._pool = (pool, size)
+            self._pool: tuple[ThreadPoolExecutor | None, int] = (pool, size)
         return pool
 
     def close(self) -> None:
@@ -145,7 +150,7 @@ class BatchWorker(TaskWorker):
     def _answer_all(self, items: list[_Item]) -> None:
         """Every answer (and receipt) in one save; on any failure, one by one (never lost)."""
         for item in items:
-            change = h.answer(item.source.state, item.mig.state, item.outcome, item.attempt,
+            change = h.answer(item.source.state, item.mig.state, item.answer, item.attempt,
                               self.worker_id)
             change.apply(None, item.mig)
             item.head = change.head
@@ -155,8 +160,8 @@ class BatchWorker(TaskWorker):
             self.save("answer", *[i.mig for i in items])
         except IntegrityError:
             for item in items:  # nothing was written: record each answer on a fresh load
-                fresh = self.app.repository.get(item.mig.id)
-                recorded = self._record_answer(fresh, item.outcome, item.attempt)
+                fresh: Migration = self.app.repository.get(item.mig.id)
+                recorded = self._record_answer(fresh, item.answer, item.attempt)
                 item.mig = recorded[0] if recorded else fresh
                 item.head = recorded[1] if recorded else None
 
@@ -165,7 +170,7 @@ class BatchWorker(TaskWorker):
         at once, as one attempt does (the proof may park the migration, or accept it)."""
         for item in items:
             try:
-                self._verify_head(item.mig, item.head, item.outcome, item.attempt)
+                self._verify_head(item.mig, cast(str, item.head), item.answer, item.attempt)
             except IntegrityError:
                 continue  # another worker moved it: its own attempt decides
             item.done = True

@@ -111,7 +111,8 @@ def drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
 
 class _Reporter:
     def __init__(self, progress: Progress | None) -> None:
-        self.progress, self.seen = progress, set()  # type: ignore[var-annotated]
+        self.progress = progress
+        self.seen: set[UUID] = set()
 
     def pass_starts(self, ids: list[UUID], blocked: set[UUID]) -> None:
         if self.progress is not None:
@@ -126,7 +127,9 @@ class _Reporter:
 def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
            max_attempts: int | None, limits: tuple[float, float], clock: Callable[[], float],
            sleep: Callable[[float], None], report: _Reporter) -> DrainReport:
-    attempts, waiting, blocked = 0, {}, set()  # type: ignore[var-annotated]
+    attempts = 0
+    waiting: dict[UUID, _Waiting] = {}
+    blocked: set[UUID] = set()
     while True:
         progressed = False
         ids = open_ids()

@@ -97,8 +97,9 @@ class DueWork(SideTables):
                 row = conn.execute(select(backoff.c.failures).where(
                     backoff.c.migration_id == mid)).first()
                 failures = (row[0] if row else 0) + 1
-                values = {"not_before_us": _now_us() + int(backoff_seconds(failures) * 1e6),
-                          "failures": failures, "reason": reason[:40]}
+                values: dict[str, Any] = {
+                    "not_before_us": _now_us() + int(backoff_seconds(failures) * 1e6),
+                    "failures": failures, "reason": reason[:40]}
                 try:
                     if row is None:
                         conn.execute(backoff.insert().values(migration_id=mid, **values))

@@ -93,7 +93,7 @@ class ForwardWorker:
         if call == "fence":
             try:
                 self._call("fence", lambda: self.host.update_schedule_state(
-                    st.namespace, st.schedule_id, st.conflict_token, True,
+                    st.namespace, st.schedule_id, st.conflict_token, True,  # type: ignore[arg-type]  # fence_issued: a token
                     forward_marker(st.request_id)))
             except (ConflictTokenMoved, DestinationNotFound):
                 pass  # the next look re-reads it (a fresh fence, or a park)

@@ -62,7 +62,7 @@ class Scheduler:
         report = SchedulerReport()
         at = now or self.clock()
         for sid in self.load.current_schedule_ids():
-            source = self.app.repository.get(sid)
+            source: Schedule = self.app.repository.get(sid)
             if source.state.spec is None and not source.state.running:
                 continue  # no program: nothing to decide
             report.schedules += 1
@@ -111,7 +111,7 @@ class Scheduler:
         stops = dict(scheduling.stops_pending(source.state))
         for workflow_id in list(source.state.running):
             try:
-                status = self.runner.describe(source.state.namespace, workflow_id).status
+                status: str = self.runner.describe(source.state.namespace, workflow_id).status
             except DestinationNotFound:
                 status = "gone"
             except DestinationUnavailable:
@@ -131,7 +131,7 @@ class Scheduler:
             report.errors.append(f"{workflow_id}: the action runner cannot {kind} workflows")
             return
         try:
-            self.runner.stop_workflow(namespace, workflow_id, kind,  # type: ignore[arg-type]
+            self.runner.stop_workflow(namespace, workflow_id, kind,  # type: ignore[arg-type]  # stop_kinds: cancel or terminate
                                       "schedule overlap policy")
             report.stops += 1
         except DestinationUnavailable:

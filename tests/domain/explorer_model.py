@@ -236,7 +236,7 @@ def _abort(w: World) -> tuple[World, list[Any]] | None:
         assert not _may_abort(w.m)
         return None
     assert _may_abort(w.m)
-    check_fence(w.s, w.m.request_id)  # type: ignore[arg-type]
+    check_fence(w.s, w.m.request_id)
     release = _schedule_event(w, Schedule.FenceReleased, request_id=w.m.request_id,
                               migration_id=w.m.migration_id, restored_paused=w.m.pre_paused,
                               restored_notes=w.m.pre_notes)

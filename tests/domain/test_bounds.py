@@ -114,7 +114,7 @@ RULES = {
 
 def _takes(value: str, **rules: object) -> bool:
     try:
-        text.validate_text("x", value, 100, **rules)  # type: ignore[arg-type]
+        text.validate_text("x", value, 100, **rules)  # type: ignore[arg-type]  # flags, as bools
     except InvalidArgument:
         return False
     return True

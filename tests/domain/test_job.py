@@ -30,7 +30,7 @@ class Given:
 
     @property
     def state(self) -> j.JobState:
-        return fold(self.events)  # type: ignore[return-value]
+        return fold(self.events)  # type: ignore[return-value]  # events hold a Created: never None
 
     def then(self, facts: Facts) -> Given:
         for cls, fields in facts:

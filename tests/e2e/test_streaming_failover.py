@@ -89,7 +89,7 @@ class Acks:
             save(label, *aggregates)
             self.add(pending)
 
-        svc.worker.save = recorded  # type: ignore[method-assign]
+        svc.worker.save = recorded  # type: ignore[method-assign]  # records, then saves
 
     @classmethod
     def read(cls, paths: list[Path]) -> Acks:

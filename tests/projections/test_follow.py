@@ -49,7 +49,7 @@ class Running:
             def catch_up(*args: Any, **kwargs: Any) -> int:
                 self.catch_ups += 1
                 return inner(*args, **kwargs)
-            projector.catch_up = catch_up  # type: ignore[method-assign]
+            projector.catch_up = catch_up  # type: ignore[method-assign]  # counts, then calls it
             return projector
         return make
 

@@ -157,7 +157,7 @@ def test_racing_projectors_apply_each_event_once(hist: Histories) -> None:
             b.catch_up()
         original(ids)
 
-    a.view.prefetch = prefetch_after_b_won  # type: ignore[method-assign]
+    a.view.prefetch = prefetch_after_b_won  # type: ignore[method-assign]  # wraps the real one
     assert a.catch_up() == 0  # a's batch conflicted; on retry nothing was left
     assert a.view.dump() == clean_rebuild(hist)
 
@@ -175,7 +175,7 @@ def test_a_commit_that_loses_the_race_drops_the_batch_built_on_it(hist: Historie
             b.catch_up()
         original(batch)
 
-    a.view.commit_batch = commit_after_b_won  # type: ignore[method-assign]
+    a.view.commit_batch = commit_after_b_won  # type: ignore[method-assign, assignment]  # wraps it
     assert a.catch_up() == 0  # a's first commit conflicted; on retry nothing was left
     assert raced["done"] and a.view.dump() == clean_rebuild(hist)
 

@@ -44,7 +44,7 @@ class Workload:
         dest = SimulatedDestination(seed=seed, faults=FAULTS)
         service = open_service(store, dest, worker_id=f"w{seed}",
                                crash_hook=self.crash)
-        self.world = World(service, dest, self.crash)  # type: ignore[arg-type]
+        self.world = World(service, dest, self.crash)  # type: ignore[arg-type]  # a Crash as the hooks
         self.foreign = 0
         self.done: Counter[str] = Counter()  # actions that took effect, for the file's header
 

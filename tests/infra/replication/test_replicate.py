@@ -222,11 +222,11 @@ def test_a_writer_appearing_mid_copy_stops_the_follower(source: str, standby: st
     populate(source, 3)
 
     def intrude(point: str) -> None:
-        if point == "batch.after_commit" and not intrude.done:  # type: ignore[attr-defined]
-            intrude.done = True  # type: ignore[attr-defined]
+        if point == "batch.after_commit" and not intrude.done:  # type: ignore[attr-defined]  # set below
+            intrude.done = True  # type: ignore[attr-defined]  # a flag on the function: it runs once
             with open_service(standby, SimulatedDestination()) as other:
                 other.promote("intruder", "a promotion while the follower still copies")
-    intrude.done = False  # type: ignore[attr-defined]
+    intrude.done = False  # type: ignore[attr-defined]  # a flag on the function: it runs once
     with pytest.raises(ReplicationRefused, match="written only by its follower"):
         replicate(source, standby, batch_size=5, hook=intrude)
     (position,) = tracked(standby).values()

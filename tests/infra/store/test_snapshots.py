@@ -95,7 +95,7 @@ def test_state_that_json_would_change_is_refused() -> None:
     with pytest.raises(TypeError, match="not snapshot-safe"):
         state_fields(Lossy(("a", "b")))
     with pytest.raises(TypeError, match="non-string key"):
-        state_fields(Lossy([{1: "x"}]))  # type: ignore[arg-type]
+        state_fields(Lossy([{1: "x"}]))  # type: ignore[arg-type]  # the wrong value is the point
 
 
 def test_old_snapshot_state_is_upcast_and_newer_is_refused(tmp_path, monkeypatch) -> None:
