@@ -1,6 +1,6 @@
-"""Batch jobs in the application (domain/job.py; README "Batch jobs"): ``run_job`` is what
-``schedfence migrate`` runs. Page by page, in the selection's stable order: read the page from
-the job's cursor, ask the service for each schedule (rate-limited, with the job's derived
+"""Batch jobs in the application (domain/job.py; docs/usage.md, "Batch jobs"): ``run_job`` is
+what ``schedfence migrate`` runs. Page by page, in the selection's stable order: read the page
+from the job's cursor, ask the service for each schedule (rate-limited, with the job's derived
 request id), record the page's decisions in one append, then (unless ``wait`` is off) drive
 the migrations with the service's workers before the next page, so a schedule stays fenced for
 about one page. A crash anywhere is resumed by running the job again.

@@ -76,8 +76,9 @@ def replicate(source: str, standby: str, keep_following: bool, poll_interval: fl
     stopped. Refused (failed_precondition) if the standby holds events not copied from this
     source, or if the source does not continue what was copied. Then
     `schedfence --store STANDBY --destination sim+... worker` (or the real destination) takes
-    over from the replicated state alone; see README, "Failover". With --json, JSON Lines:
-    one object per line, ``"event": "copied"`` (per pass with --follow), ``"stopped"`` last."""
+    over from the replicated state alone; see docs/operators.md, "Failover". With --json,
+    JSON Lines: one object per line, ``"event": "copied"`` (per pass with --follow),
+    ``"stopped"`` last."""
     progress = _Progress(as_json, keep_following)
     if not keep_following:
         with out.progress("copying", "events") as update:

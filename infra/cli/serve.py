@@ -50,7 +50,8 @@ def is_loopback(host: str) -> bool:
               help="Where to listen; anything but loopback is reachable from other machines "
                    "(put TLS in front of it).")
 @click.option("--tokens", "tokens_file", envvar=TOKENS_ENV, default=None, metavar="FILE",
-              help="The tokens file: lines NAME ROLE SECRET, or JSON (README, HTTP API); "
+              help="The tokens file: lines NAME ROLE SECRET, or JSON "
+                   "(docs/operators.md, HTTP API); "
                    f"env {TOKENS_ENV}. Required.")
 @click.option("--store", "serve_store", default=None, metavar="URL",
               help="The store (default: the group's --store / SCHEDFENCE_STORE).")

@@ -29,7 +29,8 @@ API_VERSION = "1.0"
 DESCRIPTION = """The admin API of schedfence: every admin, worker-control, view and recovery
 command of the CLI, as a thin layer over the application service. Authenticate with
 `Authorization: Bearer TOKEN` (roles metrics < reader < operator < admin). Every refusal is
-`{"error": {"code": ..., "message": ...}}` with the status of its code (README, HTTP API)."""
+`{"error": {"code": ..., "message": ...}}` with the status of its code
+(docs/operators.md, HTTP API)."""
 
 
 def _build() -> FastAPI:

@@ -123,7 +123,8 @@ def load_tokens(path: str | None) -> Tokens:
     """The tokens of ``path``; a clear ``invalid_argument`` (never a secret) otherwise."""
     if not path:
         raise InvalidArgument(f"serve needs a tokens file: --tokens FILE or {TOKENS_ENV} "
-                              "(lines NAME ROLE SECRET, or JSON; see README, HTTP API)")
+                              "(lines NAME ROLE SECRET, or JSON; see docs/operators.md, "
+                              "HTTP API)")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -2,11 +2,12 @@
 
 Each field states its own rules in the schema (infra/http/fields.py: lengths, patterns,
 ranges, enumerations, strict types), so a body the schema takes is refused only for what
-depends on the state or on several fields together (README, "HTTP API"). A body that does not
-fit its schema (a missing key, a wrong JSON type, an unknown field, a value out of its range)
-is refused with 422 and the same error shape; the domain checks every value again, as on the
-CLI and the Python API (``invalid_argument``, 400). A program's JSON is the shape
-``schedule describe`` returns (``spec``, ``action``, ``policies``), so a read can be sent back.
+depends on the state or on several fields together (docs/operators.md, "The HTTP API").
+A body that does not fit its schema (a missing key, a wrong JSON type, an unknown field, a
+value out of its range) is refused with 422 and the same error shape; the domain checks every
+value again, as on the CLI and the Python API (``invalid_argument``, 400). A program's JSON is
+the shape ``schedule describe`` returns (``spec``, ``action``, ``policies``), so a read can be
+sent back.
 """
 from __future__ import annotations
 

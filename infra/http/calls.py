@@ -19,8 +19,9 @@ from schedfence.infra.http.auth import Principal, authorize
 from schedfence.infra.service import MigrationService
 
 T = TypeVar("T")
-BEARER = HTTPBearer(auto_error=False, description="A token of the tokens file (see README, "
-                                                   "HTTP API); roles metrics < reader < "
+BEARER = HTTPBearer(auto_error=False, description="A token of the tokens file (see "
+                                                   "docs/operators.md, HTTP API); roles "
+                                                   "metrics < reader < "
                                                    "operator < admin.")
 
 

@@ -1,8 +1,9 @@
 """Each request field's own rules, stated in the OpenAPI schema: the domain's limits
 (domain/text.py, domain/bounds.py, domain/spec.py, domain/action.py) as lengths, patterns,
 ranges and enumerations, so a body the schema takes is never refused ``invalid_argument`` for
-one field alone. What a schema cannot state is listed in README ("HTTP API", "What the schema
-cannot say"): refusals that depend on the state or on several fields together.
+one field alone. What a schema cannot state is listed in docs/operators.md ("The HTTP API",
+"What the schema cannot say"): refusals that depend on the state or on several fields
+together.
 
 Types are strict: a JSON ``false`` is not a number, ``1`` is not a string, and an integer
 field takes ``1`` or ``1.0`` (JSON Schema's integers) but not ``true``; a time is an RFC 3339

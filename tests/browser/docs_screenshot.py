@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshot of a timeline (docs/timeline.png):
+"""Regenerate docs/operators.md's screenshot of a timeline (docs/timeline.png):
 
     .venv/bin/python -m tests.browser.docs_screenshot docs/timeline.png
 

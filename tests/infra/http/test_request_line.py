@@ -1,6 +1,6 @@
 """An oversize request line against a real ``schedfence serve``: uvicorn's parser (h11)
-answers it before the app, in its own plain-text shape (README, "HTTP API"); nothing is
-written, and the server answers the next request as before."""
+answers it before the app, in its own plain-text shape (docs/operators.md, "The HTTP API");
+nothing is written, and the server answers the next request as before."""
 from __future__ import annotations
 
 import socket

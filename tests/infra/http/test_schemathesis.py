@@ -2,8 +2,8 @@
 the ASGI app, with an admin token): no input makes the API answer a server error (5xx), and
 every answer has a status the document declares, in the declared shape; and a schema-valid
 request (every case here is generated from the schema) is never refused 422, and 400 only for
-an exception README lists (``ALLOWED_400``). Bounded: a few examples per operation, the whole
-run in seconds."""
+an exception docs/operators.md lists (``ALLOWED_400``). Bounded: a few examples per operation,
+the whole run in seconds."""
 from __future__ import annotations
 
 import re
@@ -21,9 +21,10 @@ from tests.infra.http.api import api_on, bearer
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_schema_conformance]
 EXAMPLES = 12
-# What a schema-valid request may still be refused for with 400: the exceptions README lists
-# ("HTTP API", "What the schema cannot say"): rules over several fields, ids' UTF-8 byte
-# limits, and the read filters parsed by the projection (cursors, audit's times and types).
+# What a schema-valid request may still be refused for with 400: the exceptions listed in
+# docs/operators.md ("The HTTP API", "What the schema cannot say"): rules over several
+# fields, ids' UTF-8 byte limits, and the read filters parsed by the projection (cursors,
+# audit's times and types).
 ALLOWED_400 = re.compile("|".join([
     r"(spec|action): a schedule that runs needs both", r"spec: policies and a limit apply only",
     r"update: nothing to change", r"request_id and the Idempotency-Key header differ",

@@ -1,0 +1,67 @@
+"""The README's embedding example runs as printed: its ``python`` block under "Embedding" is read
+from README.md (never copied here) and run in a fresh interpreter, in an empty directory, so
+its SQLite file store (``sqlite:///fence.db``) and the simulator destination (``"sim"``) are
+new. The block's own asserts check the outcome; a README that drifts from the code fails here.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def embedding_block() -> str:
+    """The first ```python block of the README's "## Embedding" section."""
+    readme = (ROOT / "README.md").read_text()
+    section = re.search(r"^## Embedding\n(.*?)(?=^## )", readme, re.M | re.S)
+    assert section, "README.md has no '## Embedding' section"
+    block = re.search(r"^```python\n(.*?)^```", section.group(1), re.M | re.S)
+    assert block, "README.md's 'Embedding' section has no python block"
+    return block.group(1)
+
+
+def test_the_block_uses_the_public_import_path_a_file_store_and_the_simulator() -> None:
+    code = embedding_block()
+    assert "from schedfence import " in code
+    assert 'open_service("sqlite:///fence.db", "sim")' in code
+    assert "cron=" in code
+
+
+def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
+    script = tmp_path / "embedding.py"
+    script.write_text(embedding_block())
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "fence.db").is_file()
+    # print(svc.upcoming(...)): three nominal times, 06:30 in Berlin (05:30Z in winter, 04:30Z
+    # in summer), on weekdays.
+    times = re.findall(r"'(\d{4}-\d\d-\d\dT\d\d:30:00Z)'", done.stdout)
+    assert len(times) == 3, done.stdout
+
+
+def test_the_public_names_are_the_documented_objects() -> None:
+    import schedfence
+    from schedfence.domain import action, ports, spec
+    from schedfence.infra import service
+
+    assert schedfence.open_service is service.open_service
+    assert schedfence.MigrationService is service.MigrationService
+    assert schedfence.make_spec is spec.make_spec
+    assert schedfence.make_action is action.make_action
+    assert schedfence.make_policies is action.make_policies
+    assert schedfence.Destination is ports.Destination
+    assert set(schedfence.__all__) <= set(dir(schedfence))
+
+
+def test_importing_the_package_loads_none_of_the_api() -> None:
+    # Every schedfence command imports the package first: the re-exports must stay lazy.
+    probe = ("import sys, schedfence\n"
+             "print(sorted(m for m in sys.modules if m.startswith('schedfence.')))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
