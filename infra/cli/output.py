@@ -10,7 +10,7 @@ import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import click
 
@@ -99,14 +99,24 @@ def stderr_is_terminal() -> bool:
         return False
 
 
+class ProgressUpdate(Protocol):
+    def __call__(self, done: int, total: int | None = None, detail: str | None = None) -> None:
+        ...
+
+
+def _no_progress(done: int, total: int | None = None, detail: str | None = None) -> None:
+    return None
+
+
 @contextmanager
 def progress(description: str, unit: str,
-             total: int | None = None) -> Iterator[Callable[[int, int | None], None]]:
-    """``update(done, total)`` draws a bar with rate and ETA on stderr, only when stderr is a
-    terminal (so --json and piped output stay clean); otherwise it does nothing. The bar is
-    erased when the block ends."""
+             total: int | None = None) -> Iterator[ProgressUpdate]:
+    """The CLI's one progress style. ``update(done, total, detail)`` draws a bar with rate and
+    ETA (and ``detail``, e.g. a job's counts, beside them) on stderr, only when stderr is a
+    terminal (so --json and piped output stay clean); otherwise it does nothing. A total of
+    None draws a pulsing bar. The bar is erased when the block ends."""
     if not stderr_is_terminal():
-        yield lambda done, total=None: None
+        yield _no_progress
         return
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
@@ -114,16 +124,18 @@ def progress(description: str, unit: str,
     rate = TextColumn("{task.fields[rate]}")
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                    MofNCompleteColumn(), rate, TimeElapsedColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                   TimeRemainingColumn(), TextColumn("{task.fields[detail]}"),
+                   console=Console(stderr=True), transient=True,
                    redirect_stdout=False, redirect_stderr=False)
     with bar:
-        task = bar.add_task(description, total=total, rate="")
+        task = bar.add_task(description, total=total, rate="", detail="")
 
-        def update(done: int, new_total: int | None = None) -> None:
+        def update(done: int, total: int | None = None, detail: str | None = None) -> None:
             speed = bar.tasks[0].speed
-            bar.update(task, completed=done, total=new_total if new_total is not None
+            bar.update(task, completed=done, total=total if total is not None
                        else bar.tasks[0].total,
-                       rate=f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s")
+                       rate=f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s",
+                       detail=bar.tasks[0].fields["detail"] if detail is None else detail)
         yield update
 
 
