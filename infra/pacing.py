@@ -1,11 +1,12 @@
 """Pacing: how long to wait before trying again, and how often a request may be made.
 
 - ``retry_call``: the one retry loop of the package (the event store's conflict, connection
-  and read retries, the replication follower's revalidation and opening, the simulator's and
-  the worker's table races). Each caller names what it retries (``retry_on``, ``retry_if``),
-  how often (``attempts``), what it does between two tries (``before_retry``) and how long it
-  pauses (``pause``: none, ``fixed``, ``linear``); the error of the last try is raised as it
-  was, so each caller keeps its own message for giving up.
+  and read retries, the replication follower's revalidation and opening, the races of the
+  simulator's and the side tables' creation, the worker's backoff row). Each caller names
+  what it retries (``retry_on``, ``retry_if``), how often (``attempts``), what it does
+  between two tries (``before_retry``) and how long it pauses (``pause``: none, ``fixed``,
+  ``linear``); the error of the last try is raised as it was, so each caller keeps its own
+  message for giving up.
 - ``doubling``: the growing wait of a migration that backs off (the worker's due-work backoff
   table, the drain's retries).
 - ``TokenBucket``: the rate limit of a batch job's requests (``take`` sleeps) and of the HTTP
