@@ -26,6 +26,7 @@ from schedfence.domain.ids import migration_aggregate_id, validate_destination_k
 from schedfence.domain.schedule import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
+from schedfence.infra.pacing import TokenBucket
 from schedfence.infra.store.eventstore import retry_on_conflict
 
 if TYPE_CHECKING:
@@ -35,26 +36,6 @@ NO_FORWARD = "forward migration is not available in this build"
 PAGE_SIZE = 100
 CANCEL_CHECK_EVERY = 0.5  # seconds between looks for a cancel while a page is requested
 Progress = Callable[[dict[str, Any]], None]
-
-
-class TokenBucket:
-    """At most ``rate`` takes per second on average, bursts of at most ``capacity``."""
-
-    def __init__(self, rate: float, capacity: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.rate, self.capacity, self.clock, self.sleep = rate, capacity, clock, sleep
-        self.tokens, self.at = capacity, clock()
-
-    def take(self) -> None:
-        now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens < 1.0:
-            self.sleep((1.0 - self.tokens) / self.rate)
-            self.at = self.clock()
-            self.tokens = 1.0
-        self.tokens -= 1.0
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ requested could not all be driven to an end, it prints the report and exits 1
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from contextlib import ExitStack
+from typing import Any
 
 import click
 
@@ -19,9 +20,6 @@ from schedfence.infra import jobs
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import destination_label, emit, existing, json_option, service
 from schedfence.infra.worker.drain import DrainReport, NotDrained
-
-if TYPE_CHECKING:
-    from click._termui_impl import ProgressBar
 
 EXAMPLES = 5  # schedule ids shown per reason in text
 
@@ -157,34 +155,26 @@ def dry_run_lines(doc: dict[str, Any]) -> list[str]:
 
 
 class _Bar:
-    """The progress bar on stderr: decided of total (with ETA) when the total is known,
-    else a counting line; counts and the request rate beside it."""
+    """The job's progress on stderr, in the CLI's one style (``out.progress``): decided of
+    total (with ETA) when the total is known, else a pulsing bar; the rate, and the counts
+    beside it. Drawn only when enabled and stderr is a terminal."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled, self.done = enabled, 0
-        self.bar: ProgressBar[Any] | None = None
+        self.enabled = enabled
+        self._stack = ExitStack()
+        self._update: out.ProgressUpdate | None = None
 
     def __enter__(self) -> _Bar:
+        if self.enabled:
+            self._update = self._stack.enter_context(out.progress("migrating", "schedules"))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.render_finish()
-        elif self.done:
-            click.echo("", err=True)
+        self._stack.close()
 
     def update(self, p: dict[str, Any]) -> None:
-        if not self.enabled:
+        if self._update is None:
             return
         c = p["counts"]
-        text = (f"requested {c['requested']} skipped {c['skipped']} blocked {c['blocked']} "
-                f"{p['rate']:.1f}/s")
-        if p["total"]:
-            if self.bar is None:
-                self.bar = click.progressbar(length=p["total"], file=sys.stderr,
-                                             label="migrating", show_eta=True,
-                                             item_show_func=lambda t: t)
-            self.bar.update(max(p["decided"] - self.bar.pos, 0), text)
-        else:
-            click.echo(f"\rmigrating: {p['decided']} decided, {text}", nl=False, err=True)
-        self.done = p["decided"]
+        self._update(p["decided"], p["total"] or None,
+                     f"requested {c['requested']} skipped {c['skipped']} blocked {c['blocked']}")

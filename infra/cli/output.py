@@ -99,22 +99,22 @@ def stderr_is_terminal() -> bool:
         return False
 
 
-class Progress(Protocol):
-    """``update(done, total)``: what ``progress`` yields."""
+class ProgressUpdate(Protocol):
+    def __call__(self, done: int, total: int | None = None, detail: str | None = None) -> None:
+        ...
 
-    def __call__(self, done: int, total: int | None = None, /) -> None: ...
 
-
-def _no_progress(done: int, total: int | None = None) -> None:
+def _no_progress(done: int, total: int | None = None, detail: str | None = None) -> None:
     return None
 
 
 @contextmanager
 def progress(description: str, unit: str,
-             total: int | None = None) -> Iterator[Progress]:
-    """``update(done, total)`` draws a bar with rate and ETA on stderr, only when stderr is a
-    terminal (so --json and piped output stay clean); otherwise it does nothing. The bar is
-    erased when the block ends."""
+             total: int | None = None) -> Iterator[ProgressUpdate]:
+    """The CLI's one progress style. ``update(done, total, detail)`` draws a bar with rate and
+    ETA (and ``detail``, e.g. a job's counts, beside them) on stderr, only when stderr is a
+    terminal (so --json and piped output stay clean); otherwise it does nothing. A total of
+    None draws a pulsing bar. The bar is erased when the block ends."""
     if not stderr_is_terminal():
         yield _no_progress
         return
@@ -124,16 +124,18 @@ def progress(description: str, unit: str,
     rate = TextColumn("{task.fields[rate]}")
     bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                    MofNCompleteColumn(), rate, TimeElapsedColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                   TimeRemainingColumn(), TextColumn("{task.fields[detail]}"),
+                   console=Console(stderr=True), transient=True,
                    redirect_stdout=False, redirect_stderr=False)
     with bar:
-        task = bar.add_task(description, total=total, rate="")
+        task = bar.add_task(description, total=total, rate="", detail="")
 
-        def update(done: int, new_total: int | None = None) -> None:
+        def update(done: int, total: int | None = None, detail: str | None = None) -> None:
             speed = bar.tasks[0].speed
-            bar.update(task, completed=done, total=new_total if new_total is not None
+            bar.update(task, completed=done, total=total if total is not None
                        else bar.tasks[0].total,
-                       rate=f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s")
+                       rate=f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s",
+                       detail=bar.tasks[0].fields["detail"] if detail is None else detail)
         yield update
 
 
@@ -174,8 +176,7 @@ def schedule_lines(view: dict[str, Any]) -> list[str]:
 
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
-    spec, policies = view.get("spec"), view.get("policies")
-    action: Any = view.get("action")  # a schedule with a spec has one
+    spec, action, policies = view.get("spec"), view.get("action"), view.get("policies")
     policies = policies or SchedulePolicies().model_dump()  # none recorded: Temporal's defaults
     if spec is None:
         return ["runs: nothing (no spec and no action)"]

@@ -21,6 +21,7 @@ from sqlalchemy import (BigInteger, Column, Index, MetaData, String, Table, Text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.store.pg import SCHEMES as PG_SCHEMES, parse_pg_url
 
 TABLE_NAME = "schedfence_sim_destination"  # the one-row layout of older releases
@@ -348,24 +349,19 @@ class SqlSimState:
             # A store URL names a schema that may not exist yet (the simulator can be opened
             # before the event store, or in a store of its own); tables need it to exist.
             self._pg.ensure_schema()
-        for attempt in range(3):
-            try:
-                with self._engine.begin() as conn:
-                    _metadata.create_all(conn, checkfirst=True)
-                break
-            except DBAPIError:
-                # A concurrent CREATE TABLE may win on PostgreSQL; checking again then finds it.
-                if attempt == 2:
-                    raise
-        for attempt in range(3):
-            try:
-                with self._engine.begin() as conn:
-                    self._init_counters(conn)
-                break
-            except IntegrityError:
-                if attempt == 2:  # another process inserted the counters row: it is there now
-                    raise
+        # A concurrent CREATE TABLE may win on PostgreSQL; checking again then finds it.
+        retry_call(self._create_tables, attempts=3, retry_on=DBAPIError)
+        # Another process inserted the counters row: looking again finds it there.
+        retry_call(self._insert_counters, attempts=3, retry_on=IntegrityError)
         self._ready = True
+
+    def _create_tables(self) -> None:
+        with self._engine.begin() as conn:
+            _metadata.create_all(conn, checkfirst=True)
+
+    def _insert_counters(self) -> None:
+        with self._engine.begin() as conn:
+            self._init_counters(conn)
 
     def _init_counters(self, conn: Connection) -> None:
         if conn.execute(select(_meta.c.name).where(_meta.c.name == self.name)).first():

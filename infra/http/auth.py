@@ -41,6 +41,7 @@ from schedfence.domain.text import validate_actor
 from schedfence.infra.http.errors import ApiError
 from schedfence.infra.http.settings import TOKENS_ENV
 from schedfence.infra.observability import logs
+from schedfence.infra.pacing import TokenBucket
 from schedfence.infra.web.origin import foreign_origin
 
 ROLES = ("metrics", "reader", "operator", "admin")
@@ -166,12 +167,13 @@ def _json_entries(text: str) -> list[tuple[str, str, str]]:
 
 
 class RateLimiter:
-    """A token bucket per key: ``rate`` requests a second, bursts of up to ``burst``."""
+    """A token bucket (infra/pacing.py) per key: ``rate`` requests a second, bursts of up to
+    ``burst``."""
 
     def __init__(self, rate: float, burst: int | None = None) -> None:
         self.rate = rate
         self.burst = float(burst if burst is not None else max(1, int(rate * 2)))
-        self._buckets: dict[str, tuple[float, float]] = {}
+        self._buckets: dict[str, TokenBucket] = {}
         self._lock = threading.Lock()
 
     def take(self, key: str) -> float:
@@ -181,15 +183,12 @@ class RateLimiter:
         now = time.monotonic()
         with self._lock:
             if len(self._buckets) > MAX_BUCKETS:  # forget the keys that are full again
-                self._buckets = {k: (lv, t) for k, (lv, t) in self._buckets.items()
-                                 if lv + (now - t) * self.rate < self.burst}
-            level, at = self._buckets.get(key, (self.burst, now))
-            level = min(self.burst, level + (now - at) * self.rate)
-            if level >= 1:
-                self._buckets[key] = (level - 1, now)
-                return 0.0
-            self._buckets[key] = (level, now)
-            return (1 - level) / self.rate
+                self._buckets = {k: b for k, b in self._buckets.items()
+                                 if b.level(now) < self.burst}
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._buckets[key] = TokenBucket(self.rate, self.burst, now=now)
+            return bucket.try_take(now)
 
 
 @dataclass

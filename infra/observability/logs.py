@@ -4,6 +4,9 @@ Why not structlog: the records come from a handful of places (the worker's appen
 pool's errors, the scheduler's refusals, the CLI), every library we use already logs through
 ``logging``, and an embedding application configures ``logging`` anyway; a JSON formatter and
 one context variable are all this needs, and no second logging system has to be bridged.
+The JSON formatter is our own because no dependency we already have ships one (uvicorn's and
+rich's log formatters write text), and python-json-logger would be a new dependency for the
+dozen lines of ``JsonFormatter``, whose secret scrubbing we would keep around it anyway.
 
 - Every record of the ``schedfence`` loggers goes to stderr (stdout stays the commands' own
   output, machine-readable under ``--json``), as one JSON object per line (``json``) or as its

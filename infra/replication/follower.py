@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent, Tracking
 
 from schedfence.domain.errors import DomainError, InvalidArgument
+from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.store.pg import StoreUnavailable
 from schedfence.infra.replication.source import source_reader
 from schedfence.infra.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
@@ -208,20 +209,17 @@ class Follower:
 
     def _copy_batch_or_revalidate(self, stop_at: int | None) -> int:
         """A conflict may be our own commit whose reply was lost, or a second follower of the
-        same source: validating again tells those (continue) from a foreign writer (refuse)."""
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                return self.copy_batch(stop_at)
-            except (StandbyChanged, IntegrityError, StoreUnavailable) as exc:
-                if attempt == CONFLICT_RETRIES:
-                    if isinstance(exc, StoreUnavailable):
-                        raise
-                    raise ReplicationRefused(f"the standby {self.labels[1]} keeps changing "
-                                             f"under this follower: {exc}") from None
-                self.prepare()
-                if isinstance(exc, StoreUnavailable):
-                    time.sleep(0.2 * (attempt + 1))
-        return 0  # pragma: no cover
+        same source: validating again tells those (continue) from a foreign writer (refuse).
+        An unavailable store is revalidated too, after a pause; the last one is raised."""
+        def pause(exc: Exception, attempt: int) -> float:
+            return 0.2 * attempt if isinstance(exc, StoreUnavailable) else 0.0
+        try:
+            return retry_call(lambda: self.copy_batch(stop_at), attempts=CONFLICT_RETRIES + 1,
+                              retry_on=(StandbyChanged, IntegrityError, StoreUnavailable),
+                              before_retry=lambda exc, attempt: self.prepare(), pause=pause)
+        except (StandbyChanged, IntegrityError) as exc:
+            raise ReplicationRefused(f"the standby {self.labels[1]} keeps changing "
+                                     f"under this follower: {exc}") from None
 
     def run(self, report: ReplicationReport, *, stop_at: int | None = None,
             on_batch: Callable[[ReplicationReport], None] | None = None) -> ReplicationReport:
@@ -268,16 +266,11 @@ def _require_source_log(url: StoreURL) -> None:
 
 
 def _open(url: StoreURL, role: str) -> FenceApplication:
-    for attempt in range(OPEN_RETRIES):
-        try:
-            return _open_once(url, role)
-        except StoreUnavailable as exc:
-            # Opening re-runs eventsourcing's DDL; two processes opening one PostgreSQL store
-            # at once can collide in the catalog. Opening again is harmless.
-            if "concurrently" not in exc.message or attempt == OPEN_RETRIES - 1:
-                raise
-            time.sleep(0.1 * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+    # Opening re-runs eventsourcing's DDL; two processes opening one PostgreSQL store at once
+    # can collide in the catalog. Opening again is harmless.
+    return retry_call(lambda: _open_once(url, role), attempts=OPEN_RETRIES,
+                      retry_on=StoreUnavailable,
+                      retry_if=lambda exc: "concurrently" in exc.message, pause=linear(0.1))
 
 
 def _open_once(url: StoreURL, role: str) -> FenceApplication:

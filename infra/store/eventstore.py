@@ -5,7 +5,6 @@ import functools
 import os
 import shutil
 import tempfile
-import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
@@ -21,6 +20,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.migration import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.schedule import Schedule
+from schedfence.infra.pacing import fixed, linear, retry_call
 from schedfence.infra.store.codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
 from schedfence.infra.store.decode import fold_plain
 from schedfence.infra.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
@@ -43,12 +43,10 @@ def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
     Each run re-reads what it needs and decides again on what the winner wrote; ``exhausted``
     is raised if the aggregates keep changing under it.
     """
-    for _ in range(OCC_RETRIES):
-        try:
-            return step()
-        except IntegrityError:
-            continue
-    raise exhausted
+    try:
+        return retry_call(step, attempts=OCC_RETRIES, retry_on=IntegrityError)
+    except IntegrityError:
+        raise exhausted from None
 
 
 @dataclass(frozen=True)
@@ -187,33 +185,54 @@ def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
              timeout: Callable[[BaseException], StoreTimeout | None]) -> Callable[..., T]:
     @functools.wraps(call)
     def guarded(*args: Any, **kwargs: Any) -> T:
-        failed: BaseException | None = None
-        for attempt in range(1, attempts + 1):
-            try:
-                return call(*args, **kwargs)
-            except IntegrityError:
-                if failed is None:
-                    raise
-                # The failed attempt may have committed before its connection broke: the
-                # rows the retry met may be our own. Unknown, never "someone else wrote".
-                failed.add_note("its retry met the same rows: the insert may have committed")
-                raise failed  # its cause (psycopg's error) names the failure
-            except (InterfaceError, OperationalError) as exc:
-                if is_write and failed is None:
-                    failed = exc  # the first that may have committed
-                timed_out = timeout(exc)
-                lock_wait = timed_out is not None and "lock timeout" in timed_out.message
-                if attempt == attempts or (timed_out is not None and not
-                                           (is_write and lock_wait)):
-                    if timed_out is None:
-                        raise
-                    if attempt > 1:
-                        timed_out.message += f" (gave up after {attempt} attempts)"
-                        timed_out.args = (timed_out.message,)
-                    raise timed_out from None
-                time.sleep(STORE_RETRY_WAIT)
-        raise AssertionError("unreachable")
+        lost = _LostWrite(is_write)
+        try:
+            return retry_call(lambda: lost.call(call, *args, **kwargs), attempts=attempts,
+                              retry_on=(InterfaceError, OperationalError),
+                              retry_if=lambda exc: lost.retries(exc, timeout(exc)),
+                              pause=fixed(STORE_RETRY_WAIT))
+        except (InterfaceError, OperationalError) as exc:
+            timed_out = None if exc is lost.raised else timeout(exc)
+            if timed_out is None:
+                raise
+            if lost.tries > 1:
+                timed_out.message += f" (gave up after {lost.tries} attempts)"
+                timed_out.args = (timed_out.message,)
+            raise timed_out from None
     return guarded
+
+
+class _LostWrite:
+    """One guarded call's tries: the first failure of a write that may have committed, so
+    that a retry meeting the same rows raises that failure (``raised``), never "someone else
+    wrote"."""
+
+    def __init__(self, is_write: bool) -> None:
+        self.is_write, self.tries = is_write, 0
+        self.failed: BaseException | None = None
+        self.raised: BaseException | None = None
+
+    def call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self.tries += 1
+        try:
+            return call(*args, **kwargs)
+        except IntegrityError:
+            if self.failed is None:
+                raise
+            # The failed attempt may have committed before its connection broke: the
+            # rows the retry met may be our own. Unknown, never "someone else wrote".
+            self.failed.add_note("its retry met the same rows: the insert may have committed")
+            self.raised = self.failed
+            raise self.failed  # its cause (psycopg's error) names the failure
+
+    def retries(self, exc: BaseException, timed_out: StoreTimeout | None) -> bool:
+        """Whether ``exc`` is tried again: not a timeout, except a writer's insert-lock wait."""
+        if exc is self.raised:
+            return False
+        if self.is_write and self.failed is None:
+            self.failed = exc  # the first that may have committed
+        lock_wait = timed_out is not None and "lock timeout" in timed_out.message
+        return timed_out is None or (self.is_write and lock_wait)
 
 
 class FenceApplication(Application[UUID]):
@@ -269,16 +288,11 @@ class FenceApplication(Application[UUID]):
     def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
         """A read that a dropped connection (a server restart, a killed backend) fails once
         is tried again on a fresh one, after a short pause; other failures are raised."""
-        for attempt in range(1, attempts + 1):
-            try:
-                return read()
-            except Exception as exc:
-                named = self.store_error(exc)
-                if attempt == attempts or not isinstance(named, StoreUnavailable) or \
-                        isinstance(named, StoreTimeout):
-                    raise
-                time.sleep(0.2 * attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+        def dropped(exc: BaseException) -> bool:
+            named = self.store_error(exc)
+            return isinstance(named, StoreUnavailable) and not isinstance(named, StoreTimeout)
+        return retry_call(read, attempts=attempts, retry_on=Exception, retry_if=dropped,
+                          pause=linear(0.2))
 
     def store_error(self, exc: BaseException) -> StoreUnavailable | None:
         """What a failure of any read or write on this store (events, projections, the

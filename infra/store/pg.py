@@ -6,8 +6,8 @@ same database and schema. A URL names its schema with ``?schema=NAME`` (default 
 the schema is created on first use, and eventsourcing creates its tables in it.
 
 Every command imports this module (through the event store's), so it imports neither psycopg
-nor SQLAlchemy until a PostgreSQL store is used (URLs are parsed here, not by SQLAlchemy's
-``make_url``): a command on a SQLite store loads neither.
+nor SQLAlchemy until a PostgreSQL store is used (a URL is read by SQLAlchemy's ``make_url``,
+imported when a ``postgresql://`` URL is parsed): a command on a SQLite store loads neither.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
-from urllib.parse import parse_qsl, unquote
 
 from schedfence.domain.errors import DomainError, InvalidArgument
 
@@ -221,78 +220,36 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-@dataclass(frozen=True)
-class _UrlParts:
-    """A ``scheme://[USER[:PASSWORD]@][HOST][:PORT][/DATABASE][?QUERY]`` URL's parts: user and
-    password percent-decoded; ``query`` maps a key to its value, or to a list if repeated."""
+def url_parts(url: str) -> URL:
+    """SQLAlchemy's ``make_url`` reading of ``url`` (imported here: only a PostgreSQL store
+    pays for SQLAlchemy). ValueError for a port that is not a number.
 
-    username: str | None
-    password: str | None
-    host: str | None
-    port: int | None
-    database: str | None
-    query: dict[str, Any]
-
-
-def _split_url(url: str) -> _UrlParts:
-    """The parts of a database URL, as SQLAlchemy's ``make_url`` reads them (the user name
-    ends at the first ':' or '/', or else at its last '@'; a password may hold any character
-    but '@'), without importing SQLAlchemy. ValueError for a port that is not a number."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or not re.fullmatch(r"[\w+]+", scheme):
+    ``make_url`` stops at a line break in the options and ignores text its pattern does not
+    match (after a bracketed IPv6 host). So a raw line break, which no well-formed URL holds,
+    is read as its percent-encoding ``%0A``, and a URL whose end would be ignored is refused:
+    its reading would not change if more were appended."""
+    from sqlalchemy.engine import make_url
+    url = url.replace("\n", "%0A")
+    parts = make_url(url)
+    try:
+        ignored = make_url(url + "/p=1") == parts
+    except ValueError:  # the appended text was read, as the port
+        ignored = False
+    if ignored:
         raise InvalidArgument("store URL is not a valid postgresql:// URL")
-    username = password = None
-    end = next((i for i, c in enumerate(rest) if c in ":/"), len(rest))
-    if rest[end:end + 1] == ":" and "@" in rest[end + 1:]:
-        at = rest.index("@", end + 1)
-        username, password, rest = rest[:end], rest[end + 1:at], rest[at + 1:]
-    elif "@" in rest[:end]:
-        at = rest.rindex("@", 0, end)
-        username, rest = rest[:at], rest[at + 1:]
-    host, rest = _split_host(rest)
-    port = None
-    if rest.startswith(":"):
-        end = next((i for i, c in enumerate(rest) if c in "/?"), len(rest))
-        port, rest = int(rest[1:end]), rest[end:]  # "" too: ValueError, as make_url
-    database = None
-    if rest.startswith("/"):
-        database, mark, query_text = rest[1:].partition("?")
-        rest = mark + query_text
-    if rest and not rest.startswith("?"):
-        raise InvalidArgument("store URL is not a valid postgresql:// URL")
-    query: dict[str, Any] = {}
-    for key, value in parse_qsl(rest[1:]):
-        query[key] = [*_as_list(query[key]), value] if key in query else value
-    return _UrlParts(None if username is None else unquote(username),
-                     None if password is None else unquote(password), host or None, port,
-                     database, query)
-
-
-def _split_host(rest: str) -> tuple[str | None, str]:
-    """The host (a bracketed IPv6 address without its brackets) and what follows it."""
-    stop = next((i for i, c in enumerate(rest) if c in "/?"), len(rest))
-    if rest.startswith("[") and "]" in rest[1:stop]:
-        close = rest.rindex("]", 0, stop)
-        if close > 1:
-            return rest[1:close], rest[close + 1:]
-    end = next((i for i, c in enumerate(rest) if c in ":/?"), len(rest))
-    return rest[:end] or None, rest[end:]
-
-
-def _as_list(value: Any) -> list[str]:
-    return value if isinstance(value, list) else [value]
+    return parts
 
 
 def parse_pg_url(url: str) -> PgTarget:
-    parsed = _split_url(url)  # ValueError: a port that is not a number
-    query = dict(parsed.query)
+    parsed = url_parts(url)  # ValueError: a port that is not a number
+    query: dict[str, str | tuple[str, ...]] = dict(parsed.query)
     repeated = sorted(key for key, value in query.items() if not isinstance(value, str))
     if repeated:
         raise InvalidArgument(f"store URL repeats option(s) {', '.join(repeated)}")
     schema = str(query.pop("schema", "public"))
-    lock_ms = parse_duration("lock_timeout", query.pop("lock_timeout")) \
+    lock_ms = parse_duration("lock_timeout", str(query.pop("lock_timeout"))) \
         if "lock_timeout" in query else LOCK_TIMEOUT_MS
-    statement_ms = parse_duration("statement_timeout", query.pop("statement_timeout")) \
+    statement_ms = parse_duration("statement_timeout", str(query.pop("statement_timeout"))) \
         if "statement_timeout" in query else STATEMENT_TIMEOUT_MS
     if query:
         raise InvalidArgument(f"store URL option(s) {', '.join(sorted(query))} are not "

@@ -12,6 +12,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.pool import StaticPool
 
+from schedfence.infra.pacing import retry_call
+
 from .pg import (LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options,
                  timeout_of)
 
@@ -107,14 +109,11 @@ def create_tables(engine: Engine, metadata: Any) -> None:
     """Create ``metadata``'s tables if missing, in a writing transaction; a DDL race with
     another process creating them at the same moment is answered by looking again."""
     from sqlalchemy.exc import DBAPIError
-    for attempt in (1, 2):
-        try:
-            with writing(engine) as conn:
-                metadata.create_all(conn, checkfirst=True)
-            return
-        except DBAPIError:
-            if attempt == 2:
-                raise
+
+    def create() -> None:
+        with writing(engine) as conn:
+            metadata.create_all(conn, checkfirst=True)
+    retry_call(create, attempts=2, retry_on=DBAPIError)
 
 
 class SideTables:

@@ -18,6 +18,8 @@ from uuid import UUID
 
 from schedfence.domain.errors import DomainError
 
+from schedfence.infra.pacing import doubling
+
 RETRY_FOR = 5.0  # seconds one migration that cannot progress is retried within one drain
 FIRST_WAIT, MAX_WAIT = 0.1, 1.0
 
@@ -149,7 +151,7 @@ def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
             if w is None or w.kind != result:  # a wait that ends starts its own retries
                 w = _Waiting(since=clock(), kind=result)
             w.tries += 1
-            w.due_at = clock() + min(MAX_WAIT, FIRST_WAIT * 2 ** (w.tries - 1))
+            w.due_at = clock() + doubling(FIRST_WAIT, MAX_WAIT, w.tries)
             if w.due_at - w.since > limits[0] + (limits[1] if result == "wait" else 0.0):
                 blocked.add(mid)
                 waiting.pop(mid, None)

@@ -23,6 +23,7 @@ from schedfence.domain.migration import CLOSED_PHASES, OPEN_PHASES
 from schedfence.projections.service_views import OperatorViews
 from schedfence.projections.tables import migrations
 
+from schedfence.infra.pacing import doubling, retry_call
 from schedfence.infra.store.sql import SideTables
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
@@ -44,7 +45,7 @@ def _now_us() -> int:
 
 def backoff_seconds(failures: int, rng: random.Random | None = None) -> float:
     """Exponential, capped, with jitter so that workers that failed together spread out."""
-    delay = min(MAX_BACKOFF, BASE_BACKOFF * 2 ** max(failures - 1, 0))
+    delay = doubling(BASE_BACKOFF, MAX_BACKOFF, failures)
     return delay * (0.5 + (rng or random).random() / 2)
 
 
@@ -89,27 +90,31 @@ class DueWork(SideTables):
             return [(UUID(r[0]), r[1] is not None) for r in conn.execute(query)]
 
     def back_off(self, migration_id: UUID, reason: str) -> float:
-        """Record one more failure to progress; returns the delay chosen."""
+        """Record one more failure to progress; returns the delay chosen (0 when three tries
+        each lost the row's insert to another worker)."""
         self._ensure_table()
-        mid = str(migration_id)
-        for _ in range(3):  # insert-or-update without dialect-specific upserts
-            with self._writing() as conn:
-                row = conn.execute(select(backoff.c.failures).where(
-                    backoff.c.migration_id == mid)).first()
-                failures = (row[0] if row else 0) + 1
-                values: dict[str, Any] = {
-                    "not_before_us": _now_us() + int(backoff_seconds(failures) * 1e6),
-                    "failures": failures, "reason": reason[:40]}
-                try:
-                    if row is None:
-                        conn.execute(backoff.insert().values(migration_id=mid, **values))
-                    else:
-                        conn.execute(update(backoff).where(
-                            backoff.c.migration_id == mid).values(**values))
-                    return values["not_before_us"] / 1e6 - time.time()
-                except IntegrityError:
-                    continue  # another worker inserted it first: read its count again
-        return 0.0
+        try:  # insert-or-update without dialect-specific upserts
+            return retry_call(lambda: self._count_failure(str(migration_id), reason),
+                              attempts=3, retry_on=IntegrityError)
+        except IntegrityError:
+            return 0.0
+
+    def _count_failure(self, mid: str, reason: str) -> float:
+        """One more failure in one transaction; IntegrityError when another worker inserted
+        the row first (trying again reads its count)."""
+        with self._writing() as conn:
+            row = conn.execute(select(backoff.c.failures).where(
+                backoff.c.migration_id == mid)).first()
+            failures: int = (row[0] if row else 0) + 1
+            not_before_us = _now_us() + int(backoff_seconds(failures) * 1e6)
+            values = {"not_before_us": not_before_us, "failures": failures,
+                      "reason": reason[:40]}
+            if row is None:
+                conn.execute(backoff.insert().values(migration_id=mid, **values))
+            else:
+                conn.execute(update(backoff).where(
+                    backoff.c.migration_id == mid).values(**values))
+            return not_before_us / 1e6 - time.time()
 
     def clear(self, migration_id: UUID) -> None:
         """The migration progressed: it is due again at once."""

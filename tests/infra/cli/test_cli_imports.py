@@ -2,8 +2,8 @@
 ``status`` on SQLite, never loads Temporal's SDK, the HTTP stack, SQLAlchemy, psycopg or another
 command's module. Checked on ``sys.modules`` of a fresh interpreter (what a ``schedfence`` process
 loads), not by timing. The service builds its operator views, due index, leases and batch worker
-on first use (what keeps SQLAlchemy out), and PostgreSQL URLs are parsed without SQLAlchemy,
-as SQLAlchemy's ``make_url`` parsed them."""
+on first use (what keeps SQLAlchemy out), and PostgreSQL URLs are read by SQLAlchemy's
+``make_url``, imported only when such a URL is parsed."""
 from __future__ import annotations
 
 import json
@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.cli.commands import COMMANDS, cli
 from schedfence.infra.offline import open_offline
-from schedfence.infra.store.pg import _split_url, parse_pg_url
+from schedfence.infra.store.pg import parse_pg_url, url_parts
 
 from tests.infra.cli.cli_runs import ROOT, ok
 
@@ -126,7 +126,7 @@ def test_closing_a_service_that_never_built_its_views_builds_none(tmp_path: Path
     assert svc._parts == {}
 
 
-# -- PostgreSQL URLs, parsed without SQLAlchemy ----------------------------------------------------
+# -- PostgreSQL URLs, read by make_url ----------------------------------------------------------
 _URL_TEXT = st.lists(st.sampled_from(list("ab1_-.:/@?&=#%[] +é") + [
     "%40", "%2F", "%3A", "::1", "5432", "schema=s", "lock_timeout=1s"]), max_size=14).map("".join)
 
@@ -135,24 +135,23 @@ _URL_TEXT = st.lists(st.sampled_from(list("ab1_-.:/@?&=#%[] +é") + [
 @given(scheme=st.sampled_from(["postgresql", "postgres", "postgresql+psycopg"]), rest=_URL_TEXT)
 def test_a_url_splits_into_the_parts_make_url_reads(scheme: str, rest: str) -> None:
     """Same user, password, host, port, database and options as SQLAlchemy's ``make_url`` (a
-    port that is not a number: ValueError in both). Where they differ, ours refused a URL with
-    a bracketed host followed by text that ``make_url`` ignores."""
+    port that is not a number: ValueError in both), except that a URL with a bracketed host
+    followed by text that ``make_url`` ignores is refused."""
     url = f"{scheme}://{rest}"
     try:
         theirs = make_url(url)
     except ValueError:
         with pytest.raises(ValueError):
-            _split_url(url)
+            url_parts(url)
         return
     try:
-        ours = _split_url(url)
+        ours = url_parts(url)
     except InvalidArgument:
         assert re.search(r"\][^:/?]", url.split("?", 1)[0]), url
         return
     assert (ours.username, ours.password, ours.host, ours.port, ours.database) == \
         (theirs.username, theirs.password, theirs.host, theirs.port, theirs.database), url
-    assert ours.query == {k: list(v) if isinstance(v, tuple) else v
-                          for k, v in theirs.query.items()}, url
+    assert ours.query == theirs.query, url
 
 
 @pytest.mark.parametrize("url, expected", [
@@ -177,6 +176,27 @@ def test_a_store_url_reads_as_before(url: str, expected: tuple) -> None:
 def test_a_store_url_it_cannot_read_is_refused(url: str, message: str) -> None:
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         parse_pg_url(url)
+
+
+@pytest.mark.parametrize("url, ignored", [
+    ("postgresql://[::1]x/db?schema=s", True),  # make_url: host ::1, no database, no schema
+    ("postgresql://[::1]/db", False),
+    ("postgresql://u:p]x@[::1]:5433/db", False),  # a ']' in the password is no host's end
+    ("postgresql://h/db?schema=s", False),
+])
+def test_a_url_whose_end_make_url_ignores_is_refused(url: str, ignored: bool) -> None:
+    if ignored:
+        with pytest.raises(InvalidArgument, match="not a valid postgresql:// URL"):
+            url_parts(url)
+    else:
+        assert url_parts(url) == make_url(url)
+
+
+def test_a_line_break_is_read_percent_encoded_not_as_the_end() -> None:
+    """``make_url`` alone would stop at the line break and read ``schema=s``."""
+    assert dict(url_parts("postgresql://h/db?schema=s\nlock_timeout=1s").query) == \
+        {"schema": "s\nlock_timeout=1s"}
+    assert url_parts("postgresql://u:p\nw@h/db").password == "p\nw"
 
 
 def test_every_registered_name_loads_the_command_of_that_name() -> None:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.domain.job import job_request_id
+from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.cli.jobs import _Bar
 from schedfence.infra.jobs import RunOptions, run_job
@@ -142,19 +143,27 @@ def test_a_usage_error_exits_2(store):
     assert result.exit_code == 2
 
 
-def test_the_progress_line_shows_counts_and_rate(capsys):
+def test_the_progress_line_shows_counts_and_rate(capsys, monkeypatch):
+    """The CLI's one progress style (rich, infra/cli/output.py) on a terminal's stderr."""
+    monkeypatch.setattr(out, "stderr_is_terminal", lambda: True)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich draws on the captured stderr as on a terminal
+    monkeypatch.setenv("COLUMNS", "160")
     counts = {"requested": 3, "skipped": 1, "blocked": 0}
     with _Bar(enabled=True) as bar:
         bar.update({"decided": 4, "total": None, "counts": counts, "rate": 2.5})
     err = capsys.readouterr().err
-    assert "4 decided" in err and "requested 3 skipped 1 blocked 0 2.5/s" in err
-    with _Bar(enabled=True) as bar:  # a known total: click's bar (its label, off a terminal)
+    assert "migrating" in err and "4/?" in err and "requested 3 skipped 1 blocked 0" in err
+    with _Bar(enabled=True) as bar:  # a known total: decided of total, the rate and the ETA
         bar.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
         bar.update({"decided": 9, "total": 9, "counts": counts, "rate": 2.5})
-        assert bar.bar is not None and bar.bar.pos == 9
-    assert "migrating" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "9/9" in err and "schedules/s" in err and "ETA" in err
     with _Bar(enabled=False) as off:
         off.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(out, "stderr_is_terminal", lambda: False)
+    with _Bar(enabled=True) as piped:  # not a terminal: nothing drawn
+        piped.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
     assert capsys.readouterr().err == ""
 
 
