@@ -176,7 +176,8 @@ def schedule_lines(view: dict[str, Any]) -> list[str]:
 
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
-    spec, action, policies = view.get("spec"), view.get("action"), view.get("policies")
+    spec, policies = view.get("spec"), view.get("policies")
+    action: Any = view.get("action")  # a schedule with a spec has one
     policies = policies or SchedulePolicies().model_dump()  # none recorded: Temporal's defaults
     if spec is None:
         return ["runs: nothing (no spec and no action)"]

@@ -95,7 +95,7 @@ def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
     cut = [t for t in owed if t < deleted_by]
     ids = wait_for(lambda: listed(temporal_env, wtype),
                    lambda got: {f"{prefix}-{nominal_text(t)}" for t in cut} <= set(got),
-                   15.0, "the owed action workflows")  # before the fix: never there
+                   60.0, "the owed action workflows")  # before the fix: never there
     deleted = parse_nominal(settled["deleted_at"])
     assert created < deleted <= deleted_by
     assert settled["started"] == [nominal_text(t) for t in owed if t < deleted]
