@@ -8,27 +8,14 @@ to (or, for the negative case, copies of) the repository's folders.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.staging import stage
+
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = ("domain", "infra", "projections")
 LINT = Path(sys.executable).with_name("lint-imports")
-
-
-def _stage(where: Path, copy: bool) -> Path:
-    package = where / "schedfence"
-    package.mkdir(parents=True)
-    shutil.copy(ROOT / "schedfence" / "__init__.py", package / "__init__.py")
-    for room in ROOMS:
-        if copy:
-            shutil.copytree(ROOT / room, package / room,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            (package / room).symlink_to(ROOT / room, target_is_directory=True)
-    return where
 
 
 def _lint(staged: Path) -> subprocess.CompletedProcess[str]:
@@ -38,7 +25,7 @@ def _lint(staged: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_import_contract_is_kept(tmp_path: Path) -> None:
-    done = _lint(_stage(tmp_path, copy=False))
+    done = _lint(stage(tmp_path, copy=False))
     assert done.returncode == 0, done.stdout + done.stderr
     contracts = (ROOT / "pyproject.toml").read_text().count("[[tool.importlinter.contracts]]")
     assert f"Contracts: {contracts} kept, 0 broken." in done.stdout
@@ -47,7 +34,7 @@ def test_every_import_contract_is_kept(tmp_path: Path) -> None:
 
 
 def test_a_domain_module_reaching_into_infra_breaks_the_build(tmp_path: Path) -> None:
-    staged = _stage(tmp_path, copy=True)
+    staged = stage(tmp_path, copy=True)
     (staged / "schedfence" / "domain" / "zz_violation.py").write_text(
         "from schedfence.infra.store import eventstore  # a rule that does I/O\n")
     done = _lint(staged)

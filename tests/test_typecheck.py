@@ -11,29 +11,15 @@ To run it by hand: ``.venv/bin/python -m pytest -q tests/test_typecheck.py``.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.staging import stage
+
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = ("domain", "infra", "projections")
-
-
-def _stage(where: Path, copy: bool) -> Path:
-    package = where / "schedfence"
-    package.mkdir(parents=True)
-    for name in ("__init__.py", "py.typed"):
-        shutil.copy(ROOT / "schedfence" / name, package / name)
-    for room in ROOMS:
-        if copy:
-            shutil.copytree(ROOT / room, package / room,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            (package / room).symlink_to(ROOT / room, target_is_directory=True)
-    return where
 
 
 def _mypy(staged: Path, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -53,13 +39,13 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_mypy_reports_nothing(tmp_path: Path, cache: Path) -> None:
-    done = _mypy(_stage(tmp_path / "stage", copy=False), cache)
+    done = _mypy(stage(tmp_path / "stage", copy=False), cache)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "", done.stdout
 
 
 def test_a_type_error_in_the_domain_breaks_the_build(tmp_path: Path, cache: Path) -> None:
-    staged = _stage(tmp_path / "stage", copy=True)
+    staged = stage(tmp_path / "stage", copy=True)
     (staged / "schedfence" / "domain" / "zz_wrong.py").write_text(
         "def count() -> int:\n    return 'many'  # a str where an int is promised\n")
     done = _mypy(staged, cache)

@@ -4,8 +4,10 @@ CLI invoked in process or in a subprocess, and the events a store holds."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,18 @@ def events_in(store: str) -> int:
 def subprocess_cli(store: str, *args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store, *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
+
+
+def stops_on_sigint(proc: subprocess.Popen, settle: float = 0.3) -> tuple[str, str]:
+    """Ctrl-C a long-running command ``settle`` seconds from now: it exits 0 within 30 s
+    without a traceback; its stdout and stderr from then on."""
+    try:
+        time.sleep(settle)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    return out, err

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,8 +17,8 @@ from schedfence.domain.schedule import Schedule
 from schedfence.infra.service import open_service
 from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
 
-from tests.infra.cli.cli_runs import (ROOT, events_in, ok, ok_json, run, store,  # noqa: F401
-                                      subprocess_cli)
+from tests.infra.cli.cli_runs import (ROOT, events_in, ok, ok_json, run,  # noqa: F401
+                                     stops_on_sigint, store, subprocess_cli)
 
 
 # -- verify ------------------------------------------------------------------------------------
@@ -103,13 +102,9 @@ def test_worker_polls_until_ctrl_c_and_exits_cleanly(store: str) -> None:
         assert any("migrations: completed 1" in line for line in seen), seen
         assert ", destination sim (the simulator kept in the store), polling every 0.2s" \
             in seen[0], seen  # the banner names the destination
-        time.sleep(0.2)  # a few idle passes, which print nothing
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, stderr
-    assert "Traceback" not in stderr
+    except BaseException:
+        proc.kill()
+        raise
+    stdout, _ = stops_on_sigint(proc, settle=0.2)  # after a few idle passes (print nothing)
     assert stdout.strip().startswith("worker stopped after")
     assert ok_json(store, "status", "ns", "a")["migration"]["state"] == "completed"

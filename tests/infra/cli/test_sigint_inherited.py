@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.infra.cli.cli_runs import stops_on_sigint
 from tests.replica_helpers import populate
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,23 +32,10 @@ def started(argv: list[str], ready: str) -> subprocess.Popen:
     raise AssertionError(f"never printed {ready!r}")
 
 
-def stops_on_sigint(proc: subprocess.Popen) -> str:
-    try:
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err
-    return out
-
-
 def test_a_worker_started_with_sigint_ignored_stops_on_sigint(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     proc = started(["--store", store, "worker", "--poll-interval", "0.2"], "polling every")
-    assert stops_on_sigint(proc).strip().startswith("worker stopped after")
+    assert stops_on_sigint(proc)[0].strip().startswith("worker stopped after")
 
 
 def test_a_follower_started_with_sigint_ignored_stops_on_sigint(tmp_path: Path) -> None:
@@ -55,4 +43,4 @@ def test_a_follower_started_with_sigint_ignored_stops_on_sigint(tmp_path: Path) 
     populate(source, 1)
     proc = started(["replicate", "--from", source, "--to", f"sqlite:///{tmp_path / 's.db'}",
                     "--follow", "--poll-interval", "0.05"], "following")
-    assert "follower stopped after copying" in stops_on_sigint(proc)
+    assert "follower stopped after copying" in stops_on_sigint(proc)[0]
