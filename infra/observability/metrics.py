@@ -15,8 +15,8 @@ Where each number comes from:
 - ``schedfence_destination_call_duration_seconds``: this process's worker calls only
   (infra/observability/calls.py), empty in a process that made none.
 
-Batch job progress is not exported yet: it needs a projection of the jobs (listing them reads
-the log, and a label per job id would grow without bound).
+Batch job progress (``schedfence_job_schedules``, ``_job_pages``, ``_job_done``) is read from
+the jobs' log on each scrape, one series per job id (a label that grows with every job run).
 """
 from __future__ import annotations
 

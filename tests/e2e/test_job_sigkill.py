@@ -4,8 +4,10 @@ file of its own so every process shares it).
 
 Each kill lands while the job is requesting a page it has not recorded yet: some of that
 page's rollbacks are stored, its decisions are not. (A kill between a worker's claim and its
-start would park that migration ``head_missing``, which tests/infra/test_jobs.py covers; here
-the point is that a rerun neither loses nor doubles a request.) The test watches the store
+start is re-armed on proven absence inside retention, F16, which
+tests/e2e/test_job_sigkill_claims.py covers, or parks ``head_missing`` beyond it, which
+tests/infra/test_jobs.py covers; here the point is that a rerun neither loses nor doubles a
+request.) The test watches the store
 read-only and kills when the rollbacks stored exceed the requests the job has recorded.
 
 At the end: every schedule migrated exactly once (one migration, with the job's derived
