@@ -23,13 +23,13 @@ from typing import Any, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from schedfence.domain import decisions as d  # noqa: E402
+from schedfence.domain.rollback import decide as d  # noqa: E402
 from schedfence.domain.ids import (derive_request_id, destination_workflow_id,  # noqa: E402
                         migration_aggregate_id)
-from schedfence.domain.migration import Migration  # noqa: E402
-from schedfence.domain.schedule import Schedule, ScheduleKey  # noqa: E402
-from schedfence.infra.service import open_service  # noqa: E402
-from schedfence.infra.destination.simulator import SimulatedDestination  # noqa: E402
+from schedfence.domain.rollback.aggregate import Migration  # noqa: E402
+from schedfence.domain.source.schedule import Schedule, ScheduleKey  # noqa: E402
+from schedfence.infra.application.service import open_service  # noqa: E402
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination  # noqa: E402
 
 NAMESPACES = [f"ns{i:02d}" for i in range(20)]
 WORKERS = [f"worker-{i}" for i in range(8)]

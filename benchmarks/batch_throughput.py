@@ -41,14 +41,14 @@ ROLLBACK_CHUNK = 500
 
 
 def _service(store: str, worker: str) -> Any:
-    from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
-    from schedfence.infra.service import open_service
+    from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
+    from schedfence.infra.application.service import open_service
     return open_service(store, SimulatedDestination(InMemorySimState(rollback=False)),
                         worker_id=worker)
 
 
 def _roll_and_attempt(svc: Any, sids: list[str]) -> None:
-    from schedfence.infra.worker.batch import BATCH_SIZE
+    from schedfence.infra.engines.batch import BATCH_SIZE
     ids = []
     for k in range(0, len(sids), ROLLBACK_CHUNK):
         ids += [r.migration_id for r in svc.rollback_many(NS, sids[k:k + ROLLBACK_CHUNK])]

@@ -63,7 +63,7 @@ def pg_server_version(url: str = DEFAULT_PG) -> str | None:
 def _admin(url: str) -> Any:
     import psycopg
 
-    from schedfence.infra.store.pg import parse_pg_url
+    from schedfence.infra.adapters.store.pg import parse_pg_url
     t = parse_pg_url(url)
     return psycopg.connect(host=t.host, port=t.port, user=t.user, password=t.password or None,
                            dbname=t.dbname, autocommit=True, connect_timeout=5)

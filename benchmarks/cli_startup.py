@@ -43,13 +43,13 @@ FLOORS = (
     ("floor: one pydantic model, eventsourcing application",
      "import eventsourcing.application, pydantic\nclass M(pydantic.BaseModel):\n    x: int"),
     ("floor: domain events (Schedule, Migration)",
-     "import schedfence.domain.schedule, schedfence.domain.migration"),
+     "import schedfence.domain.source.schedule, schedfence.domain.rollback.aggregate"),
     ("floor: + eventsourcing's application and SQLite store",
-     "import schedfence.domain.schedule, schedfence.domain.migration, "
+     "import schedfence.domain.source.schedule, schedfence.domain.rollback.aggregate, "
      "eventsourcing.application, eventsourcing.sqlite"),
     ("our store module",
-     "import schedfence.domain.schedule, schedfence.domain.migration, "
-     "schedfence.infra.store.eventstore"),
+     "import schedfence.domain.source.schedule, schedfence.domain.rollback.aggregate, "
+     "schedfence.infra.adapters.store.eventstore"),
     ("import schedfence.infra.cli", "import schedfence.infra.cli"),
 )
 SCHEDULES = 3  # in the store `status` reads; two of them with a migration

@@ -17,7 +17,7 @@ from benchkit import median  # noqa: E402
 
 from cronsim import CronSim  # noqa: E402
 
-from schedfence.domain.spec import zone  # noqa: E402
+from schedfence.domain.source.spec import zone  # noqa: E402
 
 EXPRESSIONS = ("* * * * *", "*/5 * * * *", "30 2 * * *", "0 9 * * 1-5")
 ZONES = ("UTC", "America/New_York")

@@ -26,10 +26,10 @@ from benchkit import median, sqlite_store
 
 from schedfence.domain.errors import Unavailable
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.migration import WORKER_PHASES
+from schedfence.domain.rollback.aggregate import WORKER_PHASES
 from schedfence.domain.ports import RunDescription, StartAccepted, StartWorkflow
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.simulator import FaultRates, SimulatedDestination
 
 NS = "bench"
 ADMIN_TRIES = 50  # a client retrying an `unavailable` admin call

@@ -2,7 +2,7 @@
 (passes, pauses, the scheduler down, triggers, backfills, deletes and re-creates, limits,
 catch-up windows, rollbacks, forwards, round trips, crashes, faults and a hostile destination)
 run as short histories on the in-memory store and the simulator, with the one oracle
-(domain/exactly_once.py), the checker and every other invariant asserted after every step.
+(domain/invariants/exactly_once.py), the checker and every other invariant asserted after every step.
 Prints the count of histories, the steps, the rate and the violations (a violation stops its
 process and prints hypothesis' shrunk example).
 

@@ -34,7 +34,7 @@ def _single(svc: Any, sids: list[str]) -> None:
 
 
 def _batched(svc: Any, sids: list[str]) -> None:
-    from schedfence.infra.worker.batch import BATCH_SIZE
+    from schedfence.infra.engines.batch import BATCH_SIZE
     mids = []
     for k in range(0, len(sids), 500):
         mids += [uuid.UUID(r.migration_id) for r in svc.rollback_many(NS, sids[k:k + 500])]
@@ -52,7 +52,7 @@ def _counting(recorder: Any) -> dict[str, int]:
             counts[_kind] += 1
             return _inner(*a, **k)
         setattr(recorder, name, counted)
-    from schedfence.infra.store import bulk  # a batch's reads: one query for many aggregates
+    from schedfence.infra.adapters.store import bulk  # a batch's reads: one query for many aggregates
     inner_select = bulk._select
 
     def counted_select(*a: Any, **k: Any) -> Any:
@@ -63,8 +63,8 @@ def _counting(recorder: Any) -> dict[str, int]:
 
 
 def profile(kind: str, path: Callable[[Any, list[str]], None], n: int, top: int) -> None:
-    from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
-    from schedfence.infra.service import open_service
+    from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
+    from schedfence.infra.application.service import open_service
     holder = sqlite_store() if kind == "sqlite" else pg_store()
     with holder as store:
         svc = open_service(store, SimulatedDestination(InMemorySimState(rollback=False)),

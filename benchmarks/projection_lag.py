@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.benchkit import DEFAULT_PG, machine, pg_store, sqlite_store  # noqa: E402
-from schedfence.infra.destination.simulator import SimulatedDestination  # noqa: E402
-from schedfence.infra.service import open_service  # noqa: E402
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination  # noqa: E402
+from schedfence.infra.application.service import open_service  # noqa: E402
 from schedfence.projections.follow import Applied, Follower  # noqa: E402
 
 WAIT = 30.0  # seconds an append may take to become visible before the run fails

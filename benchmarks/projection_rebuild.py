@@ -43,7 +43,7 @@ def fill(store: str, n: int) -> None:
 
 
 def _service(store: str) -> Any:
-    from schedfence.infra.service import open_service
+    from schedfence.infra.application.service import open_service
     return open_service(store, "sim", worker_id="bench")
 
 
@@ -72,7 +72,7 @@ def view_rows(store: str) -> dict[str, tuple[list[str], list[tuple]]]:
 
 def copy_seconds(store: str, rows: dict[str, tuple[list[str], list[tuple]]]) -> float:
     """Seconds to COPY ``rows`` into freshly created view tables, in one transaction."""
-    from schedfence.infra.store.pg import parse_pg_url
+    from schedfence.infra.adapters.store.pg import parse_pg_url
     with _service(store) as svc:
         view = svc.views.projector.view
         view.drop_tables()

@@ -41,11 +41,11 @@ from benchkit import DEFAULT_PG, ROOT, env_var, machine, median, pg_server_versi
 from eventsourcing.application import project_aggregate  # noqa: E402
 from eventsourcing.utils import resolve_topic
 
-from schedfence.domain import decisions as d
-from schedfence.domain.migration import evolve_migration
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.store.eventstore import FenceApplication, open_application, parse_store_url
+from schedfence.domain.rollback import decide as d
+from schedfence.domain.rollback.aggregate import evolve_migration
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.adapters.store.eventstore import FenceApplication, open_application, parse_store_url
 
 NS, WORKER = "bench", "bench-worker"
 SAVE_BATCH = 1000  # events per append while recording the long middle
@@ -205,10 +205,10 @@ def load_before(fx: Fixture, aggregate_id: UUID) -> Any:
 
 
 def previous_read_path(rev: str) -> Before | None:
-    """Revision ``rev``'s infra/store/codec.py and eventstore.py, loaded from git as modules
+    """Revision ``rev``'s infra/adapters/store/codec.py and eventstore.py, loaded from git as modules
     of their own (today's domain and everything else they import); None without git."""
     modules = {}
-    for path in ("infra/store/codec.py", "infra/store/eventstore.py"):
+    for path in ("infra/adapters/store/codec.py", "infra/adapters/store/eventstore.py"):
         try:
             source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
                                     capture_output=True, text=True, check=True).stdout

@@ -23,9 +23,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from schedfence.infra.replication.follower import replicate  # noqa: E402
-from schedfence.infra.service import open_service  # noqa: E402
-from schedfence.infra.destination.simulator import SimulatedDestination  # noqa: E402
+from schedfence.infra.adapters.replication.follower import replicate  # noqa: E402
+from schedfence.infra.application.service import open_service  # noqa: E402
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination  # noqa: E402
 from tests.replica_helpers import bulk_schedules  # noqa: E402
 
 

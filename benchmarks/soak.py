@@ -79,9 +79,9 @@ def quarter_ratio(values: list[float]) -> float:
 
 def soak(store: str, total: int, every: int, traced: bool) -> list[dict[str, float]]:
     from schedfence.domain.ids import migration_aggregate_id  # noqa: F401 - imported before measuring
-    from schedfence.infra.service import open_service
-    from schedfence.infra.destination.sim_store import SqlSimState
-    from schedfence.infra.destination.simulator import SimulatedDestination
+    from schedfence.infra.application.service import open_service
+    from schedfence.infra.adapters.destination.sim_store import SqlSimState
+    from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
     state = SqlSimState(store)
     dest = TimedDestination(SimulatedDestination(state))

@@ -36,7 +36,7 @@ class Step(Aggregate):
 
 
 def _env(module: str, url: str, app_name: str) -> dict[str, str]:
-    from schedfence.infra.store.pg import parse_pg_url
+    from schedfence.infra.adapters.store.pg import parse_pg_url
     t = parse_pg_url(url)
     if module == "eventsourcing.postgres":
         return {"PERSISTENCE_MODULE": module, "POSTGRES_DBNAME": t.dbname,

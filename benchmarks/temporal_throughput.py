@@ -167,7 +167,7 @@ class Probe:
 def _destination(target: str) -> Any:
     """A new adapter, connected (one describe of an id nobody uses) before any clock starts."""
     from schedfence.domain.ports import DestinationNotFound
-    from schedfence.infra.destination.temporal import TemporalDestination
+    from schedfence.infra.adapters.destination.temporal import TemporalDestination
     dest = TemporalDestination(target, NS, rpc_timeout=30.0)
     try:
         dest.describe(NS, f"warm-up-{uuid.uuid4().hex}")
@@ -177,13 +177,13 @@ def _destination(target: str) -> Any:
 
 
 def _concurrency() -> int:
-    from schedfence.infra.worker.batch import BatchWorker
+    from schedfence.infra.engines.batch import BatchWorker
     return BatchWorker.concurrency
 
 
 def _rollback_and_attempt(svc: Any, probe: Probe, sids: list[str]) -> float:
     """The timed fenced part: every rollback, then every migration's batch; seconds taken."""
-    from schedfence.infra.worker.batch import BATCH_SIZE
+    from schedfence.infra.engines.batch import BATCH_SIZE
     t0 = time.perf_counter()
     probe.phase = "rollback_many"
     ids = []
@@ -201,7 +201,7 @@ def fenced_run(target: str, sids: list[str], settle: Callable[[], float],
                keep: str | None = None) -> tuple[float, dict[str, float]]:
     """Migrations/s of the fenced path on a fresh schema (or on ``keep``, left in place), and
     where its time went; ``settle()`` runs after the creates, before the clock starts."""
-    from schedfence.infra.service import open_service
+    from schedfence.infra.application.service import open_service
     probe = Probe()
     dest = _destination(target)
     probe.watch(dest)
@@ -261,8 +261,8 @@ def unfenced_run(target: str, sids: list[str], raw: bool,
                  settle: Callable[[], float]) -> tuple[float, float]:
     """Migrations/s of the same requests sent with no store on a pool of the same bound (one
     pool over all of them, as a plain loop would); and the mean call in ms."""
-    from schedfence.infra.destination.temporal import start_error
-    from schedfence.infra.destination.temporal_schedule import create_request
+    from schedfence.infra.adapters.destination.temporal import start_error
+    from schedfence.infra.adapters.destination.temporal_schedule import create_request
     dest = _destination(target)
     requests = [plain_request(sid) for sid in sids]
     now = datetime.now(timezone.utc)  # not timed, as the fence's own inputs are prepared
@@ -319,7 +319,7 @@ def delete_all(target: str, sids: list[str]) -> None:
     otherwise keep the server busier run after run)."""
     from temporalio.api.workflowservice.v1 import DeleteScheduleRequest
 
-    from schedfence.infra.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal import describe_error
     dest = _destination(target)
 
     def delete(sid: str) -> None:

@@ -32,8 +32,8 @@ NS = "bench"
 def _migrate_share(store: str, sids: list[str], start: Any, done: Any) -> None:
     """One worker process: rollback + drive each of its schedules to completion."""
     from schedfence.domain.ids import migration_aggregate_id
-    from schedfence.infra.service import open_service
-    from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
+    from schedfence.infra.application.service import open_service
+    from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
     # No per-call copy of the simulator's whole state: it would grow with the runs and
     # measure the simulator, not the store.
     dest = SimulatedDestination(InMemorySimState(rollback=False))
@@ -48,7 +48,7 @@ def _migrate_share(store: str, sids: list[str], start: Any, done: Any) -> None:
 
 
 def _prepare(store: str, n: int) -> list[str]:
-    from schedfence.infra.service import open_service
+    from schedfence.infra.application.service import open_service
     sids = [f"s{i:06d}" for i in range(n)]
     with open_service(store, "sim") as svc:
         for sid in sids:
@@ -57,7 +57,7 @@ def _prepare(store: str, n: int) -> list[str]:
 
 
 def _check(store: str, n: int) -> None:
-    from schedfence.infra.service import open_service
+    from schedfence.infra.application.service import open_service
     with open_service(store, "sim") as svc:
         by_state = svc.stats()["by_state"]
         assert by_state["completed"] == n, by_state
@@ -179,7 +179,7 @@ def _raw_table(kind: str, store: str) -> str:
         return path
     import psycopg
 
-    from schedfence.infra.store.pg import parse_pg_url
+    from schedfence.infra.adapters.store.pg import parse_pg_url
     t = parse_pg_url(store)
     t.ensure_schema()
     dsn = f"host={t.host} port={t.port} user={t.user} dbname={t.dbname} " \

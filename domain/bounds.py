@@ -30,7 +30,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import InvalidArgument
+from schedfence.domain.errors import InvalidArgument
 
 MAX_JSON_DEPTH = 64
 MAX_JSON_BYTES = 256 * 1024

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, ClassVar
 from uuid import UUID, uuid5
 
-from .errors import StandbyNotPromoted
-from .ids import SCHEDFENCE_NAMESPACE
-from .model import EvolvingAggregate
+from schedfence.domain.errors import StandbyNotPromoted
+from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
+from schedfence.domain.model import EvolvingAggregate
 
 STORE_EPOCH_ID: UUID = uuid5(SCHEDFENCE_NAMESPACE, "store-epoch")
 

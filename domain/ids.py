@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import uuid
 
-from .errors import InvalidArgument
-from .text import MAX_ID_LENGTH
-from .text import validate_id as validate_id  # re-exported: the one set of rules
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.text import MAX_ID_LENGTH
+from schedfence.domain.text import validate_id as validate_id  # re-exported: the one set of rules
 
 # A fixed namespace for every id this project derives; changing it would change derived ids.
 SCHEDFENCE_NAMESPACE = uuid.UUID("6f1c1a52-5d0e-4c65-9a44-3f0f3a1f9e10")

@@ -10,7 +10,7 @@ again and the service's dedupe answers ``already_pending`` / ``already_completed
 once, as requested). Cancel stops new requests; migrations already requested finish.
 
 Pure: decisions take the job's state and return ``Facts`` or raise a domain error (nothing is
-written); ``evolve_job`` is the one reducer. The runner (infra/jobs.py) does the reading, the
+written); ``evolve_job`` is the one reducer. The runner (infra/application/jobs.py) does the reading, the
 requesting and the driving.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, get_args
 
-from .bounds import check_rate
-from .errors import AlreadyExists, DomainError, InvalidArgument, RecoveryRefused
-from .ids import SCHEDFENCE_NAMESPACE
-from .model import EvolvingAggregate, Fact, Facts
-from .text import validate_id
+from schedfence.domain.bounds import check_rate
+from schedfence.domain.errors import AlreadyExists, DomainError, InvalidArgument, RecoveryRefused
+from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
+from schedfence.domain.model import EvolvingAggregate, Fact, Facts
+from schedfence.domain.text import validate_id
 
 Direction = Literal["workflow", "source"]
 DIRECTIONS: tuple[Direction, ...] = get_args(Direction)

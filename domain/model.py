@@ -30,7 +30,7 @@ from eventsourcing.domain import (
 from eventsourcing.utils import get_topic, register_topic
 from pydantic import BaseModel, ConfigDict, Field
 
-from .topics import resolve_stored
+from schedfence.domain.topics import resolve_stored
 
 
 def upcast(owner: type, state: dict[str, Any], version: int) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .action import StartWorkflowAction
-from .errors import DomainError, NotFound, Unavailable
+from schedfence.domain.source.action import StartWorkflowAction
+from schedfence.domain.errors import DomainError, NotFound, Unavailable
 
 RunStatus = Literal[
     "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out"
@@ -154,7 +154,7 @@ class Destination(Protocol):
 class RetentionReader(Protocol):
     """How long a closed run stays visible to a describe in ``namespace`` (seconds), read
     live (Temporal: DescribeNamespace's workflow execution retention). Any failure is
-    ``DestinationUnavailable``: it says nothing about the runs (domain/retention.py)."""
+    ``DestinationUnavailable``: it says nothing about the runs (domain/rollback/evidence.py)."""
 
     def retention_seconds(self, namespace: str) -> float: ...
 
@@ -205,7 +205,7 @@ class HandoverTarget(Destination, Protocol):
     ``settle_deleted`` is the settle of a schedule deleted since the receipt: from its
     scheduler workflow's chain (first run ``first_run_id``: when it began, when it closed,
     what its create recorded) it starts each time the settle owed before the delete
-    (domain/handover_gone.py) as a plain workflow at its action workflow id, under a request
+    (domain/rollback/handover_gone.py) as a plain workflow at its action workflow id, under a request
     id derived from the migration's and the time, leaving any run at that id alone. Returns
     the spec's times this migration's starts created (``started``), the delete's instant and
     a detail naming the carried times. Idempotent. The chain unreadable: ``SchedulerGone``;
@@ -225,7 +225,7 @@ class SearchAttributeRegistry(Protocol):
     def search_attribute_types(self, namespace: str) -> dict[str, str]: ...
 
 
-# -- the other direction: a Temporal Schedule handed to the source (domain/forward.py) -------
+# -- the other direction: a Temporal Schedule handed to the source (domain/forward/aggregate.py) -------
 @dataclass(frozen=True)
 class ScheduleSnapshot:
     """A Temporal Schedule as DescribeSchedule shows it. ``program`` holds the JSON documents
@@ -234,7 +234,7 @@ class ScheduleSnapshot:
     ``identity`` names this Temporal Schedule among all ever created at its id: the first run
     id of the server's scheduler workflow ``temporal-sys-scheduler:<id>`` (a forward's derived
     request id includes it). ``boundary``, on a paused schedule with a spec, is what the
-    server was seen to have started (domain/forward_boundary.py: ``observation``);
+    server was seen to have started (domain/forward/boundary.py: ``observation``);
     ``responsible_until`` (RFC 3339 UTC, whole seconds) is the cursor it proves, kept for
     display (a host that sets no ``boundary`` hands this cursor over instead).
     ``buffered`` counts starts it holds unstarted."""

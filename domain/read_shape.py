@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .migration import MigrationState
+from schedfence.domain.rollback.aggregate import MigrationState
 
 
 @dataclass(frozen=True)

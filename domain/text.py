@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from .errors import InvalidArgument
+from schedfence.domain.errors import InvalidArgument
 
 MAX_ID_LENGTH = 1000
 MAX_ACTOR_LENGTH = 200

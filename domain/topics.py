@@ -6,7 +6,7 @@ aggregate's class statement registers the topic. A process imports what its comm
 without this table a process that never imported, say, domain/job.py could not read a job's
 record, and stopped at it (``undecodable_event``, issue 28). ``resolve_stored`` imports the
 defining module on first use of a topic, so start-up stays small and every process reads every
-record. Every decode path resolves through it: the mapper (infra/store/codec.py) for events and
+record. Every decode path resolves through it: the mapper (infra/adapters/store/codec.py) for events and
 snapshots, and ``EvolvingAggregate.Snapshot`` for the aggregate class a snapshot names.
 
 The aggregate topics are listed too: a creation event's ``originator_topic`` and a snapshot's
@@ -17,7 +17,7 @@ renamed, so no alias is needed. Older shapes keep their topic and are upcast on 
 ``RequestIdAssigned`` of an identity-less migration, infra/demo/legacy.py). The one retired
 class, ``schedfence.migration.LegacyRollbackRequested`` (removed before any release stored
 it), stays unknown on purpose: reading it is an ``undecodable_event`` naming it
-(tests/infra/store/test_legacy.py). A topic is never reused for another class.
+(tests/infra/adapters/store/test_legacy.py). A topic is never reused for another class.
 
 tests/domain/test_topics.py walks every module for event and aggregate classes and fails if
 one is missing here, and resolves every entry in a fresh interpreter.
@@ -31,11 +31,11 @@ from typing import Any
 from eventsourcing.utils import TopicError, resolve_topic
 
 _MODEL = "schedfence.domain.model"
-_SCHEDULE = "schedfence.domain.schedule"
-_RUNS = "schedfence.domain.runs"
-_KEY = "schedfence.domain.schedule_key"
-_MIGRATION = "schedfence.domain.migration"
-_FORWARD = "schedfence.domain.forward"
+_SCHEDULE = "schedfence.domain.source.schedule"
+_RUNS = "schedfence.domain.source.runs"
+_KEY = "schedfence.domain.source.key"
+_MIGRATION = "schedfence.domain.rollback.aggregate"
+_FORWARD = "schedfence.domain.forward.aggregate"
 _JOB = "schedfence.domain.job"
 _FAILOVER = "schedfence.domain.failover"
 

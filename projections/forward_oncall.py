@@ -1,4 +1,4 @@
-"""What an operator may do about a forward migration (domain/forward.py) that needs one.
+"""What an operator may do about a forward migration (domain/forward/aggregate.py) that needs one.
 
 The rollback's on-call advice (projections/oncall.py) has a forward twin here: each verdict is a
 dry run of the decision that guards the command (``check_abortable``, ``check_takeover``), and
@@ -10,8 +10,8 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schedfence.domain import forward_steps as fs
-from schedfence.domain.forward import OPEN_PHASES, ForwardState
+from schedfence.domain.forward import steps as fs
+from schedfence.domain.forward.aggregate import OPEN_PHASES, ForwardState
 
 from .oncall import ALLOWED, dry_run
 

@@ -1,5 +1,5 @@
 """What the Prometheus metrics read from the operator projection (rendered by
-infra/observability/metrics.py).
+infra/adapters/observability/metrics.py).
 
 Every number here is counted from events the projection applied, in its own tables, so it is
 exact after a restart, the same from every process that reads the store, and rebuilt with the
@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from schedfence.domain.forward import ForwardMigration
-from schedfence.domain.migration import Migration
+from schedfence.domain.forward.aggregate import ForwardMigration
+from schedfence.domain.rollback.aggregate import Migration
 
 from . import tables as t
 from .records import to_us

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from schedfence.domain import decisions as d
-from schedfence.domain import recovery as r
+from schedfence.domain.rollback import decide as d
+from schedfence.domain.rollback import recover as r
 from schedfence.domain.errors import DomainError
-from schedfence.domain.migration import PARK_MEANING, WORKER_PHASES, MigrationState
+from schedfence.domain.rollback.aggregate import PARK_MEANING, WORKER_PHASES, MigrationState
 
 ALLOWED = "allowed"
 

@@ -15,9 +15,9 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
-from schedfence.domain.migration import Migration, evolve_migration
-from schedfence.domain.schedule import Schedule
-from schedfence.domain.schedule_key import ScheduleKey
+from schedfence.domain.rollback.aggregate import Migration, evolve_migration
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.key import ScheduleKey
 
 from .records import to_us
 from .view import FenceViews, FoldedMigration

@@ -16,10 +16,10 @@ from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.text import validate_id
-from schedfence.domain.migration import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
+from schedfence.domain.rollback.aggregate import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
                                          MigrationState)
 from schedfence.domain.read_shape import READ_FIELDS
-from schedfence.domain.schedule_key import ScheduleKey
+from schedfence.domain.source.key import ScheduleKey
 
 from . import oncall as oc
 from . import tables as t

@@ -2,7 +2,7 @@
 
 Every query first applies the events the projection has not seen (one cheap read when there
 are none), then answers from the projection's indexed tables. The application builds it with
-the engine on the store's database (infra/store/sql.py); nothing here knows the service.
+the engine on the store's database (infra/adapters/store/sql.py); nothing here knows the service.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from uuid import UUID
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
-from schedfence.domain.migration import PHASES
+from schedfence.domain.rollback.aggregate import PHASES
 
 from . import metrics as pm
 from . import queries as q

@@ -18,8 +18,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
-from schedfence.domain.decisions import due
-from schedfence.domain.migration import MigrationState
+from schedfence.domain.rollback.decide import due
+from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.read_shape import read_shape
 
 from . import tables as t

@@ -11,8 +11,8 @@ The public API for embedding is importable from here (README, "Embedding")::
 
     from schedfence import open_service, make_spec, make_action, make_policies
 
-Each name is a re-export of the module that defines it (``schedfence.infra.service.open_service``,
-``schedfence.domain.spec.make_spec``, ...), and those paths keep working. The names are imported
+Each name is a re-export of the module that defines it (``schedfence.infra.application.service.open_service``,
+``schedfence.domain.source.spec.make_spec``, ...), and those paths keep working. The names are imported
 on first use (module ``__getattr__``), so ``import schedfence``, which every ``schedfence``
 command does first, stays as cheap as before: the service alone costs ~0.7 s of imports.
 """
@@ -24,20 +24,20 @@ from importlib import import_module
 # Type checkers treat any constant of this name as true and see the real imports below.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on first use
-    from schedfence.domain.action import make_action as make_action
-    from schedfence.domain.action import make_policies as make_policies
+    from schedfence.domain.source.action import make_action as make_action
+    from schedfence.domain.source.action import make_policies as make_policies
     from schedfence.domain.ports import Destination as Destination
-    from schedfence.domain.spec import make_spec as make_spec
-    from schedfence.infra.service import MigrationService as MigrationService
-    from schedfence.infra.service import open_service as open_service
+    from schedfence.domain.source.spec import make_spec as make_spec
+    from schedfence.infra.application.service import MigrationService as MigrationService
+    from schedfence.infra.application.service import open_service as open_service
 
 # Public name -> the module that defines it.
 _EXPORTS = {
-    "open_service": "schedfence.infra.service",
-    "MigrationService": "schedfence.infra.service",
-    "make_spec": "schedfence.domain.spec",
-    "make_action": "schedfence.domain.action",
-    "make_policies": "schedfence.domain.action",
+    "open_service": "schedfence.infra.application.service",
+    "MigrationService": "schedfence.infra.application.service",
+    "make_spec": "schedfence.domain.source.spec",
+    "make_action": "schedfence.domain.source.action",
+    "make_policies": "schedfence.domain.source.action",
     "Destination": "schedfence.domain.ports",
 }
 

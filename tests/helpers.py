@@ -17,8 +17,8 @@ import pytest
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.ports import StartAccepted, StartWorkflow
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
 NS = "default"
 SID = "s1"

@@ -68,7 +68,7 @@ def new_schema_url(dbname: str) -> str:
 
 def schema_of(url: str) -> tuple[str, str]:
     """(database, schema) of a store URL made by ``new_schema_url``/``database_url``."""
-    from schedfence.infra.store.pg import parse_pg_url
+    from schedfence.infra.adapters.store.pg import parse_pg_url
     target = parse_pg_url(url)
     return target.dbname, target.schema
 

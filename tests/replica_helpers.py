@@ -6,11 +6,11 @@ from typing import Iterator
 import psycopg
 import pytest
 
-from schedfence.infra.replication.standby import PG_TRACKING_TABLE, standby_recorder
-from schedfence.infra.replication.follower import replicate
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.store.eventstore import open_application, parse_store_url
+from schedfence.infra.adapters.replication.standby import PG_TRACKING_TABLE, standby_recorder
+from schedfence.infra.adapters.replication.follower import replicate
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.adapters.store.eventstore import open_application, parse_store_url
 from tests import pgtools
 
 
@@ -87,7 +87,7 @@ def populate(url: str, count: int, prefix: str = "s", complete: bool = True) -> 
 
 def bulk_schedules(url: str, count: int, per_save: int = 500) -> None:
     """Many schedule creations quickly (3 events each), ``per_save`` per transaction."""
-    from schedfence.domain.schedule import Schedule, ScheduleKey
+    from schedfence.domain.source.schedule import Schedule, ScheduleKey
 
     app = open_application(parse_store_url(url))
     try:

@@ -36,8 +36,8 @@ def test_every_import_contract_is_kept(tmp_path: Path) -> None:
 def test_a_domain_module_reaching_into_infra_breaks_the_build(tmp_path: Path) -> None:
     staged = stage(tmp_path, copy=True)
     (staged / "schedfence" / "domain" / "zz_violation.py").write_text(
-        "from schedfence.infra.store import eventstore  # a rule that does I/O\n")
+        "from schedfence.infra.adapters.store import eventstore  # a rule that does I/O\n")
     done = _lint(staged)
     assert done.returncode != 0
     assert "domain is pure: no infra, projections, SQL, Temporal or CLI BROKEN" in done.stdout
-    assert "schedfence.domain.zz_violation -> schedfence.infra.store" in done.stdout
+    assert "schedfence.domain.zz_violation -> schedfence.infra.adapters.store" in done.stdout

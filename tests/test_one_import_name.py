@@ -36,7 +36,7 @@ def test_an_embedding_application_imports_one_package_and_nothing_bare(tmp_path:
     # package is on the path, and the bare names must not be importable from it.
     script = (
         "import json, sys\n"
-        "import schedfence.infra.service as service\n"
+        "import schedfence.infra.application.service as service\n"
         "import schedfence.infra.cli.commands\n"
         "from schedfence.domain import ports\n"
         "bare = sorted(n for n in sys.modules if n.split('.')[0] in ('domain', 'infra', 'projections'))\n"
@@ -48,7 +48,7 @@ def test_an_embedding_application_imports_one_package_and_nothing_bare(tmp_path:
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["bare"] == []
-    assert Path(found["service"]) == ROOT / "infra" / "service.py"
+    assert Path(found["service"]) == ROOT / "infra" / "application" / "service.py"
     assert Path(found["ports"]) == ROOT / "domain" / "ports.py"
     assert found["open_service"] is True
 

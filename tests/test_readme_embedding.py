@@ -45,8 +45,10 @@ def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
 
 def test_the_public_names_are_the_documented_objects() -> None:
     import schedfence
-    from schedfence.domain import action, ports, spec
-    from schedfence.infra import service
+    from schedfence.domain import ports
+    from schedfence.domain.source import action
+    from schedfence.domain.source import spec
+    from schedfence.infra.application import service
 
     assert schedfence.open_service is service.open_service
     assert schedfence.MigrationService is service.MigrationService

@@ -16,10 +16,10 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import (cli_state, destination_label, emit, existing, json_option,
                                        service)
-from schedfence.infra.service import MigrationService
-from schedfence.infra.worker.attempt import CLAIM_GRACE_SECONDS
-from schedfence.infra.worker.drain import RETRY_FOR, NotDrained, reporting
-from schedfence.infra.worker.pool import MAX_POLL_INTERVAL, unique_worker_id
+from schedfence.infra.application.service import MigrationService
+from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.engines.drain import RETRY_FOR, NotDrained, reporting
+from schedfence.infra.engines.pool import MAX_POLL_INTERVAL, unique_worker_id
 
 
 # -- migration commands ------------------------------------------------------------------------

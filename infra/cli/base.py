@@ -16,12 +16,12 @@ from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.domain.text import validate_worker_id
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.destination.choose import (NoDestination, OpenedDestination, check_spec,
+from schedfence.infra.adapters.destination.choose import (NoDestination, OpenedDestination, check_spec,
                                                  open_destination)
-from schedfence.infra.observability.logs import get_logger
-from schedfence.infra.offline import open_offline
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.store.eventstore import parse_store_url
+from schedfence.infra.adapters.observability.logs import get_logger
+from schedfence.infra.application.offline import open_offline
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.store.eventstore import parse_store_url
 
 JSON_KEY = "schedfence.json"
 LOG = get_logger("cli")
@@ -130,7 +130,7 @@ class FenceGroup(click.Group):
         except DomainError as exc:
             self._fail(ctx, exc.code, exc.message)
         except Exception as exc:  # anything unexpected: still one line, never a traceback
-            from schedfence.infra.worker.pool import one_line
+            from schedfence.infra.engines.pool import one_line
             # Bounded: a driver error can carry kilobytes of SQL and values, over many lines.
             self._fail(ctx, "internal", one_line(f"{type(exc).__name__}: {exc}"))
 

@@ -20,8 +20,8 @@ from collections.abc import Iterator, MutableMapping
 import click
 
 from schedfence.infra.cli.base import CliState, FenceGroup, json_option
-from schedfence.infra.observability import logs
-from schedfence.infra.store.eventstore import DEFAULT_STORE
+from schedfence.infra.adapters.observability import logs
+from schedfence.infra.adapters.store.eventstore import DEFAULT_STORE
 
 # name -> (module of schedfence.infra.cli, attribute): a command, or a tuple holding it by name.
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -1,4 +1,4 @@
-"""``schedfence forward``: take a Temporal Schedule back into the source (domain/forward.py),
+"""``schedfence forward``: take a Temporal Schedule back into the source (domain/forward/aggregate.py),
 and its operator commands ``forward-status``, ``forward-abort`` and ``forward-take-over``."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``schedfence migrate`` and ``schedfence job status|cancel|list``: batch jobs (infra/jobs.py).
+"""``schedfence migrate`` and ``schedfence job status|cancel|list``: batch jobs (infra/application/jobs.py).
 
 ``migrate`` runs or resumes a job: the same command, run again, continues from the job's
 cursor. While it runs, a progress bar (counts, rate, ETA) goes to stderr when stderr is a
@@ -16,10 +16,10 @@ import click
 
 from schedfence.domain.job import Selection, describe, parse_rate
 
-from schedfence.infra import jobs
+from schedfence.infra.application import jobs
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import destination_label, emit, existing, json_option, service
-from schedfence.infra.worker.drain import DrainReport, NotDrained
+from schedfence.infra.engines.drain import DrainReport, NotDrained
 
 EXAMPLES = 5  # schedule ids shown per reason in text
 

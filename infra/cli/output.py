@@ -15,10 +15,10 @@ from typing import Any, Iterable, Iterator, Protocol, Sequence
 import click
 
 # Re-exported: the CLI's commands and the demo narrate with the same functions.
-from schedfence.domain.action import SchedulePolicies
-from schedfence.infra.narration import (narrate, one_line, short, short_type,  # noqa: F401
+from schedfence.domain.source.action import SchedulePolicies
+from schedfence.infra.application.narration import (narrate, one_line, short, short_type,  # noqa: F401
                                         show, verdict, verdict_lines, yes_no)
-from schedfence.infra.service import MigrationService
+from schedfence.infra.application.service import MigrationService
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).
 _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_id",

@@ -1,5 +1,5 @@
 """Parsing ``schedule create``'s spec, action and policy options into the domain's checked
-values (domain/spec.py, domain/action.py). Every refusal is ``invalid_argument`` naming the
+values (domain/source/spec.py, domain/source/action.py). Every refusal is ``invalid_argument`` naming the
 option, and nothing is written."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 from datetime import datetime
 from typing import Any
 
-from schedfence.domain.action import StartWorkflowAction, make_action, make_policies
+from schedfence.domain.source.action import StartWorkflowAction, make_action, make_policies
 from schedfence.domain.bounds import MAX_JSON_DEPTH, parse_time
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.spec import make_spec
+from schedfence.domain.source.spec import make_spec
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"^(\d{1,12})([smhd]?)$")

@@ -2,7 +2,7 @@
 
 Each command records one operator event (with --actor and --reason, both required) or is refused
 with ``error: failed_precondition: ...`` and writes nothing. The decisions are in
-domain/recovery.py; this module only parses options and prints the migration afterwards.
+domain/rollback/recover.py; this module only parses options and prints the migration afterwards.
 """
 from __future__ import annotations
 

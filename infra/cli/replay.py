@@ -12,7 +12,7 @@ import click
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import cli_state, json_option
-from schedfence.infra.offline import open_offline
+from schedfence.infra.application.offline import open_offline
 
 # Shown once in the header; repeating them on every created state is noise.
 _HEADER_FIELDS = {"migration_id", "namespace", "schedule_id", "source_id", "workflow_id"}

@@ -13,9 +13,9 @@ import click
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import emit, json_option, service
-from schedfence.infra.replication.follower import (BATCH, ReplicationReport, follow,
+from schedfence.infra.adapters.replication.follower import (BATCH, ReplicationReport, follow,
                                                    replicate as copy_log)
-from schedfence.infra.store.eventstore import parse_store_url
+from schedfence.infra.adapters.store.eventstore import parse_store_url
 
 PROGRESS_EVERY = 10_000  # events between progress lines on a long copy
 def _summary(report: ReplicationReport) -> list[str]:

@@ -1,5 +1,5 @@
 """``schedfence scheduler``: the source scheduler, taking the actions of every schedule with a
-program (infra/worker/scheduler.py), until Ctrl-C or SIGTERM, or ``--once``."""
+program (infra/engines/scheduler.py), until Ctrl-C or SIGTERM, or ``--once``."""
 from __future__ import annotations
 
 import math
@@ -12,7 +12,7 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.base import destination_label, emit, json_option, service
-from schedfence.infra.observability.logs import get_logger
+from schedfence.infra.adapters.observability.logs import get_logger
 
 LOG = get_logger("scheduler")
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import click
 
-from schedfence.domain.invoker import OVERLAPS
+from schedfence.domain.source.invoker import OVERLAPS
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.base import emit, existing, json_option, service

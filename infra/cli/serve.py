@@ -20,7 +20,7 @@ from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.base import cli_state
 from schedfence.infra.http.settings import MAX_BODY, RATE, TOKENS_ENV
-from schedfence.infra.observability import logs
+from schedfence.infra.adapters.observability import logs
 
 MAX_RATE = 100_000.0
 LOG = logs.get_logger("serve")

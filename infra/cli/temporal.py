@@ -21,7 +21,7 @@ from schedfence.domain.ids import validate_id
 
 from schedfence.domain.ports import DestinationNotReached
 
-from schedfence.infra.destination.choose import (TemporalSpec, api_key_for, parse_temporal,
+from schedfence.infra.adapters.destination.choose import (TemporalSpec, api_key_for, parse_temporal,
                                                  temporal_credentials, temporal_used)
 
 _used_temporal = False  # set once the destination worker created a temporal client
@@ -47,7 +47,7 @@ def leaving_cleanly() -> Iterator[None]:
 async def _connect(spec: TemporalSpec, wait: float) -> Any:
     """Connect, retrying for up to ``wait`` s: a worker may start before its server."""
     import asyncio
-    from schedfence.infra.destination.temporal_connect import connect_client
+    from schedfence.infra.adapters.destination.temporal_connect import connect_client
 
     tls, api_key = temporal_credentials(spec)
     deadline = time.monotonic() + wait
@@ -64,7 +64,7 @@ async def _namespaces(client: Any, spec: TemporalSpec) -> list[str]:
     """The namespaces to serve: the URL's, or for ``/*`` those the server lists now."""
     if spec.namespaces != ("*",):
         return list(spec.namespaces)
-    from schedfence.infra.destination.temporal_connect import registered_namespaces
+    from schedfence.infra.adapters.destination.temporal_connect import registered_namespaces
     names = await registered_namespaces(client)
     if not names:
         raise Unavailable(f"the server at {spec.target} lists no namespace to serve")
@@ -79,7 +79,7 @@ async def _serve(spec: TemporalSpec, task_queue: str, announce: Any, wait: float
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from schedfence.infra.destination.workflow import WORKFLOWS
+    from schedfence.infra.adapters.destination.workflow import WORKFLOWS
 
     client = await _connect(spec, wait)
     namespaces = await _namespaces(client, spec)
@@ -120,7 +120,7 @@ def destination_worker(ctx: click.Context, task_queue: str | None, connect_wait:
         raise InvalidArgument("destination-worker needs --destination temporal://HOST:PORT/NS")
     spec = parse_temporal(url)
     api_key_for(spec)  # a key over plain text is refused before anything starts
-    from schedfence.infra.destination.temporal import DEFAULT_TASK_QUEUE
+    from schedfence.infra.adapters.destination.temporal import DEFAULT_TASK_QUEUE
     queue = task_queue or DEFAULT_TASK_QUEUE
     validate_id("task queue", queue)
     doc: dict[str, Any] = {"target": spec.target, "tls": bool(spec.tls), "task_queue": queue}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.spec import make_spec
+from schedfence.domain.source.spec import make_spec
 
 from schedfence.infra.demo.kit import NS, DemoRun
 

@@ -8,9 +8,9 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
 
-from schedfence.infra import narration as out
-from schedfence.infra.service import MigrationService
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application import narration as out
+from schedfence.infra.application.service import MigrationService
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
 NS = "demo"
 Echo = Callable[[str], None]

@@ -17,10 +17,10 @@ from eventsourcing.persistence import StoredEvent
 
 from schedfence.domain.errors import MigrationPending
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
-from schedfence.domain.migration import Migration
+from schedfence.domain.rollback.aggregate import Migration
 
-from schedfence.infra.service import MigrationService
-from schedfence.infra.store.codec import JSONBytes
+from schedfence.infra.application.service import MigrationService
+from schedfence.infra.adapters.store.codec import JSONBytes
 
 V1_FIELDS = ("namespace", "schedule_id", "source_id", "incarnation", "workflow_id",
              "pre_paused", "pre_notes")

@@ -12,21 +12,21 @@ import tempfile
 from datetime import timedelta
 from typing import Any, Callable
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
 from schedfence.domain.errors import (AlreadyExists, Closed, InvalidArgument, MigrationPending,
                                       SentinelBlocked)
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE, derive_request_id,
                                    destination_workflow_id)
 
-from schedfence.domain.spec import make_spec
+from schedfence.domain.source.spec import make_spec
 
-from schedfence.infra import narration as out
+from schedfence.infra.application import narration as out
 from schedfence.infra.demo.handover import s2
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.choose import SIM, OpenedDestination, open_destination
-from schedfence.infra.store.pg import StoreUnavailable
-from schedfence.infra.store.eventstore import parse_store_url
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.choose import SIM, OpenedDestination, open_destination
+from schedfence.infra.adapters.store.pg import StoreUnavailable
+from schedfence.infra.adapters.store.eventstore import parse_store_url
 from schedfence.infra.demo.kit import NS, CrashOnce, DemoRun, Echo, Scenario
 
 

@@ -2,7 +2,7 @@
 request-size limit and the rate limit around one application service.
 
 The service is kept on ``app.state.service``; the operator pages (``infra/web/pages.py``) are
-included under ``/ui``, and the Prometheus exposition (``infra/observability/metrics.py``) is
+included under ``/ui``, and the Prometheus exposition (``infra/adapters/observability/metrics.py``) is
 served at ``/metrics`` (role ``metrics`` or higher). Neither is part of the
 OpenAPI document, which describes the JSON API alone (``openapi_document``; committed as
 ``schemas/openapi.json``).
@@ -20,8 +20,8 @@ from schedfence.infra.http import errors, migrations, operations, reads, schedul
 from schedfence.infra.http.auth import Auth, RateLimiter, Tokens, authorize
 from schedfence.infra.http.calls import Metrics, call
 from schedfence.infra.http.settings import MAX_BODY, RATE
-from schedfence.infra.observability.metrics import render_metrics
-from schedfence.infra.service import MigrationService
+from schedfence.infra.adapters.observability.metrics import render_metrics
+from schedfence.infra.application.service import MigrationService
 from schedfence.infra.web.pages import make_router as make_pages
 
 
@@ -75,7 +75,7 @@ def create_app(service: MigrationService, tokens: Tokens, *, destination_label: 
 
 
 def _serve_metrics(app: FastAPI) -> None:
-    """Prometheus's text exposition (infra/observability/metrics.py), for the role
+    """Prometheus's text exposition (infra/adapters/observability/metrics.py), for the role
     ``metrics`` or higher."""
     @app.get("/metrics", include_in_schema=False)
     def metrics(request: Request, _: Metrics) -> Response:

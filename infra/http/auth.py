@@ -40,7 +40,7 @@ from schedfence.domain.text import validate_actor
 
 from schedfence.infra.http.errors import ApiError
 from schedfence.infra.http.settings import TOKENS_ENV
-from schedfence.infra.observability import logs
+from schedfence.infra.adapters.observability import logs
 from schedfence.infra.pacing import TokenBucket
 from schedfence.infra.web.origin import foreign_origin
 

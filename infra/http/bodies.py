@@ -16,11 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schedfence.domain.action import DEFAULT_CATCHUP_WINDOW, make_action, make_policies
+from schedfence.domain.source.action import DEFAULT_CATCHUP_WINDOW, make_action, make_policies
 from schedfence.domain.bounds import bounded_time
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.job import MAX_SELECTED_IDS
-from schedfence.domain.spec import MAX_ENTRIES, make_spec
+from schedfence.domain.source.spec import MAX_ENTRIES, make_spec
 from schedfence.infra.http.fields import (Attempts, CatchupWindow, Cron, Every, Flag, Id,
                                           Limit, Name, NotesText, Overlap, Rate, Reason,
                                           Seconds, Time, Whole, Zone)

@@ -16,7 +16,7 @@ from fastapi.security import HTTPBearer
 from schedfence.domain.errors import DomainError
 
 from schedfence.infra.http.auth import Principal, authorize
-from schedfence.infra.service import MigrationService
+from schedfence.infra.application.service import MigrationService
 
 T = TypeVar("T")
 BEARER = HTTPBearer(auto_error=False, description="A token of the tokens file (see "

@@ -1,5 +1,5 @@
 """Each request field's own rules, stated in the OpenAPI schema: the domain's limits
-(domain/text.py, domain/bounds.py, domain/spec.py, domain/action.py) as lengths, patterns,
+(domain/text.py, domain/bounds.py, domain/source/spec.py, domain/source/action.py) as lengths, patterns,
 ranges and enumerations, so a body the schema takes is never refused ``invalid_argument`` for
 one field alone. What a schema cannot state is listed in docs/operators.md ("The HTTP API",
 "What the schema cannot say"): refusals that depend on the state or on several fields
@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal
 from fastapi import Query
 from pydantic import AwareDatetime, BeforeValidator, Field
 
-from schedfence.domain.action import MAX_DURATION, MAX_NAME_LENGTH, MIN_CATCHUP_WINDOW
+from schedfence.domain.source.action import MAX_DURATION, MAX_NAME_LENGTH, MIN_CATCHUP_WINDOW
 from schedfence.domain.bounds import MAX_RATE, MIN_RATE, TIME_RANGE
-from schedfence.domain.invoker import Overlap  # noqa: F401  (the API's overlap field)
-from schedfence.domain.program import MAX_LIMIT
-from schedfence.domain.spec import MAX_SECONDS
+from schedfence.domain.source.invoker import Overlap  # noqa: F401  (the API's overlap field)
+from schedfence.domain.source.program import MAX_LIMIT
+from schedfence.domain.source.spec import MAX_SECONDS
 from schedfence.domain.text import (ID_PATTERN, MAX_ID_LENGTH, MAX_NOTES_LENGTH,
                                     MAX_REASON_LENGTH, NOTES_PATTERN, REASON_PATTERN)
 

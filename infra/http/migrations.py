@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, Request
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.text import ID_PATTERN, MAX_ID_LENGTH
 
-from schedfence.infra import jobs
+from schedfence.infra.application import jobs
 from schedfence.infra.http import bodies as b
 from schedfence.infra.http.calls import Admin, Operator, Reader, call, destination
 from schedfence.infra.http.errors import RESPONSES

@@ -12,9 +12,9 @@ from schedfence.infra.http import bodies as b
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.migrations import IdempotencyKey, one_request_id
 from schedfence.infra.http.calls import Admin, Operator, call, destination
-from schedfence.infra.service import MigrationService
-from schedfence.infra.worker.drain import NotDrained
-from schedfence.infra.worker.pool import unique_worker_id
+from schedfence.infra.application.service import MigrationService
+from schedfence.infra.engines.drain import NotDrained
+from schedfence.infra.engines.pool import unique_worker_id
 
 router = APIRouter(prefix="/v1", tags=["operations"], responses=RESPONSES)
 

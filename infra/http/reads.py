@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import StringConstraints
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.migration import Phase
+from schedfence.domain.rollback.aggregate import Phase
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
 from schedfence.domain.text import MAX_ID_LENGTH
@@ -20,8 +20,8 @@ from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
 from schedfence.infra.http.fields import KEY_PATTERN, UUID_PATTERN, QueryId
-from schedfence.infra.narration import history_doc, status_doc, verdict
-from schedfence.infra.views import schedule_list
+from schedfence.infra.application.narration import history_doc, status_doc, verdict
+from schedfence.infra.application.views import schedule_list
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
 Namespace = QueryId

@@ -25,7 +25,7 @@ from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.text import validate_id
 from schedfence.projections.service_views import STUCK_AFTER
 
-from schedfence.infra.service import MigrationService
+from schedfence.infra.application.service import MigrationService
 from schedfence.infra.web import timeline as tl
 from schedfence.infra.web.origin import foreign_origin
 

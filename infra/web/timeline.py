@@ -21,9 +21,9 @@ from schedfence.projections.narration import narrate
 from schedfence.projections.queries import parse_time
 from schedfence.projections.records import to_us
 
-from schedfence.infra.narration import short_type
-from schedfence.infra.service import MigrationService
-from schedfence.infra.views import HistoryEntry
+from schedfence.infra.application.narration import short_type
+from schedfence.infra.application.service import MigrationService
+from schedfence.infra.application.views import HistoryEntry
 
 MAX_ROWS = 500  # rows on one page; narrow by migration or time for more
 RUN, WORKFLOW, MIGRATION = "run", "workflow", "migration"
@@ -110,7 +110,7 @@ def shown(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """A migration step's decision, as ``replay`` derives it (infra/replay/explain.py)."""
+    """A migration step's decision, as ``replay`` derives it (infra/application/replay/explain.py)."""
 
     step: str | None
     next: str | None

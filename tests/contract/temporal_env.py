@@ -28,7 +28,7 @@ from typing import Any, Callable, TypeVar
 import pytest
 
 from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
-from schedfence.infra.destination.temporal import (DEFAULT_TASK_QUEUE, LoopThread,
+from schedfence.infra.adapters.destination.temporal import (DEFAULT_TASK_QUEUE, LoopThread,
                                                    TemporalDestination)
 from tests.contract.chain_workflow import CHAIN_QUEUE
 from tests.temporal_server import (DevServer, ServerError, die_with_parent, start_dev_server,

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from schedfence.domain.ports import DestinationNotFound, DestinationNotReached
-from schedfence.domain.retention import RETENTION_MARGIN_SECONDS
+from schedfence.domain.rollback.evidence import RETENTION_MARGIN_SECONDS
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
 
 

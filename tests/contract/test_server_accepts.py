@@ -26,20 +26,20 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from schedfence.domain.bounds import MAX_TIME, MIN_TIME
-from schedfence.domain import action as da
-from schedfence.domain import spec as ds
+from schedfence.domain.source import action as da
+from schedfence.domain.source import spec as ds
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.handover import PatchPlan, handover_of
+from schedfence.domain.rollback.handover import PatchPlan, handover_of
 from schedfence.domain.ids import (MAX_SCHEDULE_ID_BYTES, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id, validate_destination_key)
-from schedfence.domain.payload import json_payload
+from schedfence.domain.source.payload import json_payload
 from schedfence.domain.ports import StartWorkflow
-from schedfence.domain.program import MAX_LIMIT, Program
-from schedfence.domain.schedule import ScheduleState
+from schedfence.domain.source.program import MAX_LIMIT, Program
+from schedfence.domain.source.schedule import ScheduleState
 from schedfence.domain.text import MAX_NOTES_LENGTH, validate_notes
-from schedfence.infra.destination.action_proto import start_fields
-from schedfence.infra.destination.schedule_proto import to_temporal
-from schedfence.infra.destination.temporal_schedule import create_request
+from schedfence.infra.adapters.destination.action_proto import start_fields
+from schedfence.infra.adapters.destination.schedule_proto import to_temporal
+from schedfence.infra.adapters.destination.temporal_schedule import create_request
 from tests.contract.temporal_env import NS
 from tests.helpers import new_world, nothing_written
 from tests.temporal_server import temporal_binary
@@ -288,7 +288,7 @@ def test_what_create_refuses_names_the_field_writes_nothing_and_the_server(tempo
 
 def test_the_rollbacks_search_attribute_check_reads_the_servers_registry(temporal_env):
     """What depends on the namespace's registry is asked before the fence (the rollback's own
-    check, infra/bulk_commands.py ``rollback_check``): the server's listing names the
+    check, infra/application/bulk.py ``rollback_check``): the server's listing names the
     registered attribute with its type; an action the check refuses, the server refuses too."""
     register_search_attribute(temporal_env)
     registered = temporal_env.destination.search_attribute_types(NS)

@@ -1,4 +1,4 @@
-"""The rollback's start as a real Temporal Schedule (infra/destination/temporal_schedule.py),
+"""The rollback's start as a real Temporal Schedule (infra/adapters/destination/temporal_schedule.py),
 on a dev server: CreateSchedule with the durable request id creates the server's own scheduler
 workflow with that id as its create request id; the same request again is a dedupe; another
 request id is AlreadyStarted naming the first. The server's own Schedules API then shows the
@@ -12,13 +12,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from schedfence.domain.action import make_action, make_policies, nominal_text
-from schedfence.domain.handover import handover_of
+from schedfence.domain.source.action import make_action, make_policies, nominal_text
+from schedfence.domain.rollback.handover import handover_of
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
 from schedfence.domain.ports import AlreadyStarted, StartWorkflow
-from schedfence.domain.program import Program
-from schedfence.domain.schedule import ScheduleState
-from schedfence.domain.spec import make_spec
+from schedfence.domain.source.program import Program
+from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.spec import make_spec
 from tests.contract.temporal_env import NS, wait_for
 
 ACTION_QUEUE = "schedfence-schedule-contract-no-worker"
@@ -129,7 +129,7 @@ def test_a_limited_schedules_own_starts_move_its_token_and_a_stale_update_is_dro
     current token applies and sets the update time. Created without the pin (as before it),
     so the backfill of an hour ago starts at once."""
     from temporalio.api.schedule.v1 import BackfillRequest, SchedulePatch
-    from schedfence.infra.destination import temporal_schedule
+    from schedfence.infra.adapters.destination import temporal_schedule
     monkeypatch.setattr(temporal_schedule, "pinned", lambda h: False)
     from temporalio.api.workflowservice.v1 import (DescribeScheduleRequest,
                                                    PatchScheduleRequest, UpdateScheduleRequest)

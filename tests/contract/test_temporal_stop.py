@@ -23,11 +23,11 @@ from temporalio.service import RPCStatusCode
 from schedfence.domain.ports import (DestinationNotFound, DestinationNotReached,
                                      DestinationUnavailable, InvalidStartRequest, NamespaceNotFound,
                                      StartWorkflow)
-from schedfence.infra.destination.temporal import (TemporalDestination, cancel_request_id,
+from schedfence.infra.adapters.destination.temporal import (TemporalDestination, cancel_request_id,
                                                    stop_error)
 from tests.contract.temporal_env import NS, TemporalEnv
 from tests.contract.worlds import rid
-from tests.infra.destination.test_temporal_adapter import rpc_error
+from tests.infra.adapters.destination.test_temporal_adapter import rpc_error
 from tests.temporal_server import free_port
 
 WORKFLOW_TYPE = "schedfence-stop-contract"

@@ -9,14 +9,14 @@ from datetime import datetime, timezone
 from typing import Any
 from uuid import UUID
 
-from schedfence.domain import decisions as d
+from schedfence.domain.rollback import decide as d
 from schedfence.domain.errors import DomainError, RecoveryRefused
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.migration import Migration, MigrationState, evolve_migration
+from schedfence.domain.rollback.aggregate import Migration, MigrationState, evolve_migration
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                                      StartAccepted)
-from schedfence.domain.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
-from schedfence.infra.store.codec import JSONBytes, PydanticMapper
+from schedfence.domain.source.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
+from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper
 
 NS, SID, RID, WORKER = "model", "explored", "rid-1", "explorer"
 WID = destination_workflow_id(SID)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from schedfence.domain import bounds, text
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.spec import MAX_SECONDS, make_spec, times_after
+from schedfence.domain.source.spec import MAX_SECONDS, make_spec, times_after
 
 UTC = timezone.utc
 

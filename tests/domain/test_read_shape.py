@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from schedfence.domain.migration import Migration
+from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.read_shape import READ_FIELDS, read_shape
-from schedfence.infra.views import MigrationView
+from schedfence.infra.application.views import MigrationView
 from schedfence.projections import tables
 from schedfence.projections.records import MigrationRow
 

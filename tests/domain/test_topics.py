@@ -22,7 +22,7 @@ from schedfence.domain.failover import StoreEpoch
 from schedfence.domain.job import Job, Selection
 from schedfence.domain.model import DomainEvent, EvolvingAggregate
 from schedfence.domain.topics import STORED_TOPICS, resolve_stored
-from schedfence.infra.store.codec import JSONBytes, PydanticMapper
+from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,7 +112,7 @@ def test_every_entry_resolves_in_a_fresh_interpreter_importing_its_module_on_use
 _DECODE = """
 import json, sys
 from eventsourcing.persistence import StoredEvent
-from schedfence.infra.store.codec import JSONBytes, PydanticMapper
+from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper
 mapper = PydanticMapper(transcoder=JSONBytes())
 out = []
 for oid, version, topic, state in json.loads(sys.stdin.read()):

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from schedfence.domain.migration import Migration, MigrationState
+from schedfence.domain.rollback.aggregate import Migration, MigrationState
 from schedfence.domain.model import state_class_of, updated
-from schedfence.domain.schedule import Schedule, ScheduleState
-from schedfence.domain.schedule_key import ScheduleKey
+from schedfence.domain.source.schedule import Schedule, ScheduleState
+from schedfence.domain.source.key import ScheduleKey
 
 
 def _sample(cls: type) -> object:

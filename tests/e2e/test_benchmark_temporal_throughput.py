@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.temporal_server import ServerError, temporal_binary
 
 ROOT = Path(__file__).resolve().parents[2]

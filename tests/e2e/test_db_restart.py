@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.shared_sim import open_shared_sim
-from tests.infra.worker.pool_helpers import (NS, _settled, _worker_process, assert_rode_it_out,
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.shared_sim import open_shared_sim
+from tests.infra.engines.pool_helpers import (NS, _settled, _worker_process, assert_rode_it_out,
                                              pool_outcome, stop_all, worker_backends)
 from tests.pg_cluster import private_cluster
 

@@ -26,10 +26,10 @@ from uuid import UUID
 import pytest
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.infra.replication.follower import ReplicationRefused, replicate
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.shared_sim import SharedSimDestination
-from schedfence.infra.store.eventstore import parse_store_url
+from schedfence.infra.adapters.replication.follower import ReplicationRefused, replicate
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.shared_sim import SharedSimDestination
+from schedfence.infra.adapters.store.eventstore import parse_store_url
 from tests import pgtools
 from tests.replica_helpers import databases
 

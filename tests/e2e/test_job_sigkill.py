@@ -6,7 +6,7 @@ Each kill lands while the job is requesting a page it has not recorded yet: some
 page's rollbacks are stored, its decisions are not. (A kill between a worker's claim and its
 start is re-armed on proven absence inside retention, F16, which
 tests/e2e/test_job_sigkill_claims.py covers, or parks ``head_missing`` beyond it, which
-tests/infra/test_jobs.py covers; here the point is that a rerun neither loses nor doubles a
+tests/infra/application/test_jobs.py covers; here the point is that a rerun neither loses nor doubles a
 request.) The test watches the store
 read-only and kills when the rollbacks stored exceed the requests the job has recorded.
 
@@ -28,8 +28,8 @@ from typing import Callable, TypeVar
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.job import job_request_id
-from schedfence.infra.destination.shared_sim import SharedSimDestination
-from schedfence.infra.service import open_service
+from schedfence.infra.adapters.destination.shared_sim import SharedSimDestination
+from schedfence.infra.application.service import open_service
 
 T = TypeVar("T")
 

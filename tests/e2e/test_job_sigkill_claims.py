@@ -19,8 +19,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from schedfence.domain.retention import REARM_REASON
-from schedfence.infra.service import open_service
+from schedfence.domain.rollback.evidence import REARM_REASON
+from schedfence.infra.application.service import open_service
 from tests.e2e.test_job_sigkill import _check, final_run, fleet, kill_when, migrate
 
 SCHEDULES = int(os.environ.get("SCHEDFENCE_JOB_KILL_CLAIMS_SCHEDULES", "400"))

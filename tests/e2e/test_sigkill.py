@@ -29,9 +29,9 @@ from uuid import UUID
 import pytest
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.sim_store import SqlSimState
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.sim_store import SqlSimState
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.pgtools import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,8 +40,8 @@ import psycopg
 import pytest
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.infra.destination.shared_sim import SharedSimDestination
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.shared_sim import SharedSimDestination
+from schedfence.infra.application.service import MigrationService, open_service
 from tests import pgtools
 from tests.pg_standby import StandbyPair, alive, standby_pair
 from tests.replica_helpers import databases

@@ -16,8 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
-from schedfence.domain.action import StartWorkflowAction
-from schedfence.infra.service import open_service
+from schedfence.domain.source.action import StartWorkflowAction
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.temporal_server import temporal_binary
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from schedfence.domain.errors import NotFound
-from schedfence.domain.action import make_action, make_policies
-from schedfence.domain.spec import ScheduleSpec, make_spec, times_after
-from schedfence.infra.service import open_service
+from schedfence.domain.source.action import make_action, make_policies
+from schedfence.domain.source.spec import ScheduleSpec, make_spec, times_after
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
 
 CASES = [  # (cron strings, time zone): none fires within the test's minute

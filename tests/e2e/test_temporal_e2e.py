@@ -18,7 +18,7 @@ import pytest
 from schedfence.domain.errors import SentinelBlocked
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id)
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.application.service import MigrationService, open_service
 from tests.contract.temporal_env import (NS, TemporalEnv, schedule_cli,  # noqa: F401
                                          start_destination_worker, stop_process, temporal_env,
                                          wait_for)
@@ -167,8 +167,8 @@ def test_a_destination_terminated_after_a_close_failure_is_not_started_again(
 
 KILLED_WORKER = """
 import os, signal, sys
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.temporal import TemporalDestination
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.temporal import TemporalDestination
 
 def die(point):
     if point == "start.after_call":  # the start RPC has returned; nothing recorded it yet

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
-from schedfence.domain.forward import forward_marker
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
+from schedfence.domain.forward.aggregate import forward_marker
 from schedfence.domain.ports import DestinationNotFound
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.e2e.test_temporal_handover_e2e import SPEC, listed, run_source
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
-from schedfence.domain.forward import ForwardMigration
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
+from schedfence.domain.forward.aggregate import ForwardMigration
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import DestinationNotFound
-from schedfence.domain.spec import make_spec
-from schedfence.infra.service import open_service
+from schedfence.domain.source.spec import make_spec
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
 from tests.e2e.test_temporal_handover_e2e import listed, run_source
 

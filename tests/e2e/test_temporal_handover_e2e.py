@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.spec import make_spec
-from schedfence.infra.service import open_service
+from schedfence.domain.source.spec import make_spec
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import (NS, TemporalEnv, schedule_cli,  # noqa: F401
                                          temporal_env, wait_for)
 from tests.helpers import Crash
@@ -82,7 +82,7 @@ def force_continue_as_new(env: TemporalEnv, sid: str) -> None:
 # answer is appended): the real process death, not an exception.
 KILLED_WORKER = """
 import os, signal, sys
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 def hook(point):
     if point == "start.after_call":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -14,15 +14,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from temporalio.api.workflowservice.v1 import DescribeScheduleRequest
 
-from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
-from schedfence.domain.handover import handover_of
+from schedfence.domain.source.action import make_action, make_policies, nominal_text, parse_nominal
+from schedfence.domain.rollback.handover import handover_of
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
-from schedfence.domain.program import Program
-from schedfence.domain.schedule import ScheduleState
-from schedfence.domain.spec import make_spec, times_between
-from schedfence.infra.destination import temporal_schedule
-from schedfence.infra.destination.schedule_proto import pin_of, pin_stands
+from schedfence.domain.source.program import Program
+from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.spec import make_spec, times_between
+from schedfence.infra.adapters.destination import temporal_schedule
+from schedfence.infra.adapters.destination.schedule_proto import pin_of, pin_stands
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
 from tests.e2e.test_temporal_handover_e2e import listed
 

@@ -11,9 +11,9 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.spec import make_spec, times_between
-from schedfence.infra.service import open_service
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.source.spec import make_spec, times_between
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
 from tests.e2e.test_temporal_handover_e2e import listed
 
@@ -135,7 +135,7 @@ def test_a_create_later_than_its_pin_whose_limit_ran_out_is_recorded_and_reporte
     first. The server then has started more than a never-migrated
     schedule would (its listing shows it), and the log says so: ``over_limit`` on the
     settle, I21 from ``verify``. Before the record, ``verify`` found nothing."""
-    from schedfence.infra.destination import temporal_schedule
+    from schedfence.infra.adapters.destination import temporal_schedule
     pin_instant = temporal_schedule.pin_instant
     monkeypatch.setattr(temporal_schedule, "pin_instant",
                         lambda call: pin_instant(call) - timedelta(seconds=7))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env  # noqa: F401
 from tests.temporal_server import EXTRA_NAMESPACE
 

@@ -22,8 +22,8 @@ from typing import Iterator
 import pytest
 
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.temporal import TemporalDestination
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.temporal import TemporalDestination
 from tests.temporal_server import DevServer, ServerError, start_dev_server, wait_ready
 from tests.contract.temporal_env import NS, ServerOps, start_destination_worker, stop_process
 

@@ -28,13 +28,13 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.spec import make_spec
-from schedfence.domain.retention import REARM_REASON
-from schedfence.infra.destination.temporal import TemporalDestination
-from schedfence.infra.service import open_service
+from schedfence.domain.source.spec import make_spec
+from schedfence.domain.rollback.evidence import REARM_REASON
+from schedfence.infra.adapters.destination.temporal import TemporalDestination
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, ServerOps
 from tests.e2e.test_temporal_outage_e2e import OwnServer, own_server  # noqa: F401 (fixture)
 from tests.temporal_server import wait_ready

@@ -22,7 +22,7 @@ from schedfence.domain.errors import AlreadyExists, StandbyNotPromoted
 from schedfence.domain.ids import (SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX,
                                    destination_workflow_id)
 from schedfence.domain.ports import DestinationNotFound
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.application.service import MigrationService, open_service
 from tests.contract.temporal_env import (NS, TemporalEnv, listing_query, temporal_env,  # noqa: F401
                                          wait_for)
 from tests.contract.worlds import INPUT, ServerWorld

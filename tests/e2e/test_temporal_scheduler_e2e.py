@@ -9,9 +9,9 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from schedfence.domain.action import make_action, make_policies, nominal_text
-from schedfence.domain.spec import make_spec, times_between
-from schedfence.infra.service import open_service
+from schedfence.domain.source.action import make_action, make_policies, nominal_text
+from schedfence.domain.source.spec import make_spec, times_between
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 
 

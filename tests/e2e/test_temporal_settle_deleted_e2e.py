@@ -17,14 +17,14 @@ from temporalio.api.workflowservice.v1 import DescribeScheduleRequest
 from temporalio.client import (Schedule, ScheduleActionStartWorkflow, ScheduleAlreadyRunningError,
                                ScheduleIntervalSpec, ScheduleSpec, ScheduleState)
 
-from schedfence.domain import decisions as d
-from schedfence.domain.action import make_action, make_policies, nominal_text, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
-from schedfence.domain.handover import Handover, boundary_gap, pin_owed
-from schedfence.domain.spec import make_spec
-from schedfence.infra.destination import temporal_gone
-from schedfence.infra.destination.schedule_proto import gap_end, pin_of
-from schedfence.infra.service import open_service
+from schedfence.domain.rollback import decide as d
+from schedfence.domain.source.action import make_action, make_policies, nominal_text, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
+from schedfence.domain.rollback.handover import Handover, boundary_gap, pin_owed
+from schedfence.domain.source.spec import make_spec
+from schedfence.infra.adapters.destination import temporal_gone
+from schedfence.infra.adapters.destination.schedule_proto import gap_end, pin_of
+from schedfence.infra.application.service import open_service
 from tests.contract.temporal_env import NS, TemporalEnv, temporal_env, wait_for  # noqa: F401
 from tests.e2e.test_temporal_handover_e2e import listed, run_source
 from tests.helpers import Crash

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from schedfence.domain.ids import WORKFLOW_ID_PREFIX
-from schedfence.infra.destination.temporal_connect import connect_error
+from schedfence.infra.adapters.destination.temporal_connect import connect_error
 from tests.contract.temporal_env import (NS, TemporalEnv, start_destination_worker,  # noqa: F401
                                          stop_process, temporal_env)
 from tests.e2e.test_destination_worker_namespaces_e2e import sentinel_finishes

@@ -3,7 +3,7 @@ test_failure_modes_f6_f11.py): the event paths a migration takes, an accepted ro
 and what a kept or a migrated source looks like."""
 from __future__ import annotations
 
-from schedfence.domain.schedule import MIGRATION_NOTE
+from schedfence.domain.source.schedule import MIGRATION_NOTE
 
 from tests.helpers import NS, SID, World
 

@@ -1,4 +1,4 @@
-"""The state machine's use of the one oracle (domain/exactly_once.py), after every step.
+"""The state machine's use of the one oracle (domain/invariants/exactly_once.py), after every step.
 
 For each incarnation of the running schedule: the source's starts (its ``ActionStartIssued``
 slots) and the starts of every destination that took its handover
@@ -14,13 +14,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from schedfence.domain.action import parse_nominal
-from schedfence.domain.exactly_once import Backfill, Owed, Slot, Verdict, check_exactly_once
-from schedfence.domain.migration import Migration
-from schedfence.domain.runs import (ActionStartIssued, BackfillRequested, ProgramUpdated,
+from schedfence.domain.source.action import parse_nominal
+from schedfence.domain.invariants.exactly_once import Backfill, Owed, Slot, Verdict, check_exactly_once
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.source.runs import (ActionStartIssued, BackfillRequested, ProgramUpdated,
                                     Triggered)
-from schedfence.domain.schedule import Schedule
-from schedfence.domain.spec import ScheduleSpec
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.spec import ScheduleSpec
 
 class PauseLog:
     """The stretches a user paused each incarnation, on the machine's clock."""

@@ -5,7 +5,7 @@ import pytest
 
 from schedfence.domain.errors import AlreadyExists, Closed, DomainError, InvalidArgument, NotFound
 from schedfence.domain.ids import MAX_ID_LENGTH, MAX_SCHEDULE_ID_BYTES, destination_workflow_id
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.helpers import NS, SID, given, nothing_written, refused, then, when, world
 
 __all__ = ["world"]  # the fixture, imported for pytest

@@ -16,10 +16,10 @@ import pytest
 
 from schedfence.domain.errors import Unavailable
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
-from schedfence.domain.migration import Migration
-from schedfence.domain.schedule import MIGRATION_NOTE
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.source.schedule import MIGRATION_NOTE
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
 NS, SID = "default", "fault-sched"
 WID = destination_workflow_id(SID)

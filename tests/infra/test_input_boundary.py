@@ -14,12 +14,12 @@ from typing import Iterator
 
 import pytest
 
-from schedfence.domain.action import make_action
+from schedfence.domain.source.action import make_action
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.spec import IntervalSpec, ScheduleSpec, make_spec
-from schedfence.infra import jobs
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.service import open_service
+from schedfence.domain.source.spec import IntervalSpec, ScheduleSpec, make_spec
+from schedfence.infra.application import jobs
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
 from tests.helpers import NS
 from tests.infra.cli.cli_runs import ROOT
 from tests.infra.http.api import Api, api_on, assert_error, bearer, nothing_written

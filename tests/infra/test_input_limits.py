@@ -18,8 +18,8 @@ from schedfence.domain.ids import (MAX_DESTINATION_ID_BYTES, MAX_SCHEDULE_ID_BYT
 from schedfence.domain.text import (MAX_ACTOR_LENGTH, MAX_ID_LENGTH, MAX_NOTES_LENGTH,
                                     MAX_REASON_LENGTH, MAX_WORKER_ID_LENGTH, validate_text)
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.helpers import NS, SID, nothing_written, world
 
 __all__ = ["world"]

@@ -244,8 +244,8 @@ def test_every_cli_option_answers_a_success_or_one_refusal(tmp_path: Path) -> No
     assert counted.exit_code == 0
 
     def events() -> int:
-        from schedfence.infra.destination.simulator import SimulatedDestination
-        from schedfence.infra.service import open_service
+        from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+        from schedfence.infra.application.service import open_service
         with open_service(store, SimulatedDestination()) as service:
             return service.event_count()
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ids import schedule_aggregate_id
-from schedfence.domain.runs import ActionStartIssued
-from schedfence.domain.schedule import Schedule, evolve_schedule
-from schedfence.domain.spec import make_spec
-from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
-from schedfence.infra.service import open_service
+from schedfence.domain.source.runs import ActionStartIssued
+from schedfence.domain.source.schedule import Schedule, evolve_schedule
+from schedfence.domain.source.spec import make_spec
+from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
+from schedfence.infra.application.service import open_service
 from tests.helpers import MEMORY
 
 NS, SID = "ns", "p1"

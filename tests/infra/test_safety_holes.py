@@ -18,9 +18,9 @@ import pytest
 from schedfence.domain.errors import AlreadyExists, StandbyNotPromoted, Unavailable
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import StartWorkflow
-from schedfence.infra.replication.follower import replicate
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.adapters.replication.follower import replicate
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
 from tests.replica_helpers import CopyAt
 from tests.helpers import (NS, SID, WID, World, given, nothing_written, refused,  # noqa: F401

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from schedfence.domain.action import make_action, make_policies
+from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.payload import Payload
-from schedfence.domain.schedule import Schedule
-from schedfence.domain.spec import make_spec
-from schedfence.infra.service import open_service
+from schedfence.domain.source.payload import Payload
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.spec import make_spec
+from schedfence.infra.application.service import open_service
 from tests.infra.cli.cli_runs import ok, ok_json, run, store  # noqa: F401 (fixture)
 
 NS = "ns"
@@ -103,8 +103,8 @@ def test_bad_cli_input_is_one_line_naming_the_field_and_writes_nothing(store: st
 
 
 def test_action_events_round_trip_through_the_store_and_are_narrated():
-    from schedfence.domain.runs import RUN_EVENTS
-    from schedfence.domain.scheduling import tick
+    from schedfence.domain.source.runs import RUN_EVENTS
+    from schedfence.domain.source.scheduling import tick
     from schedfence.projections.narration import narrate
     with open_service("sqlite:///:memory:", "sim") as svc:
         svc.create_schedule(NS, "s", spec=make_spec(intervals=[(2, 0)]),
@@ -125,8 +125,8 @@ def test_action_events_round_trip_through_the_store_and_are_narrated():
 
 
 def test_an_update_keeps_every_field_of_the_action_it_does_not_name():
-    from schedfence.domain.action import RetryPolicy
-    from schedfence.domain.payload import json_payload
+    from schedfence.domain.source.action import RetryPolicy
+    from schedfence.domain.source.payload import json_payload
     from schedfence.infra.cli.program import updated_action
     full = make_action(workflow_type="W", task_queue="q", workflow_id="w",
                        inputs=(Payload.of({"encoding": b"binary/protobuf"}, b"\x01\xff"),),

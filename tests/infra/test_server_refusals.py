@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from schedfence.domain.action import StartWorkflowAction, make_action
+from schedfence.domain.source.action import StartWorkflowAction, make_action
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.spec import ScheduleSpec, make_spec
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.domain.source.spec import ScheduleSpec, make_spec
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.helpers import NS, SID, new_world, nothing_written
 
 

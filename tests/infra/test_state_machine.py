@@ -27,22 +27,22 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from schedfence.domain.action import SchedulePolicies, make_action, make_policies, parse_nominal
-from schedfence.domain.exactly_once import Owed
+from schedfence.domain.source.action import SchedulePolicies, make_action, make_policies, parse_nominal
+from schedfence.domain.invariants.exactly_once import Owed
 from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    WORKFLOW_ID_PREFIX, destination_workflow_id,
                                    schedule_aggregate_id)
-from schedfence.domain.handover import Handover, destination_slots
-from schedfence.domain.invoker import OVERLAPS
-from schedfence.domain.runs import ActionStartIssued
-from schedfence.domain.spec import make_spec
+from schedfence.domain.rollback.handover import Handover, destination_slots
+from schedfence.domain.source.invoker import OVERLAPS
+from schedfence.domain.source.runs import ActionStartIssued
+from schedfence.domain.source.spec import make_spec
 from schedfence.domain.ports import DestinationError, StartWorkflow
-from schedfence.domain.schedule import Schedule
+from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import MIGRATION_TOPICS, MigrationService, open_service
-from schedfence.infra.views import ScheduleView
-from schedfence.infra.destination.simulator import InMemorySimState, SimulatedDestination
+from schedfence.infra.application.service import MIGRATION_TOPICS, MigrationService, open_service
+from schedfence.infra.application.views import ScheduleView
+from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
 from tests import pgtools
 from tests.infra import machine_oracle as oracle
 from tests.infra.machine_crashes import BOUNDARIES, ArmedCrash, SimulatedCrash
@@ -431,7 +431,7 @@ class RollbackMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_oracle_finds_nothing_twice_or_unowed(self):
-        """The one oracle (domain/exactly_once.py) over each incarnation of the running
+        """The one oracle (domain/invariants/exactly_once.py) over each incarnation of the running
         schedule: the source's starts and its handovers' destinations' together."""
         migrations = self._migrations()
         created = [parse_nominal(r["created_at"]) for r in self._runs(RUNNING)

@@ -9,10 +9,10 @@ from uuid import UUID
 import pytest
 
 from schedfence.domain.errors import DomainError
-from schedfence.domain.handover import Handover
+from schedfence.domain.rollback.handover import Handover
 from schedfence.domain.ids import schedule_aggregate_id
-from schedfence.domain.migration import Migration
-from schedfence.domain.runs import ActionStartIssued
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.source.runs import ActionStartIssued
 from tests.infra.test_state_machine import NS, RUNNING, SIDS, RollbackMachine
 
 

@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.helpers import NS, start_foreign
 
 OTHER_NS = "payments"

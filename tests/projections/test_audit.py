@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.domain.schedule import ScheduleKey
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.domain.source.schedule import ScheduleKey
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.projections.histories import OTHER_NS, Histories, build
 
 NS = "default"

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from eventsourcing.persistence import StoredEvent
 
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.projections.histories import build
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from typing import Any, Callable
 from eventsourcing.persistence import StoredEvent
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.service import MigrationService, open_service
-from schedfence.infra.store.codec import UndecodableEvent
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import MigrationService, open_service
+from schedfence.infra.adapters.store.codec import UndecodableEvent
 from schedfence.projections.follow import POLL_INTERVAL, SAFETY_INTERVAL, Applied, Follower
 from schedfence.projections.runner import ProjectionGap
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import inspect
 
-from schedfence.domain.migration import PARK_MEANING, Migration
-from schedfence.domain.schedule import Schedule
-from schedfence.infra.service import open_service
+from schedfence.domain.rollback.aggregate import PARK_MEANING, Migration
+from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.application.service import open_service
 from schedfence.projections import narration
 from schedfence.projections.narration import narrate, park_text
 

@@ -10,9 +10,9 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent, Tracking
 
 from schedfence.domain.errors import DomainError
-from schedfence.domain.migration import Migration
-from schedfence.infra.store.codec import UndecodableEvent
-from schedfence.infra.store.sql import WRITE_OPTIONS, engine_for_application, row_writer_for
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.infra.adapters.store.codec import UndecodableEvent
+from schedfence.infra.adapters.store.sql import WRITE_OPTIONS, engine_for_application, row_writer_for
 from schedfence.projections.projection import FenceProjection
 from schedfence.projections.runner import Projector, ProjectionGap, ProjectionStopped
 from schedfence.projections.view import FenceViews
@@ -51,7 +51,7 @@ class CrashAt:
 
 def projector(h: Histories, hook=None, batch_size: int = 500) -> Projector:
     """A projector of its own (own engine), as a separate process would have, writing as the
-    service's does (COPY and a commit thread on PostgreSQL: infra/views.py)."""
+    service's does (COPY and a commit thread on PostgreSQL: infra/application/views.py)."""
     engine = engine_for_application(h.service.app)
     view = FenceViews(engine, FenceProjection.name, hook, write_options=WRITE_OPTIONS,
                       rows=row_writer_for(engine))

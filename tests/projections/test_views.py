@@ -6,7 +6,7 @@ from uuid import UUID
 
 import pytest
 
-from schedfence.domain import decisions as d
+from schedfence.domain.rollback import decide as d
 from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.domain.ids import destination_workflow_id
 from tests.projections.histories import OTHER_NS, Histories, build

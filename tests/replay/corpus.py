@@ -27,13 +27,13 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
-from schedfence.domain.decisions import next_step
-from schedfence.domain.forward import ForwardMigration
-from schedfence.domain.migration import Migration
+from schedfence.domain.rollback.decide import next_step
+from schedfence.domain.forward.aggregate import ForwardMigration
+from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import upcast
-from schedfence.domain.schedule import Schedule
-from schedfence.infra.store.codec import JSONBytes, PydanticMapper
-from schedfence.infra.replay.replayer import Folder, as_dict
+from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper
+from schedfence.infra.application.replay.replayer import Folder, as_dict
 
 FORMAT = 1
 HISTORIES = Path(__file__).parent / "histories"

@@ -11,12 +11,12 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from schedfence.domain.action import make_action, make_policies
+from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id)
-from schedfence.domain.migration import Migration
-from schedfence.domain.spec import make_spec
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.source.spec import make_spec
 from tests.helpers import NS, Crash, World, plant_legacy, start_foreign
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from schedfence.domain.migration import Migration
-from schedfence.infra.replay import replayer as replay
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.infra.application.replay import replayer as replay
 from tests import pgtools
 from tests.helpers import MEMORY
 from tests.replay import corpus, regenerate

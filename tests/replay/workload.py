@@ -13,8 +13,8 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id)
 from schedfence.domain.ports import DestinationError, StartWorkflow
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import FaultRates, SimulatedDestination
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import FaultRates, SimulatedDestination
 from tests.helpers import MEMORY, NS, Crash, World
 
 SIDS = ("ra", "rb", "rc", "rd", "re")

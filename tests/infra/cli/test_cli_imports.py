@@ -21,8 +21,8 @@ from sqlalchemy.engine import make_url
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.cli.commands import COMMANDS, cli
-from schedfence.infra.offline import open_offline
-from schedfence.infra.store.pg import parse_pg_url, url_parts
+from schedfence.infra.application.offline import open_offline
+from schedfence.infra.adapters.store.pg import parse_pg_url, url_parts
 
 from tests.infra.cli.cli_runs import ROOT, ok
 
@@ -65,9 +65,9 @@ def test_status_loads_its_own_command_module_only(tmp_path: Path) -> None:
     # The operator views, due index, leases and the worker pool are built or imported on use.
     assert [m for m in loaded if m.startswith((
         "schedfence.projections.service_views", "schedfence.projections.queries",
-        "schedfence.infra.store.sql", "schedfence.infra.worker.due",
-        "schedfence.infra.worker.lease", "schedfence.infra.worker.pool",
-        "schedfence.infra.worker.batch"))] == []
+        "schedfence.infra.adapters.store.sql", "schedfence.infra.engines.due",
+        "schedfence.infra.engines.lease", "schedfence.infra.engines.pool",
+        "schedfence.infra.engines.batch"))] == []
 
 
 def test_a_service_builds_its_views_due_index_and_leases_on_first_use(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_service_builds_its_views_due_index_and_leases_on_first_use(tmp_path: 
     ok(store, "--destination", "sim", "schedule", "create", "ns", "s1")
     ok(store, "--destination", "sim", "rollback", "ns", "s1")
     code = ("import json, sys\n"
-            "from schedfence.infra.offline import open_offline\n"
+            "from schedfence.infra.application.offline import open_offline\n"
             f"svc = open_offline({store!r})\n"
             "state = svc.migration('ns', 's1').state\n"
             "before = 'sqlalchemy' in sys.modules\n"

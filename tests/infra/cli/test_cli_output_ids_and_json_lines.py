@@ -10,7 +10,7 @@ import sys
 import time
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from schedfence.projections.narration import narrate
 
 from tests.helpers import NS, start_foreign

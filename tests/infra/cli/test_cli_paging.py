@@ -10,7 +10,7 @@ import pytest
 
 from schedfence.infra.cli import reads
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 
 from tests.infra.cli.cli_runs import ok, run, store  # noqa: F401 (store: a fixture)
 

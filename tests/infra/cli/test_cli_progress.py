@@ -8,8 +8,8 @@ import pty
 import subprocess
 import sys
 
-from schedfence.infra.service import open_service
-from schedfence.infra.worker.drain import drain, reporting
+from schedfence.infra.application.service import open_service
+from schedfence.infra.engines.drain import drain, reporting
 
 from tests.infra.cli.cli_runs import ROOT, run, store  # noqa: F401 (store: a fixture)
 
@@ -98,7 +98,7 @@ def test_drain_reports_settled_migrations_per_pass() -> None:
 
 def test_verify_reports_the_events_it_has_checked(store: str, monkeypatch) -> None:  # noqa
     _fill(store)
-    monkeypatch.setattr("schedfence.infra.service.PROGRESS_EVERY", 1)
+    monkeypatch.setattr("schedfence.infra.application.service.PROGRESS_EVERY", 1)
     seen: list[int] = []
     with open_service(store, "sim") as service:
         assert service.verify(progress=seen.append) == []

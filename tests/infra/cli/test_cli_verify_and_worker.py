@@ -13,9 +13,9 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
-from schedfence.domain.schedule import Schedule
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import SimulatedDestination, SqlSimState
+from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination, SqlSimState
 
 from tests.infra.cli.cli_runs import (ROOT, events_in, ok, ok_json, run,  # noqa: F401
                                      stops_on_sigint, store, subprocess_cli)

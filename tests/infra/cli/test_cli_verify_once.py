@@ -1,13 +1,13 @@
 """``schedfence verify --json``, in a fresh process, runs the exactly-once oracle over the log
-(I21, domain/exactly_once_log.py): a store whose handover settled a time the source had
+(I21, domain/invariants/exactly_once_log.py): a store whose handover settled a time the source had
 started already reports it; the same store before the edit is clean."""
 from __future__ import annotations
 
 import json
 
-from schedfence.domain.migration import Migration
+from schedfence.domain.rollback.aggregate import Migration
 
-from tests.domain.once_histories import handed_over
+from tests.domain.invariants.once_histories import handed_over
 from tests.infra.cli.cli_runs import store, subprocess_cli  # noqa: F401
 
 STARTED = "2026-03-02T12:02:00Z"  # a spec time the source started before the handover

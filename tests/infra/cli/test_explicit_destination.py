@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import open_service
-from schedfence.infra.store.eventstore import parse_store_url
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.store.eventstore import parse_store_url
 
 NEEDS_DESTINATION = [
     ("schedule", "create", "ns", "a"), ("rollback", "ns", "a"), ("worker", "--until-idle"),

@@ -7,10 +7,10 @@ import json
 
 from click.testing import CliRunner
 
-from schedfence.domain.action import make_action
-from schedfence.domain.spec import make_spec
+from schedfence.domain.source.action import make_action
+from schedfence.domain.source.spec import make_spec
 from schedfence.infra.cli import cli
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 
 
 def run(store: str, *args: str) -> tuple[int, str]:

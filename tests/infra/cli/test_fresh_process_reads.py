@@ -25,7 +25,7 @@ from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.topics import STORED_TOPICS
 from schedfence.infra.http.app import create_app
 from schedfence.infra.http.auth import Tokens
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.browser.served import schedfence_serve
 from tests.infra.cli.cli_runs import ROOT, subprocess_cli
 
@@ -38,7 +38,7 @@ TOKEN = ("rita", "reader", "reader-secret-0123456789")
 PLANT = """
 import sys
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.helpers import start_foreign
 with open_service(sys.argv[1], "sim") as service:
     plant_legacy_v1(service, "default", "legacy")  # the v1 record an older release wrote

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import open_service
-from schedfence.infra.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -12,8 +12,8 @@ from schedfence.domain.job import job_request_id
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.cli.jobs import _Bar
-from schedfence.infra.jobs import RunOptions, run_job
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.application.jobs import RunOptions, run_job
+from schedfence.infra.application.service import MigrationService, open_service
 
 NS = "batch"
 MIGRATE = ["migrate", "--namespace", NS, "--to", "workflow", "--job-id", "j1", "--match", "s*"]

@@ -16,12 +16,12 @@ from uuid import UUID
 import pytest
 from click.testing import CliRunner
 
-from schedfence.domain import decisions as d
-from schedfence.domain.migration import PARK_MEANING, Migration
+from schedfence.domain.rollback import decide as d
+from schedfence.domain.rollback.aggregate import PARK_MEANING, Migration
 from schedfence.domain.ports import DestinationUnavailable, InvalidStartRequest
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.application.service import MigrationService, open_service
 
 from tests.helpers import NS, start_foreign
 

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.service import open_service
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
 
 ROOT = Path(__file__).resolve().parents[3]
 WAIT = 30.0  # seconds for a line: far more than a subprocess start

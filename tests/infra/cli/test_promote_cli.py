@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 from tests.replica_helpers import populate
 
 

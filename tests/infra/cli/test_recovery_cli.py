@@ -11,7 +11,7 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import StartWorkflow
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.demo.legacy import plant_legacy_v1
-from schedfence.infra.service import MigrationService, open_service
+from schedfence.infra.application.service import MigrationService, open_service
 
 from tests.helpers import NS, SID, WID, start_foreign
 

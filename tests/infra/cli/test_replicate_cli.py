@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.cli import replicate as cli_replicate
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.destination.shared_sim import SharedSimDestination
+from schedfence.infra.adapters.destination.shared_sim import SharedSimDestination
 from tests import pgtools
 from tests.replica_helpers import databases, events, populate, raw_position
 

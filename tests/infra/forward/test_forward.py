@@ -10,13 +10,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from schedfence.domain.action import make_action, make_policies, parse_nominal
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
 from schedfence.domain.errors import AlreadyExists, MigrationPending
-from schedfence.domain.forward import forward_marker
+from schedfence.domain.forward.aggregate import forward_marker
 from schedfence.domain.ports import DestinationNotFound
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.service import open_service
-from schedfence.domain.spec import make_spec
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
+from schedfence.domain.source.spec import make_spec
 
 NS, SID = "ns", "s"
 SPEC = make_spec(intervals=[(60, 0)])
@@ -172,8 +172,8 @@ def test_three_round_trips_keep_every_field_and_run_each_time_once(env):
     """Source -> Temporal -> source, three times, the clock moving minutes between steps:
     the spec, action, policies and limit come back unchanged, and the source's starts with
     each Temporal stint's starts are exactly what one scheduler would have started (I14)."""
-    from schedfence.domain.exactly_once import Owed, check_exactly_once
-    from schedfence.domain.runs import ActionStartIssued
+    from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
+    from schedfence.domain.source.runs import ActionStartIssued
     svc, dest, clock = env
     first = on_temporal(svc, clock)
     first_state = svc.app.repository.get(svc.load.key(NS, SID).state.current_schedule_id)

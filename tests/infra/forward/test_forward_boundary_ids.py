@@ -17,11 +17,11 @@ from datetime import timedelta
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from schedfence.domain.action import parse_nominal
+from schedfence.domain.source.action import parse_nominal
 from schedfence.domain.errors import MigrationPending
-from schedfence.domain.exactly_once import Owed, check_exactly_once
-from schedfence.domain.forward import ForwardMigration
-from schedfence.domain.runs import ActionStartIssued
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
+from schedfence.domain.forward.aggregate import ForwardMigration
+from schedfence.domain.source.runs import ActionStartIssued
 from tests.infra.forward.test_forward import NS, SID, SPEC, env, on_temporal  # noqa: F401
 
 

@@ -9,13 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from schedfence.domain.exactly_once import Owed, check_exactly_once
+from schedfence.domain.invariants.exactly_once import Owed, check_exactly_once
 from schedfence.domain.ports import DestinationNotFound
-from schedfence.domain.runs import ActionStartIssued
-from schedfence.infra.destination.simulator import SimulatedDestination
-from schedfence.infra.service import open_service
+from schedfence.domain.source.runs import ActionStartIssued
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
 from tests.helpers import Crash
-from tests.infra.worker.test_handover_exactly_once import crash_once
+from tests.infra.engines.test_handover_exactly_once import crash_once
 from tests.infra.forward.test_forward import NS, SID, SPEC, Clock, on_temporal
 
 POINTS = tuple(f"forward.{step}.{when}" for step, whens in (
@@ -54,7 +54,7 @@ def handed_back(tmp_path, point=None, fault=None):
         svc.run_scheduler(now=clock.now + timedelta(minutes=3))
         started = [svc.app.mapper.to_domain_event(n).nominal
                    for n in svc.app.notifications((ActionStartIssued.TOPIC,))]
-        from schedfence.domain.action import parse_nominal
+        from schedfence.domain.source.action import parse_nominal
         verdict = check_exactly_once(Owed(SPEC, first, clock.now + timedelta(minutes=3)),
                                      [parse_nominal(t) for t in started], temporal)
         assert verdict.ok, verdict.describe()

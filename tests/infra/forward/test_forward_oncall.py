@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from schedfence.domain.action import make_action, make_policies
-from schedfence.domain.spec import make_spec
+from schedfence.domain.source.action import make_action, make_policies
+from schedfence.domain.source.spec import make_spec
 from schedfence.infra.cli.commands import cli
-from schedfence.infra.service import open_service
+from schedfence.infra.application.service import open_service
 
 NS = "ns"
 

@@ -12,7 +12,7 @@ import schedfence
 from schedfence.domain.errors import DomainError, PhaseBlocked, UndecodableEvent
 from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE
 from schedfence.infra.http.errors import STATUS
-from schedfence.infra.store.pg import StoreTimeout, StoreUnavailable
+from schedfence.infra.adapters.store.pg import StoreTimeout, StoreUnavailable
 from tests.helpers import NS, start_foreign
 from tests.infra.http.api import Api, assert_error, nothing_written
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from schedfence.infra.observability.logs import redact
+from schedfence.infra.adapters.observability.logs import redact
 from tests.infra.cli.cli_runs import ROOT
 from tests.infra.http.api import SECRETS, TOKEN_LINES
 from tests.infra.http.test_serve_process import _ready

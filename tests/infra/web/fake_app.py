@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI, HTTPException, Request
 
-from schedfence.infra.service import MigrationService
+from schedfence.infra.application.service import MigrationService
 from schedfence.infra.web.pages import COOKIE, make_router
 from tests.helpers import NS, World, new_world, start_foreign
 

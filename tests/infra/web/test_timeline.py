@@ -3,7 +3,7 @@ whole, the narration asked for whole ids, and an event type this release does no
 from __future__ import annotations
 
 from schedfence.projections.narration import narrate
-from schedfence.infra.views import HistoryEntry
+from schedfence.infra.application.views import HistoryEntry
 from schedfence.infra.web.timeline import (MIGRATION, RUN, WORKFLOW, Linker, Segment, ids_in,
                                            observed_runs, row_of, utc_parts)
 

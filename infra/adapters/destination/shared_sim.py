@@ -1,0 +1,114 @@
+"""``--destination sim+STORE_URL``: the simulated destination kept in a store of its own.
+
+By default the simulator lives beside the events, in the event store itself. A failover needs
+the destination to outlive both the active and the standby store, as a real Temporal cluster
+does, so both sides must talk to the same one: ``sim+postgresql://USER@HOST:PORT/DB[?schema=S]``
+or ``sim+sqlite:///PATH`` keeps its state (rows per workflow id,
+``infra/sim_store.SqlSimState``) in that third store. The schema is created on first use; the
+database must exist.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.ports import (DestinationNotReached, DestinationUnavailable,
+                                     RunDescription, Settled, StartAccepted, StartWorkflow,
+                                     StopKind)
+
+from schedfence.infra.adapters.destination.sim_store import RolledBack, SqlSimState
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.adapters.store.eventstore import parse_store_url
+
+PREFIX = "sim+"
+
+
+def is_shared_sim(url: str) -> bool:
+    return url.startswith(PREFIX)
+
+
+class SharedSimDestination:
+    """The ``Destination`` port (and ``ActionRunner``, ``HandoverTarget``) over a
+    ``SimulatedDestination`` in its own store.
+
+    A database error in a call means the outcome is unknown, exactly like an unreachable
+    server: it is raised as ``DestinationUnavailable`` so workers fail closed. Only a start
+    whose transaction failed before its COMMIT provably started nothing: that one is raised as
+    ``DestinationNotReached``, and the worker re-arms its claim instead of parking it. The
+    simulator's environment operations (``chains``, ``continue_as_new``, ...) are on
+    ``.simulator``; this object's ``close()`` releases connections (the CLI calls it when a
+    command ends).
+    """
+
+    def __init__(self, url: str) -> None:
+        if not is_shared_sim(url):
+            raise InvalidArgument(f"a shared simulator URL starts with {PREFIX}")
+        store = parse_store_url(url[len(PREFIX):])
+        if store.kind == "sqlite-memory":
+            raise InvalidArgument("a shared simulated destination needs a file or a server, "
+                                  "not an in-memory store")
+        if store.pg is not None:
+            store.pg.ensure_schema()  # StoreUnavailable (without password) if unreachable
+        self.label = f"{PREFIX}{store.redacted}"
+        self.state = SqlSimState(store.url)
+        self.simulator = SimulatedDestination(self.state)
+
+    def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        try:
+            return self.simulator.start_workflow(request)
+        except RolledBack as exc:  # before COMMIT: provably nothing started, the claim re-arms
+            raise DestinationNotReached(
+                f"start on {self.label}: nothing committed, the transaction failed before "
+                f"COMMIT: {_one_line(exc.__cause__ or exc)}") from None
+        except SQLAlchemyError as exc:
+            raise self._unavailable("start", exc) from None
+
+    def describe(self, namespace: str, workflow_id: str,
+                 run_id: str | None = None) -> RunDescription:
+        try:
+            return self.simulator.describe(namespace, workflow_id, run_id)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("describe", exc) from None
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None:
+        try:
+            self.simulator.stop_workflow(namespace, workflow_id, kind, reason)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("stop", exc) from None
+
+    def settle_handover(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        try:
+            return self.simulator.settle_handover(request, first_run_id)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("settle", exc) from None
+
+    def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        try:
+            return self.simulator.settle_deleted(request, first_run_id)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("settle", exc) from None
+
+    def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
+        return DestinationUnavailable(f"{call} on {self.label}: {_one_line(exc)}")
+
+    def close(self) -> None:
+        self.state.dispose()
+
+    def __getattr__(self, name: str) -> Any:
+        # Inspection helpers (chains, created_count, start_log) for operators and tests.
+        if name == "simulator":  # not set yet: __init__ failed
+            raise AttributeError(name)
+        return getattr(self.simulator, name)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A database error as one line: its type and the first line of its text."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def open_shared_sim(url: str) -> SharedSimDestination:
+    return SharedSimDestination(url)

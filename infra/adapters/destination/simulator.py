@@ -1,0 +1,409 @@
+"""A deterministic in-process stand-in for Temporal History's StartWorkflowExecution, Describe,
+RequestCancelWorkflowExecution and TerminateWorkflowExecution.
+
+It models docs/protocol.md, 'What the destination tells us': dedupe only against the current
+run's request ids (running or closed), conflict policy while running, reuse policy once closed,
+continue-as-new with a server-generated create request id, deletion freeing the id. Faults are
+scripted or seeded so runs replay exactly.
+"""
+from __future__ import annotations
+
+import copy
+import random
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, get_args
+
+from schedfence.domain.source.action import StartWorkflowAction
+from schedfence.domain.ports import (AlreadyStarted, ConflictPolicy, DestinationNotFound,
+                                     DestinationUnavailable, InvalidStartRequest, ReusePolicy,
+                                     RunDescription, StartAccepted, StartWorkflow, StopKind)
+from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
+from schedfence.infra.adapters.destination.sim_schedules import (Clock, SimSchedules, creates_schedule,
+                                                        utc_now)
+from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
+
+__all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
+
+REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
+CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
+CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
+FAULTS = ("unavailable", "fail_before_commit", "lose_response")
+FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_schedule")
+# The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
+STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
+DEFAULT_RETENTION_SECONDS = 3 * 86400.0  # what a namespace often has (Temporal Cloud's default)
+_PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Per-call probabilities of each fault; their sum should be at most 1."""
+
+    lose_response: float = 0.0
+    fail_before_commit: float = 0.0
+    unavailable: float = 0.0
+
+
+# --- helpers over the plain-JSON runs of one workflow id (infra/sim_store.SimTx) ---------------
+
+def _current(runs: list[dict]) -> dict | None:
+    # Deleting the latest run removes the id's current record, so older runs never become current.
+    if runs and not runs[-1]["deleted"]:
+        return runs[-1]
+    return None
+
+
+def _find(tx: SimTx, namespace: str, workflow_id: str, run_id: str | None) -> dict:
+    runs = tx.runs(namespace, workflow_id)
+    if run_id is None:
+        run = _current(runs)
+    else:
+        run = next((r for r in runs if r["run_id"] == run_id and not r["deleted"]), None)
+    if run is None:
+        which = "current run" if run_id is None else f"run {run_id}"
+        raise DestinationNotFound(f"{namespace}/{workflow_id}: no {which}")
+    return run
+
+
+def _stop_current(tx: SimTx, namespace: str, workflow_id: str, status: str, at: str) -> None:
+    """Close the current run with ``status`` if it is running; otherwise change nothing."""
+    try:
+        run = _find(tx, namespace, workflow_id, None)
+    except DestinationNotFound:
+        return  # never started, or its current run deleted: nothing to stop
+    if run["status"] == "running":
+        _close_run(run, status, at)
+
+
+def _close_run(run: dict, status: str, at: str) -> None:
+    """A running run closes with ``status`` at ``at`` (ISO 8601: its close time)."""
+    run["status"], run["closed_at"] = status, at
+
+
+def _description(run: dict) -> RunDescription:
+    return RunDescription(
+        run_id=run["run_id"],
+        first_execution_run_id=run["first_execution_run_id"],
+        workflow_type=run["workflow_type"],
+        status=run["status"],
+        request_ids=frozenset(run["request_ids"]),
+        create_request_id=run["create_request_id"],
+    )
+
+
+def _accepted(run: dict, started: bool) -> StartAccepted:
+    return StartAccepted(run["run_id"], run["first_execution_run_id"], run["status"], started)
+
+
+def _already_started(run: dict) -> AlreadyStarted:
+    return AlreadyStarted(
+        start_request_id=run["create_request_id"],
+        run_id=run["run_id"],
+        first_execution_run_id=run["first_execution_run_id"],
+    )
+
+
+def _doc(action: StartWorkflowAction | None) -> dict[str, Any] | None:
+    return None if action is None else action.model_dump(mode="json")
+
+
+def _validate(req: StartWorkflow) -> str | None:
+    """Request-validation errors, which Temporal returns before any dedupe."""
+    if not req.workflow_id:
+        return "workflow_id is empty"
+    if req.id_reuse_policy not in REUSE_POLICIES:
+        return f"unknown id_reuse_policy {req.id_reuse_policy!r}"
+    if req.id_conflict_policy not in CONFLICT_POLICIES:
+        return f"unknown id_conflict_policy {req.id_conflict_policy!r}"
+    if req.id_reuse_policy == "terminate_if_running" and req.id_conflict_policy != "fail":
+        return f"terminate_if_running cannot be combined with conflict policy {req.id_conflict_policy!r}"
+    if req.id_reuse_policy == "reject_duplicate" and req.id_conflict_policy == "terminate_existing":
+        # A real server refuses this pair too (INVALID_ARGUMENT; contract suite).
+        return "reject_duplicate cannot be combined with conflict policy 'terminate_existing'"
+    return None
+
+
+class SimulatedDestination(SimSchedules, SimScheduleHost):
+    """Implements ``domain.ports.ActionRunner``, ``HandoverTarget`` and ``ScheduleHost`` over a
+    ``SimState``, plus environment operations."""
+
+    def __init__(
+        self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None,
+        clock: Clock = utc_now, retention: float = DEFAULT_RETENTION_SECONDS,
+    ) -> None:
+        self.clock = clock  # when a schedule is created (sim_schedules.py)
+        self.retention = retention  # seconds; what ``retention_seconds`` answers
+        self._state = state if state is not None else InMemorySimState()
+        self.seed = seed
+        self.faults = faults or FaultRates()
+        self._rng = random.Random(seed)
+        self._scripted: dict[str, deque[str]] = {op: deque() for op in FAULT_OPS}
+        self._fault_lock = threading.Lock()
+
+    # --- faults -------------------------------------------------------------------------------
+
+    def inject(self, op: str, fault: str, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``op`` fail with ``fault`` (FIFO, process-local)."""
+        if op not in FAULT_OPS:
+            raise ValueError(f"op must be one of {FAULT_OPS}, got {op!r}")
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
+        with self._fault_lock:
+            self._scripted[op].extend([fault] * times)
+
+    def _next_fault(self, op: str) -> str | None:
+        with self._fault_lock:
+            # Always draw, so scripted faults do not shift the random sequence of later calls.
+            draw = self._rng.random()
+            if self._scripted[op]:
+                return self._scripted[op].popleft()
+        rates = self.faults
+        for fault, rate in (
+            ("lose_response", rates.lose_response),
+            ("fail_before_commit", rates.fail_before_commit),
+            ("unavailable", rates.unavailable),
+        ):
+            if draw < rate:
+                return fault
+            draw -= rate
+        return None
+
+    # --- ids ----------------------------------------------------------------------------------
+
+    def _next_id(self, tx: SimTx, kind: str) -> str:
+        # The counter lives in the state, so ids stay unique and replayable across processes.
+        counter = tx.next_counter()
+        infix = "" if kind == "run" else f"{kind}/"
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"sim/{self.seed}/{infix}{counter}"))
+
+    def _add_run(self, tx: SimTx, req: StartWorkflow, request_id: str, first: str | None) -> dict:
+        run_id = self._next_id(tx, "run")
+        run = {
+            "run_id": run_id,
+            "first_execution_run_id": first or run_id,
+            "workflow_type": req.workflow_type,
+            "status": "running",
+            "create_request_id": request_id,
+            "request_ids": [request_id],
+            "input": copy.deepcopy(req.input),  # JSON: a schedule action's may be any
+            # A schedule action's start applies the whole action, as the server would:
+            # arguments (payloads whole), timeouts, retry policy, memo, search attributes.
+            "action": _doc(req.action),
+            "deleted": False,
+            "by_start": first is None,
+        }
+        if first is None and creates_schedule(req):  # a schedule: when it began
+            run["created_at"] = self.clock().isoformat()
+        tx.add_run(req.namespace, req.workflow_id, run)
+        return run
+
+    # --- the port -----------------------------------------------------------------------------
+
+    def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        return self._logged_start(request, attach=False)
+
+    def _logged_start(self, request: StartWorkflow, attach: bool) -> StartAccepted:
+        fault = self._next_fault("start")
+        with self._state.session() as tx:
+            if fault in _PRE_COMMIT_OUTCOME:
+                outcome = _PRE_COMMIT_OUTCOME[fault]
+                result: StartAccepted | Exception = DestinationUnavailable(f"start: {outcome}")
+            else:
+                outcome, result = self._start(tx, request, attach)
+                if fault == "lose_response":
+                    outcome = "lost_response"
+                    result = DestinationUnavailable("start committed but its response was lost")
+            # A shallow copy: the request is frozen and its input is built per call (asdict's
+            # deep copy was half of a start's cost in benchmarks/batch_throughput.py).
+            tx.append_log({"request": dict(vars(request), action=_doc(request.action)),
+                           "outcome": outcome})
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _start(
+        self, tx: SimTx, req: StartWorkflow, attach: bool
+    ) -> tuple[str, StartAccepted | Exception]:
+        """StartWorkflowExecution; returns (log outcome, result or error to raise)."""
+        problem = _validate(req)
+        if problem is not None:
+            return "invalid", InvalidStartRequest(problem)
+        request_id = req.request_id or self._next_id(tx, "req")  # empty: the server makes one
+        current = _current(tx.runs(req.namespace, req.workflow_id))
+        if current is not None and request_id in current["request_ids"]:
+            # A dedupe ignores type, input, policies. Like Temporal, ``started`` says whether the
+            # id is the run's create id (a retry of the creating start), not an attached one.
+            started = request_id == current["create_request_id"]
+            return "deduplicated", _accepted(current, started)
+        if current is not None and current["status"] == "running":
+            return self._start_over_running(tx, req, request_id, current, attach)
+        if current is not None and (
+            req.id_reuse_policy == "reject_duplicate"
+            or (req.id_reuse_policy == "allow_duplicate_failed_only" and current["status"] == "completed")
+        ):
+            return "already_started", _already_started(current)
+        return "created", _accepted(self._add_run(tx, req, request_id, None), True)
+
+    def _start_over_running(
+        self, tx: SimTx, req: StartWorkflow, request_id: str, current: dict, attach: bool
+    ) -> tuple[str, StartAccepted | Exception]:
+        if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
+            _close_run(current, "terminated", self.clock().isoformat())
+            return "created", _accepted(self._add_run(tx, req, request_id, None), True)
+        if req.id_conflict_policy == "use_existing":
+            if attach:  # later starts with this id dedupe to this run (started False)
+                current["request_ids"].append(request_id)
+                return "use_existing_attached", _accepted(current, False)
+            return "use_existing", _accepted(current, False)
+        return "already_started", _already_started(current)
+
+    def describe(self, namespace: str, workflow_id: str, run_id: str | None = None) -> RunDescription:
+        fault = self._next_fault("describe")
+        if fault in _PRE_COMMIT_OUTCOME:
+            raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
+        try:
+            with self._state.session() as tx:
+                description = _description(_find(tx, namespace, workflow_id, run_id))
+        except DestinationNotFound:
+            if fault != "lose_response":
+                raise
+        if fault == "lose_response":  # a lost answer is lost whatever it was, NotFound too
+            raise DestinationUnavailable("describe response was lost")
+        return description
+
+    def retention_seconds(self, namespace: str) -> float:
+        """``RetentionReader``: as told (closed runs stay until ``delete``)."""
+        return self.retention
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None:
+        """Cancel (``kind`` "cancel") or terminate the current run of ``workflow_id``.
+
+        A running current run closes at once as "canceled" or "terminated": the simulated
+        workflow honours a cancel immediately, where a real one may take its time or ignore
+        it. A closed current run, or none (never started, deleted), is left as it is and the
+        call returns None, so a repeated stop is a no-op. ``reason`` is accepted and dropped.
+        Faults (op "stop_workflow"): "unavailable" and "fail_before_commit" change nothing,
+        "lose_response" stops the run; all three raise ``DestinationUnavailable``. A bad
+        ``kind`` raises ``ValueError`` and an empty id ``InvalidStartRequest``, before any
+        fault is drawn. Stops are not written to the start log.
+        """
+        if kind not in STOP_STATUS:
+            raise ValueError(f"kind must be one of {tuple(STOP_STATUS)}, got {kind!r}")
+        if not workflow_id:
+            raise InvalidStartRequest("workflow_id is empty")  # as a real server refuses it
+        fault = self._next_fault("stop_workflow")
+        if fault in _PRE_COMMIT_OUTCOME:
+            raise DestinationUnavailable(f"stop_workflow: {_PRE_COMMIT_OUTCOME[fault]}")
+        with self._state.session() as tx:
+            _stop_current(tx, namespace, workflow_id, STOP_STATUS[kind], self.clock().isoformat())
+        if fault == "lose_response":
+            raise DestinationUnavailable("stop_workflow committed but its response was lost")
+
+    # --- environment operations ---------------------------------------------------------------
+
+    def start_workflow_attaching(self, request: StartWorkflow) -> StartAccepted:
+        """StartWorkflowExecution with ``on_conflict_options.attach_request_id`` set.
+
+        Only a start that meets a *running* run under conflict policy ``use_existing`` attaches
+        its request id to that run (the server records it with event type
+        WORKFLOW_EXECUTION_OPTIONS_UPDATED, not STARTED); every other case is ``start_workflow``.
+        Faults and the start log apply as to ``start_workflow``.
+        """
+        return self._logged_start(request, attach=True)
+
+    def continue_as_new(self, namespace: str, workflow_id: str, input: dict | None = None) -> str:
+        """Close the running current run as continued_as_new.
+
+        The next run's only request id is a fresh create id; ids attached to the old run stay
+        there (measured on Temporal 1.32: the new run's request_id_infos hold one STARTED id).
+        """
+        with self._state.session() as tx:
+            current = _find(tx, namespace, workflow_id, None)
+            if current["status"] != "running":
+                raise ValueError(f"cannot continue-as-new a {current['status']} run")
+            _close_run(current, "continued_as_new", self.clock().isoformat())
+            req = StartWorkflow(
+                namespace, workflow_id, "", current["workflow_type"],
+                current["input"] if input is None else input,
+            )
+            request_id = self._next_id(tx, "req")
+            return self._add_run(tx, req, request_id, current["first_execution_run_id"])["run_id"]
+
+    def close(self, namespace: str, workflow_id: str, status: str, run_id: str | None = None) -> None:
+        if status not in CLOSED_STATUSES:
+            raise ValueError(f"close status must be one of {CLOSED_STATUSES}, got {status!r}")
+        with self._state.session() as tx:
+            run = _find(tx, namespace, workflow_id, run_id)
+            if run["status"] != "running":
+                raise ValueError(f"run {run['run_id']} is already {run['status']}")
+            _close_run(run, status, self.clock().isoformat())
+
+    def complete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
+        self.close(namespace, workflow_id, "completed", run_id)
+
+    def terminate(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
+        self.close(namespace, workflow_id, "terminated", run_id)
+
+    def delete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
+        """DeleteWorkflowExecution or retention; a running run is terminated first, as Temporal does."""
+        with self._state.session() as tx:
+            run = _find(tx, namespace, workflow_id, run_id)
+            if run["status"] == "running":
+                _close_run(run, "terminated", self.clock().isoformat())
+            run["deleted"] = True
+
+    def attach_request_id(
+        self, namespace: str, workflow_id: str, request_id: str, run_id: str | None = None
+    ) -> None:
+        """Record an extra request id on a run (USE_EXISTING + attach_request_id in Temporal)."""
+        with self._state.session() as tx:
+            run = _find(tx, namespace, workflow_id, run_id)
+            if request_id not in run["request_ids"]:
+                run["request_ids"].append(request_id)
+
+    # --- inspection ---------------------------------------------------------------------------
+
+    def runs(self, namespace: str, workflow_id: str) -> list[RunDescription]:
+        with self._state.session() as tx:
+            runs = tx.runs(namespace, workflow_id)
+            return [_description(r) for r in runs if not r["deleted"]]
+
+    def chains(self, namespace: str, workflow_id: str) -> list[str]:
+        with self._state.session() as tx:
+            firsts = (r["first_execution_run_id"] for r in tx.runs(namespace, workflow_id))
+            return list(dict.fromkeys(firsts))
+
+    def created_count(self, namespace: str, workflow_id: str, request_id: str | None = None) -> int:
+        """Runs created by start_workflow (not by continue-as-new), deleted ones included."""
+        with self._state.session() as tx:
+            return sum(
+                1
+                for r in tx.runs(namespace, workflow_id)
+                if r["by_start"] and (request_id is None or r["create_request_id"] == request_id)
+            )
+
+    def start_log(
+        self, namespace: str | None = None, workflow_id: str | None = None
+    ) -> list[tuple[StartWorkflow, str]]:
+        with self._state.session() as tx:
+            entries = tx.log(namespace, workflow_id)
+        result = []
+        for entry in entries:
+            action = entry["request"].get("action")
+            req = StartWorkflow(**{**entry["request"], "action": action and
+                                   StartWorkflowAction.model_validate(action)})
+            if namespace is not None and req.namespace != namespace:
+                continue
+            if workflow_id is not None and req.workflow_id != workflow_id:
+                continue
+            result.append((req, entry["outcome"]))
+        return result
+
+    def workflow_ids(self) -> list[tuple[str, str]]:
+        with self._state.session() as tx:
+            return tx.workflow_ids()
+

@@ -1,0 +1,431 @@
+"""The ``Destination`` port over a real Temporal server.
+
+It speaks the raw gRPC WorkflowService, not the SDK's high-level client, because the port needs
+what the high-level client hides: the explicit request id, both id policies, the
+``WorkflowExecutionAlreadyStartedFailure`` details and Describe's ``request_id_infos``.
+
+The SDK is async and the port is sync, so each adapter owns a private event loop on a daemon
+thread; every call is submitted to it and waited for with a deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import uuid
+from datetime import timedelta
+from typing import Any, Awaitable, Callable, TypeVar, get_args
+
+from temporalio.api.common.v1 import Payloads, WorkflowExecution, WorkflowType
+from temporalio.api.enums.v1 import (EventType, WorkflowExecutionStatus,
+                                     WorkflowIdConflictPolicy, WorkflowIdReusePolicy)
+from temporalio.api.errordetails.v1 import WorkflowExecutionAlreadyStartedFailure
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (DescribeNamespaceRequest,
+                                               DescribeWorkflowExecutionRequest,
+                                               RequestCancelWorkflowExecutionRequest,
+                                               StartWorkflowExecutionRequest,
+                                               TerminateWorkflowExecutionRequest)
+from temporalio.client import Client
+from temporalio.converter import default as default_converter
+from temporalio.service import RPCError, RPCStatusCode
+
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
+from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, DestinationNotReached,
+                                     DestinationUnavailable, InvalidStartRequest,
+                                     NamespaceNotFound, RunDescription, RunStatus, Settled,
+                                     StartAccepted, StartWorkflow, StopKind)
+
+from schedfence.infra.adapters.destination.action_proto import start_fields
+from schedfence.infra.adapters.destination.temporal_connect import connect_client
+from schedfence.infra.adapters.destination.temporal_gone import settle_deleted
+from schedfence.infra.adapters.destination.temporal_schedule import create_schedule, settle_handover
+from schedfence.infra.adapters.destination.temporal_forward import TemporalScheduleHost
+
+# The server refuses "temporal-sys-per-ns-tq" (INVALID_ARGUMENT "cannot use internal
+# per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
+DEFAULT_TASK_QUEUE = "schedfence-destination"
+DEFAULT_RPC_TIMEOUT = 5.0
+
+T = TypeVar("T")
+STOP_KINDS: tuple[str, ...] = get_args(StopKind)
+
+_REUSE = {
+    "allow_duplicate": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+    "allow_duplicate_failed_only":
+        WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+    "reject_duplicate": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+    "terminate_if_running": WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_TERMINATE_IF_RUNNING,
+}
+_CONFLICT = {
+    "fail": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+    "use_existing": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+    "terminate_existing": WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_TERMINATE_EXISTING,
+}
+_S = WorkflowExecutionStatus
+_STATUS: dict[int, RunStatus] = {
+    _S.WORKFLOW_EXECUTION_STATUS_RUNNING: "running",
+    # A paused workflow is still open: it holds the id exactly like a running one.
+    _S.WORKFLOW_EXECUTION_STATUS_PAUSED: "running",
+    _S.WORKFLOW_EXECUTION_STATUS_COMPLETED: "completed",
+    _S.WORKFLOW_EXECUTION_STATUS_FAILED: "failed",
+    _S.WORKFLOW_EXECUTION_STATUS_CANCELED: "canceled",
+    _S.WORKFLOW_EXECUTION_STATUS_TERMINATED: "terminated",
+    _S.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW: "continued_as_new",
+    _S.WORKFLOW_EXECUTION_STATUS_TIMED_OUT: "timed_out",
+}
+# Codes that prove the server refused the start before doing anything. Everything else
+# (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, INTERNAL, UNKNOWN, RESOURCE_EXHAUSTED, ...) may
+# hide a commit, so it is "outcome unknown".
+_REFUSALS = {RPCStatusCode.INVALID_ARGUMENT, RPCStatusCode.PERMISSION_DENIED,
+             RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.FAILED_PRECONDITION,
+             RPCStatusCode.UNIMPLEMENTED, RPCStatusCode.NOT_FOUND}
+
+
+class LoopThread:
+    """An asyncio loop on a daemon thread, for sync callers of async code."""
+
+    def __init__(self, name: str = "temporal-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, factory: Callable[[], Awaitable[T]], timeout: float) -> T:
+        """Run ``factory()`` on the loop; give up after ``timeout`` s (concurrent TimeoutError)."""
+        async def wrapper() -> T:
+            return await factory()
+        future = asyncio.run_coroutine_threadsafe(wrapper(), self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+def policies(reuse: str, conflict: str) -> tuple[WorkflowIdReusePolicy.ValueType,
+                                                 WorkflowIdConflictPolicy.ValueType]:
+    """The server's enums for the port's policy names.
+
+    TERMINATE_IF_RUNNING predates conflict policies and the server refuses it beside any
+    explicit one, FAIL included; the port spells "no conflict policy" as its default, "fail",
+    so that pair is sent as UNSPECIFIED (whose server default is FAIL).
+    """
+    try:
+        reuse_enum, conflict_enum = _REUSE[reuse], _CONFLICT[conflict]
+    except KeyError as exc:
+        raise InvalidStartRequest(f"unknown id policy {exc.args[0]!r}") from None
+    if reuse == "terminate_if_running" and conflict == "fail":
+        conflict_enum = WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_UNSPECIFIED
+    return reuse_enum, conflict_enum
+
+
+def status_name(status: int) -> RunStatus:
+    try:
+        return _STATUS[status]
+    except KeyError:
+        raise DestinationUnavailable(f"server reported an unknown run status {status}") from None
+
+
+def already_started_details(exc: RPCError) -> WorkflowExecutionAlreadyStartedFailure | None:
+    for detail in exc.grpc_status.details:
+        failure = WorkflowExecutionAlreadyStartedFailure()
+        if detail.Is(failure.DESCRIPTOR):
+            detail.Unpack(failure)
+            return failure
+    return None
+
+
+def _has_detail(exc: RPCError, name: str) -> bool:
+    return any(d.type_url.endswith("." + name) for d in exc.grpc_status.details)
+
+
+# What the bridge says when the channel could not (re)connect: the request never left this
+# process (measured on a dev server killed under a connected client, and on a bad host name).
+_NOT_SENT = ("tcp connect error", "dns error", "error trying to connect")
+
+
+def missing_namespace(exc: RPCError, call: str) -> NamespaceNotFound | None:
+    """NOT_FOUND for the namespace itself (the server's NamespaceNotFoundFailure), not for a
+    workflow or schedule in it."""
+    if exc.status == RPCStatusCode.NOT_FOUND and _has_detail(exc, "NamespaceNotFoundFailure"):
+        return NamespaceNotFound(f"{call}: NOT_FOUND: {exc.message}")
+    return None
+
+
+def never_sent(exc: RPCError) -> bool:
+    """UNAVAILABLE because no connection could be made: nothing reached the server."""
+    return exc.status == RPCStatusCode.UNAVAILABLE and any(m in exc.message for m in _NOT_SENT)
+
+
+def start_error(exc: RPCError) -> Exception:
+    """The port's error for a failed StartWorkflowExecution."""
+    if never_sent(exc):
+        return DestinationNotReached(f"start not sent: {exc.status.name}: {exc.message}")
+    if exc.status == RPCStatusCode.ALREADY_EXISTS:
+        failure = already_started_details(exc)
+        if failure is not None:
+            return AlreadyStarted(failure.start_request_id, failure.run_id,
+                                  failure.first_execution_run_id)
+    if exc.status in _REFUSALS:
+        return InvalidStartRequest(f"{exc.status.name}: {exc.message}")
+    return DestinationUnavailable(f"start: {exc.status.name}: {exc.message}")
+
+
+def describe_error(exc: RPCError) -> Exception:
+    """The port's error for a failed Describe.
+
+    Only a *workflow* NOT_FOUND means "no such run"; a missing namespace says nothing about the
+    workflow, so it is ``NamespaceNotFound``, a kind of unavailable (a worker retries; a command
+    answers ``not_found``), never "free to start". A run id that is not a uuid
+    cannot name a run, which the server reports as INVALID_ARGUMENT "Invalid RunId".
+    """
+    if (missing := missing_namespace(exc, "describe")) is not None:
+        return missing
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return DestinationNotFound(exc.message)
+    if exc.status == RPCStatusCode.INVALID_ARGUMENT and "RunId" in exc.message:
+        return DestinationNotFound(exc.message)
+    if never_sent(exc):
+        return DestinationNotReached(f"describe not sent: {exc.status.name}: {exc.message}")
+    return DestinationUnavailable(f"describe: {exc.status.name}: {exc.message}")
+
+
+def stop_error(exc: RPCError) -> Exception:
+    """The port's error for a failed cancel or terminate; ``DestinationNotFound`` means
+    "nothing to stop", which ``stop_workflow`` turns into a quiet return.
+
+    A *workflow* NOT_FOUND is either no such workflow ("workflow not found for ID") or a closed
+    current run ("workflow execution already completed", what a terminate of a closed run
+    gets). A missing namespace is ``NamespaceNotFound``, as for describe. Other codes that prove a
+    refusal are ``InvalidStartRequest``; everything else is an unknown outcome.
+    """
+    if (missing := missing_namespace(exc, "stop")) is not None:
+        return missing
+    if exc.status == RPCStatusCode.NOT_FOUND:
+        return DestinationNotFound(exc.message)
+    if never_sent(exc):
+        return DestinationNotReached(f"stop not sent: {exc.status.name}: {exc.message}")
+    if exc.status in _REFUSALS:  # NOT_FOUND among them: answered above
+        return InvalidStartRequest(f"stop refused: {exc.status.name}: {exc.message}")
+    return DestinationUnavailable(f"stop: {exc.status.name}: {exc.message}")
+
+
+def cancel_request_id(namespace: str, workflow_id: str) -> str:
+    """The same request id for every cancel of ``workflow_id``, so the server dedupes a retry.
+
+    Measured on a dev server: a run takes any number of cancels (same id or not), and an id
+    used on an earlier run is still accepted by the next run of the id.
+    """
+    return str(uuid.uuid5(uuid.NAMESPACE_URL,
+                          "schedfence/cancel/" + json.dumps([namespace, workflow_id])))
+
+
+def create_request_id(request_id_infos: Any) -> str:
+    """The request id recorded with the run's STARTED event, "" unless exactly one says so.
+
+    Ids attached later (USE_EXISTING + attach_request_id) carry the event type
+    WORKFLOW_EXECUTION_OPTIONS_UPDATED and prove nothing about who created the run.
+    """
+    created = [rid for rid, info in request_id_infos.items()
+               if info.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED]
+    return created[0] if len(created) == 1 else ""
+
+
+class TemporalDestination(TemporalScheduleHost):
+    """``domain.ports.ActionRunner`` on a Temporal server: ``namespace`` and any of
+    ``namespaces`` (``("*",)``: every namespace). A call for a namespace it does not serve is
+    ``DestinationUnavailable`` (another worker may serve it: back off, never park). ``tls``
+    (``temporalio.service.TLSConfig``, or True for the system's roots) and ``api_key`` are
+    handed to the connection and never shown."""
+
+    def __init__(self, target: str, namespace: str = "default", *,
+                 namespaces: tuple[str, ...] = (), tls: Any = False,
+                 api_key: str | None = None,
+                 task_queue: str = DEFAULT_TASK_QUEUE, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
+                 identity: str = "schedfence") -> None:
+        self.target, self.namespace, self.task_queue = target, namespace, task_queue
+        self.namespaces = frozenset((namespace, *namespaces))
+        self._tls, self._api_key = tls, api_key
+        self.rpc_timeout, self.identity = rpc_timeout, identity
+        self._loop: LoopThread | None = LoopThread(f"temporal-destination:{target}")
+        self._client: Client | None = None
+        self._connecting = asyncio.Lock()  # callers on several threads share one client
+        self._converter = default_converter().payload_converter
+
+    # -- plumbing ---------------------------------------------------------------------------
+    async def _connected(self) -> Client:
+        # Connect lazily and again after a failure, so a server that comes up later is used.
+        async with self._connecting:
+            if self._client is None:
+                # DestinationNotReached on failure: no request of ours left this process.
+                self._client = await connect_client(
+                    self.target, self.namespace, identity=self.identity, tls=self._tls,
+                    api_key=self._api_key, connect_timeout=self.rpc_timeout)
+            return self._client
+
+    def _rpc(self, what: str, method: str, rpc: Any,
+             to_port_error: Callable[[RPCError], Exception]) -> Any:
+        """One raw gRPC call under the deadline; server errors become the port's errors."""
+        async def call(client: Client) -> Any:
+            try:
+                return await getattr(client.workflow_service, method)(
+                    rpc, timeout=self._deadline)
+            except RPCError as exc:
+                raise to_port_error(exc) from exc
+        return self._call(what, call)
+
+    def _call(self, what: str, fn: Callable[[Client], Awaitable[T]]) -> T:
+        if self._loop is None:
+            raise DestinationUnavailable(f"{what}: the destination is closed")
+
+        async def call() -> T:
+            return await fn(await self._connected())
+        try:
+            # The gRPC deadline is rpc_timeout; the extra second covers connect and scheduling.
+            return self._loop.run(call, self.rpc_timeout + 1.0)
+        except concurrent.futures.TimeoutError:
+            raise DestinationUnavailable(f"{what}: no answer within {self.rpc_timeout}s") from None
+
+    def serves(self, namespace: str) -> bool:
+        return "*" in self.namespaces or namespace in self.namespaces
+
+    def _check_namespace(self, namespace: str) -> None:
+        """Before any call: a namespace this destination does not serve is unavailable here
+        (back off; a worker that serves it moves it), never a refusal that would park. Nothing
+        left this process, so it is ``DestinationNotReached``: a claim it cost is re-armed."""
+        if not self.serves(namespace):
+            raise DestinationNotReached(f"this destination serves namespace(s) "
+                                         f"{', '.join(sorted(self.namespaces))}, not "
+                                         f"{namespace!r}")
+
+    @property
+    def _deadline(self) -> timedelta:
+        return timedelta(seconds=self.rpc_timeout)
+
+    # -- the port ---------------------------------------------------------------------------
+    def start_workflow(self, request: StartWorkflow) -> StartAccepted:
+        """StartWorkflowExecution; a start of the scheduler workflow type (a rollback's) is a
+        Temporal Schedule instead (infra/adapters/destination/temporal_schedule.py), answered the same
+        way: the server's own scheduler workflow runs at the id."""
+        self._check_namespace(request.namespace)
+        if request.workflow_type == SCHEDULER_WORKFLOW_TYPE:
+            return create_schedule(self, request)
+        reuse, conflict = policies(request.id_reuse_policy, request.id_conflict_policy)
+        rpc = StartWorkflowExecutionRequest(
+            namespace=request.namespace, workflow_id=request.workflow_id,
+            identity=self.identity, request_id=request.request_id,
+            workflow_id_reuse_policy=reuse, workflow_id_conflict_policy=conflict,
+            **self._start_fields(request))
+        resp = self._rpc("start", "start_workflow_execution", rpc, start_error)
+        # The server sets ``started`` when the request id is the run's create id (a retry of
+        # the start that created it answers True too), False for an attached id or
+        # USE_EXISTING. A server too old to know the field leaves it False: never a false True.
+        return StartAccepted(resp.run_id, resp.first_execution_run_id, status_name(resp.status),
+                             started=resp.started)
+
+    def _start_fields(self, request: StartWorkflow) -> dict[str, Any]:
+        """A schedule action's start applies the whole action (its arguments, timeouts, retry
+        policy, memo, search attributes, user metadata: action_proto.py, as the server's own
+        starts do); any other start has one JSON argument."""
+        if request.action is not None:
+            return start_fields(request.action)
+        return {"workflow_type": WorkflowType(name=request.workflow_type),
+                "task_queue": TaskQueue(name=request.task_queue or self.task_queue),
+                "input": Payloads(payloads=self._converter.to_payloads([request.input]))}
+
+    def describe(self, namespace: str, workflow_id: str,
+                 run_id: str | None = None) -> RunDescription:
+        # Not NotFound: a namespace we do not serve says nothing about its workflows.
+        self._check_namespace(namespace)
+        rpc = DescribeWorkflowExecutionRequest(
+            namespace=namespace,
+            execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id or ""))
+        resp = self._rpc("describe", "describe_workflow_execution", rpc, describe_error)
+        info = resp.workflow_execution_info
+        infos = resp.workflow_extended_info.request_id_infos
+        return RunDescription(
+            run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
+            workflow_type=info.type.name, status=status_name(info.status),
+            request_ids=frozenset(infos), create_request_id=create_request_id(infos))
+
+    def retention_seconds(self, namespace: str) -> float:
+        """DescribeNamespace's workflow execution retention (``RetentionReader``); any
+        failure is unavailable (a missing namespace ``NamespaceNotFound``, one kind of it): it
+        says nothing about runs."""
+        self._check_namespace(namespace)
+        resp = self._rpc("retention", "describe_namespace",
+                         DescribeNamespaceRequest(namespace=namespace),
+                         lambda exc: missing_namespace(exc, "describe namespace") or
+                         DestinationUnavailable(
+                             f"describe namespace: {exc.status.name}: {exc.message}"))
+        return resp.config.workflow_execution_retention_ttl.ToTimedelta().total_seconds()
+
+    def settle_handover(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        """After the receipt: the times at the handover's boundary (temporal_schedule.py)."""
+        self._check_namespace(request.namespace)
+        return settle_handover(self, request, first_run_id)
+
+    def settle_deleted(self, request: StartWorkflow, first_run_id: str) -> Settled:
+        """The settle of a schedule deleted since the receipt (temporal_gone.py)."""
+        self._check_namespace(request.namespace)
+        return settle_deleted(self, request, first_run_id)
+
+    def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
+                      reason: str = "") -> None:
+        """RequestCancelWorkflowExecution (``kind`` "cancel") or TerminateWorkflowExecution on
+        the current run of ``workflow_id``.
+
+        Returning means the server accepted the stop, or had nothing to stop (no such workflow,
+        or its current run closed): a repeated stop is a no-op. An accepted cancel only
+        *asks*: the run stays running until its workflow code honours the request. Raises
+        ``ValueError`` for a bad kind and ``DestinationUnavailable`` for a namespace not served,
+        both before any call; ``InvalidStartRequest`` when the server refuses (e.g. an empty id);
+        ``DestinationNotReached`` / ``DestinationUnavailable`` as for start (see ``stop_error``).
+        """
+        if kind not in STOP_KINDS:
+            raise ValueError(f"kind must be one of {STOP_KINDS}, got {kind!r}")
+        self._check_namespace(namespace)
+        execution = WorkflowExecution(workflow_id=workflow_id)  # no run id: the current run
+        rpc: Any
+        if kind == "cancel":
+            method = "request_cancel_workflow_execution"
+            rpc = RequestCancelWorkflowExecutionRequest(
+                namespace=namespace, workflow_execution=execution, identity=self.identity,
+                request_id=cancel_request_id(namespace, workflow_id), reason=reason)
+        else:
+            method = "terminate_workflow_execution"
+            rpc = TerminateWorkflowExecutionRequest(
+                namespace=namespace, workflow_execution=execution, identity=self.identity,
+                reason=reason)
+        try:
+            self._rpc(f"stop ({kind})", method, rpc, stop_error)
+        except DestinationNotFound:
+            return  # nothing running under this id: the stop is done
+
+    def close(self) -> None:
+        """Drop the client on its own loop, then stop the loop (idempotent)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+
+        async def drop() -> None:
+            self._client = None  # the bridge closes its connection when the client is freed
+        try:
+            loop.run(drop, 5.0)
+        finally:
+            loop.stop()
+
+    def __enter__(self) -> TemporalDestination:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,171 @@
+"""Prometheus metrics of one service: ``render_metrics(service) -> (body, content type)``.
+
+The HTTP app serves it at ``GET /metrics``; ``schedfence metrics`` writes the same text for
+node_exporter's textfile collector. Each call collects into a registry of its own (nothing
+is registered in prometheus_client's global registry, so services and tests never share
+state).
+
+Where each number comes from:
+
+- counters and ``schedfence_migrations`` (by state): the operator projection
+  (projections/metrics.py), caught up first, so they are counted from the events and are
+  exact after a restart, from any process; forward migrations' states are folded from their
+  own events (the projection does not fold them);
+- ``schedfence_projection_lag_*``: how far the projection was behind when asked;
+- ``schedfence_destination_call_duration_seconds``: this process's worker calls only
+  (infra/adapters/observability/calls.py), empty in a process that made none.
+
+Batch job progress (``schedfence_job_schedules``, ``_job_pages``, ``_job_done``) is read from
+the jobs' log on each scrape, one series per job id (a label that grows with every job run).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator, get_args
+from uuid import UUID
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
+from schedfence.domain.job import Decision, Job, JobState
+from schedfence.domain.rollback.aggregate import PHASES as ROLLBACK_PHASES
+from schedfence.projections.metrics import COUNTERS, DIRECTIONS, MetricsSnapshot
+
+from .calls import latency_of
+from .logs import get_logger
+
+if TYPE_CHECKING:  # the application calls this; this never imports it
+    from schedfence.infra.application.service import MigrationService
+
+PREFIX = "schedfence_"
+STATES = {"rollback": ROLLBACK_PHASES, "forward": FORWARD_PHASES}
+DUE_CLASSES = ("now", "after_failover", "operator")  # domain.decisions.due, open ones
+LOG = get_logger("metrics")
+
+_COUNTER_HELP = {
+    "started": "Migrations started (a migration's first event), by direction.",
+    "completed": "Migrations completed (rollback: the source closed; forward: the source "
+                 "took ownership), by direction.",
+    "parked": "Times a migration was parked for an operator, by direction.",
+    "aborted": "Migrations aborted (the source restored), by direction.",
+}
+
+
+def render_metrics(service: MigrationService) -> tuple[bytes, str]:
+    """The exposition text of ``service``'s metrics, and its content type."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(service))
+    # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
+    # every name here is plain ASCII, so the newer format would add nothing.
+    return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
+
+
+class ServiceCollector(Collector):
+    """Reads the service's numbers afresh on every collect."""
+
+    def __init__(self, service: MigrationService) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        snap: MetricsSnapshot = self.service.views.metrics()
+        if snap.stopped is not None:
+            LOG.warning("metrics: the projection is stopped (%s); numbers are as of log "
+                        "position %d", snap.stopped, snap.projected_through,
+                        extra={"code": snap.stopped})
+        forward = self._forward_states(snap.forward_ids)
+        yield _by_state(snap, forward)
+        yield from _counters(snap, forward)
+        yield _due(snap)
+        yield from _projection(snap)
+        yield from _jobs(self._job_states())
+        yield from latency_of(self.service.destination).histogram.collect()
+
+    def _job_states(self) -> list[JobState]:
+        app = self.service.app
+        return [app.repository.get(n.originator_id).state
+                for n in app.notifications((Job.Defined.TOPIC,))]
+
+    def _forward_states(self, ids: list[str]) -> list[Any]:
+        repository = self.service.app.repository
+        return [repository.get(UUID(i)).state for i in ids]
+
+
+def _by_state(snap: MetricsSnapshot, forward: list[Any]) -> Metric:
+    family = GaugeMetricFamily(f"{PREFIX}migrations", "Migrations by direction, namespace "
+                               "and state (every state of a namespace that has migrations).",
+                               labels=("direction", "namespace", "state"))
+    counts: dict[tuple[str, str, str], int] = {}
+    for (namespace, state), n in snap.by_state.items():
+        counts[("rollback", namespace, state)] = n
+    for st in forward:
+        key = ("forward", st.namespace, st.phase)
+        counts[key] = counts.get(key, 0) + 1
+    seen = sorted({(direction, ns) for direction, ns, _ in counts})
+    for direction, namespace in seen:
+        for state in STATES[direction]:
+            family.add_metric((direction, namespace, state),
+                              counts.get((direction, namespace, state), 0))
+    return family
+
+
+def _counters(snap: MetricsSnapshot, forward: list[Any]) -> Iterator[Metric]:
+    for counter in COUNTERS:
+        family = CounterMetricFamily(f"{PREFIX}migrations_{counter}", _COUNTER_HELP[counter],
+                                     labels=("direction",))
+        for direction in DIRECTIONS:
+            family.add_metric((direction,), snap.totals.get((direction, counter), 0))
+        yield family
+    attempts = CounterMetricFamily(
+        f"{PREFIX}migration_attempts", "Worker attempts recorded on migrations (each "
+        "migration's highest attempt number), by direction.", labels=("direction",))
+    attempts.add_metric(("rollback",), snap.attempts)
+    attempts.add_metric(("forward",), sum(st.attempts for st in forward))
+    yield attempts
+
+
+def _due(snap: MetricsSnapshot) -> Metric:
+    family = GaugeMetricFamily(
+        f"{PREFIX}due_migrations", "Open rollback migrations in the due-work index, by who "
+        "may move them on: now (a worker), after_failover, operator.", labels=("due",))
+    for due in DUE_CLASSES:
+        family.add_metric((due,), snap.due.get(due, 0))
+    return family
+
+
+def _projection(snap: MetricsSnapshot) -> Iterator[Metric]:
+    yield GaugeMetricFamily(f"{PREFIX}projection_lag_events", "Log positions the operator "
+                            "projection was behind the event log when scraped (it then "
+                            "caught up).", value=snap.lag_events)
+    yield GaugeMetricFamily(f"{PREFIX}projection_lag_seconds", "Age of the oldest event the "
+                            "projection had not applied when scraped (0: none).",
+                            value=snap.lag_seconds)
+    yield GaugeMetricFamily(f"{PREFIX}projection_position", "The log position the "
+                            "projection (and these numbers) are exact through.",
+                            value=snap.projected_through)
+    yield GaugeMetricFamily(f"{PREFIX}log_position", "The event log's highest position.",
+                            value=snap.log_position)
+    yield GaugeMetricFamily(f"{PREFIX}projection_stopped", "1 when the projection stopped at "
+                            "an event it cannot apply (the logs and `schedfence projection "
+                            "status` name it), else 0.",
+                            value=0 if snap.stopped is None else 1)
+
+
+def _jobs(jobs: list[JobState]) -> Iterator[Metric]:
+    """Batch job progress (domain/job.py): schedules decided so far by decision, pages, and
+    whether the job has decided its whole selection (or was cancelled)."""
+    decided = GaugeMetricFamily(f"{PREFIX}job_schedules", "Schedules a batch job decided, by "
+                                "decision (requested, skipped, blocked).",
+                                labels=("job_id", "direction", "decision"))
+    pages = GaugeMetricFamily(f"{PREFIX}job_pages", "Pages of its selection a batch job "
+                              "decided.", labels=("job_id",))
+    done = GaugeMetricFamily(f"{PREFIX}job_done", "1 once a batch job decided its whole "
+                             "selection or was cancelled, else 0.", labels=("job_id", "phase"))
+    for job in jobs:
+        for decision in get_args(Decision):
+            decided.add_metric((job.job_id, job.direction, decision),
+                               job.counts.get(decision, 0))
+        pages.add_metric((job.job_id,), job.pages)
+        done.add_metric((job.job_id, job.phase), 0 if job.accepts_requests else 1)
+    yield from (decided, pages, done)

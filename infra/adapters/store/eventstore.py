@@ -1,0 +1,445 @@
+"""Opening the event store from a URL (eventsourcing's own persistence)."""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
+from uuid import UUID
+
+from eventsourcing.application import (AggregateNotFoundError, Application, ProcessingEvent,
+                                       Repository)
+from eventsourcing.persistence import (IntegrityError, InterfaceError, OperationalError,
+                                       PersistenceError)
+from eventsourcing.utils import get_topic
+
+from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.model import EvolvingAggregate
+from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.pacing import fixed, linear, retry_call
+from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
+from schedfence.infra.adapters.store.decode import fold_plain
+from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
+                                       STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
+                                       StoreUnavailable, parse_pg_url, session_options, timeout_of,
+                                       unavailable_of)
+
+DEFAULT_STORE = "sqlite:///schedfence.db"
+PG_RECORDER_TOPIC = "schedfence.infra.adapters.store.pg_recorder:ArrayInsertRecorder"
+PAGE = 1000
+OCC_RETRIES = 20
+SQLITE_LOCK_TIMEOUT = 30  # seconds a SQLite writer waits for another writer's lock
+STORE_RETRIES, STORE_RETRY_WAIT = 10, 0.2  # eventsourcing.postgres's own retry of its methods
+T = TypeVar("T")
+
+
+def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
+    """Run ``step`` again after an optimistic-concurrency conflict.
+
+    Each run re-reads what it needs and decides again on what the winner wrote; ``exhausted``
+    is raised if the aggregates keep changing under it.
+    """
+    try:
+        return retry_call(step, attempts=OCC_RETRIES, retry_on=IntegrityError)
+    except IntegrityError:
+        raise exhausted from None
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    url: str
+    kind: str  # sqlite-file | sqlite-memory | postgresql
+    path: str = ""
+    pg: PgTarget | None = None
+
+    @property
+    def redacted(self) -> str:
+        """The URL without its password, for messages and logs."""
+        return self.pg.redacted if self.pg is not None else self.url
+
+
+def parse_store_url(url: str) -> StoreURL:
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidArgument("store URL is empty (expected sqlite:///PATH or "
+                              "postgresql://USER@HOST:PORT/DB)")
+    if url in ("sqlite:///:memory:", "sqlite://"):
+        return StoreURL(url, "sqlite-memory")
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if not path:
+            raise InvalidArgument(f"store URL {url!r} names no file")
+        if "?" in path:  # not a URI filename: it would become part of the file's name
+            raise InvalidArgument(f"store URL {url!r}: sqlite:///PATH takes no '?' options "
+                                  "(mode=ro and the like are not supported)")
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise InvalidArgument(f"store URL {url!r}: directory {directory} does not exist")
+        return StoreURL(url, "sqlite-file", path)
+    if url.startswith(PG_SCHEMES):
+        return StoreURL(url, "postgresql", pg=_parse_pg(url))
+    scheme, sep, rest = url.partition("://")
+    shown = f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url  # never echo a password
+    raise InvalidArgument(f"unsupported store URL {shown!r} (expected sqlite:///PATH or "
+                          "postgresql://USER@HOST:PORT/DB)")
+
+
+def _parse_pg(url: str) -> PgTarget:
+    """``parse_pg_url``, refusing what it would misread; no message echoes the password."""
+    if url.partition("://")[2].split("?", 1)[0].count("@") > 1:
+        raise InvalidArgument("store URL has more than one '@' before its host: percent-encode "
+                              "'@' in the user name or password as %40")
+    try:
+        target = parse_pg_url(url)
+    except InvalidArgument:
+        raise
+    except (ValueError, TypeError):  # e.g. a port that is not a number: its text may be secret
+        raise InvalidArgument("store URL is not a valid postgresql://USER[:PASSWORD]@HOST:PORT/"
+                              "DB URL (the port must be a number; percent-encode ':', '/' and "
+                              "'@' in the password)") from None
+    if not 0 < target.port < 65536:
+        raise InvalidArgument(f"store URL port {target.port} is not between 1 and 65535")
+    return target
+
+
+class CorruptHistory(UndecodableEvent):
+    """An aggregate's stored history cannot be folded: a version is missing, or the reducer
+    rejects a stored event. The message names the aggregate, the version(s) and the event."""
+
+    code = "corrupt_history"
+
+
+def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:
+    """Apply stored events in order, refusing a gap in their versions. The library's default
+    projector also asserts a runtime ``Protocol`` isinstance per event, which costs more than
+    our reducer itself; every event here is one of our own classes, whose ``mutate`` the
+    mapper has already resolved. Runs of ordinary events go through ``fold_plain``
+    (infra/adapters/store/decode.py), which leaves to this loop any event it cannot apply."""
+    expected = None if aggregate is None else aggregate.version + 1
+    pending = iter(events)
+    event = next(pending, None)
+    while event is not None:
+        version = event.originator_version
+        if expected is None:  # the first of the history: version 1, or a snapshot's
+            expected = version if isinstance(event, EvolvingAggregate.Snapshot) else 1
+        if version < expected:
+            raise CorruptHistory(
+                f"aggregate {event.originator_id}: version {version} ({_topic(event)}) is "
+                f"stored again after version {expected - 1} (repeated or out of order)")
+        if version != expected:
+            missing = f"version {expected} is" if version == expected + 1 else \
+                f"versions {expected}..{version - 1} are"
+            raise CorruptHistory(
+                f"aggregate {event.originator_id}: {missing} missing from its stored history "
+                f"(the next stored event is version {version}, {_topic(event)})")
+        try:
+            aggregate = event.mutate(aggregate)
+        except UndecodableEvent:
+            raise
+        except Exception as exc:  # the reducer rejects what is stored
+            text = str(exc)[:200]
+            raise CorruptHistory(f"aggregate {event.originator_id} version {version} "
+                                 f"({_topic(event)}) cannot be applied: {type(exc).__name__}"
+                                 f"{': ' + text if text else ''}") from exc
+        expected = version + 1
+        if isinstance(aggregate, EvolvingAggregate):
+            event = fold_plain(aggregate, pending)
+            expected = aggregate.version + 1
+        else:
+            event = next(pending, None)
+    return aggregate
+
+
+def _topic(event: Any) -> str:
+    return getattr(event, "TOPIC", None) or type(event).__name__
+
+
+class FenceRepository(Repository[UUID]):
+    def get(self, aggregate_id: UUID, **options: Any) -> Any:
+        options.setdefault("projector_func", fold_events)
+        return super().get(aggregate_id, **options)
+
+
+_READS = ("select_events", "select_notifications", "max_notification_id")
+
+
+def guard_recorder(recorder: Any, timeout: Callable[[BaseException], StoreTimeout | None]) -> Any:
+    """Make ``recorder`` report a lock or statement timeout as ``StoreTimeout`` (naming the
+    timeout), at once for a read, after eventsourcing's retries for a writer's insert-lock wait.
+    Other errors are retried exactly as eventsourcing's ``@retry`` would."""
+    for name in (*_READS, "insert_events"):
+        method = getattr(type(recorder), name, None)
+        if method is None:
+            continue
+        inner = getattr(method, "__wrapped__", None)  # eventsourcing's @retry, undone
+        attempts = STORE_RETRIES if inner is not None else 1
+        setattr(recorder, name, _guarded((inner or method).__get__(recorder), attempts,
+                                         name == "insert_events", timeout))
+    return recorder
+
+
+def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
+             timeout: Callable[[BaseException], StoreTimeout | None]) -> Callable[..., T]:
+    @functools.wraps(call)
+    def guarded(*args: Any, **kwargs: Any) -> T:
+        lost = _LostWrite(is_write)
+        try:
+            return retry_call(lambda: lost.call(call, *args, **kwargs), attempts=attempts,
+                              retry_on=(InterfaceError, OperationalError),
+                              retry_if=lambda exc: lost.retries(exc, timeout(exc)),
+                              pause=fixed(STORE_RETRY_WAIT))
+        except (InterfaceError, OperationalError) as exc:
+            timed_out = None if exc is lost.raised else timeout(exc)
+            if timed_out is None:
+                raise
+            if lost.tries > 1:
+                timed_out.message += f" (gave up after {lost.tries} attempts)"
+                timed_out.args = (timed_out.message,)
+            raise timed_out from None
+    return guarded
+
+
+class _LostWrite:
+    """One guarded call's tries: the first failure of a write that may have committed, so
+    that a retry meeting the same rows raises that failure (``raised``), never "someone else
+    wrote"."""
+
+    def __init__(self, is_write: bool) -> None:
+        self.is_write, self.tries = is_write, 0
+        self.failed: BaseException | None = None
+        self.raised: BaseException | None = None
+
+    def call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self.tries += 1
+        try:
+            return call(*args, **kwargs)
+        except IntegrityError:
+            if self.failed is None:
+                raise
+            # The failed attempt may have committed before its connection broke: the
+            # rows the retry met may be our own. Unknown, never "someone else wrote".
+            self.failed.add_note("its retry met the same rows: the insert may have committed")
+            self.raised = self.failed
+            raise self.failed  # its cause (psycopg's error) names the failure
+
+    def retries(self, exc: BaseException, timed_out: StoreTimeout | None) -> bool:
+        """Whether ``exc`` is tried again: not a timeout, except a writer's insert-lock wait."""
+        if exc is self.raised:
+            return False
+        if self.is_write and self.failed is None:
+            self.failed = exc  # the first that may have committed
+        lock_wait = timed_out is not None and "lock timeout" in timed_out.message
+        return timed_out is None or (self.is_write and lock_wait)
+
+
+class FenceApplication(Application[UUID]):
+    """The event store of schedules and migrations. It only loads and saves.
+
+    Snapshots are off unless ``SNAPSHOT_INTERVAL`` (env ``SCHEDFENCE_SNAPSHOT_INTERVAL``, or
+    ``env={"SNAPSHOT_INTERVAL": "100"}``) is a positive N: then every save that reaches a
+    multiple of N of a migration or schedule snapshots it, and loads start from the latest
+    snapshot. Off by default because a normal migration has ~6 events and would only pay the
+    extra snapshot lookup on every load (benchmarks/RESULTS.md).
+    """
+
+    name = "schedfence"
+    env = {"MAPPER_TOPIC": get_topic(PydanticMapper), "TRANSCODER_TOPIC": get_topic(JSONBytes)}
+
+    def construct_env(self, name: str, env: Any = None) -> Any:
+        environment = super().construct_env(name, env)
+        raw = environment.get("SNAPSHOT_INTERVAL", "0")
+        if not raw.isdigit():
+            raise InvalidArgument(f"SNAPSHOT_INTERVAL must be a whole number, not {raw!r}")
+        if int(raw) > 0:
+            environment["IS_SNAPSHOTTING_ENABLED"] = "y"
+            self.snapshotting_intervals = {Migration: int(raw), Schedule: int(raw)}  # type: ignore[misc]  # eventsourcing's ClassVar, set per app
+        if environment.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
+            # Its saves go in as binary arrays (infra/adapters/store/pg_recorder.py), not composites.
+            environment.setdefault("APPLICATION_RECORDER_TOPIC", PG_RECORDER_TOPIC)
+        return environment
+
+    def forget_on_close(self, finalizer: Callable[[], Any]) -> None:
+        """Run ``finalizer`` (once) when this application closes: a scratch store's files."""
+        self._forget = finalizer
+
+    def close(self) -> None:
+        super().close()
+        forget = getattr(self, "_forget", None)
+        if forget is not None:
+            forget()
+
+    def construct_factory(self, env: Any) -> Any:
+        factory = super().construct_factory(env)
+        pool = getattr(getattr(factory, "datastore", None), "pool", None)
+        if pool is not None and env.get(LOCK_TIMEOUT_KEY):  # eventsourcing.postgres: not open yet
+            pool.kwargs["options"] = session_options(int(env.get(LOCK_TIMEOUT_KEY)),
+                                                     int(env.get(STATEMENT_TIMEOUT_KEY)))
+        return factory
+
+    def construct_recorder(self) -> Any:
+        recorder = super().construct_recorder()
+        if hasattr(recorder, "convert_originator_id"):  # SQLite: a bad row id names its row
+            recorder.convert_originator_id = lenient_uuid
+        return guard_recorder(recorder, self._timeout_of)
+
+    def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
+        """A read that a dropped connection (a server restart, a killed backend) fails once
+        is tried again on a fresh one, after a short pause; other failures are raised."""
+        def dropped(exc: BaseException) -> bool:
+            named = self.store_error(exc)
+            return isinstance(named, StoreUnavailable) and not isinstance(named, StoreTimeout)
+        return retry_call(read, attempts=attempts, retry_on=Exception, retry_if=dropped,
+                          pause=linear(0.2))
+
+    def store_error(self, exc: BaseException) -> StoreUnavailable | None:
+        """What a failure of any read or write on this store (events, projections, the
+        simulator's tables) means to a user: a named timeout, or the server unavailable, in
+        one line; None when the store is not to blame."""
+        if isinstance(exc, StoreUnavailable):
+            return exc
+        timed_out = self._timeout_of(exc)
+        if timed_out is not None or not self.env.get(LOCK_TIMEOUT_KEY):
+            return timed_out
+        return unavailable_of(exc, self._where())
+
+    def _where(self) -> str:
+        env = self.env
+        return (f"the store on postgresql://{env.get('POSTGRES_HOST')}:"
+                f"{env.get('POSTGRES_PORT')}/{env.get('POSTGRES_DBNAME')} (schema "
+                f"{env.get('POSTGRES_SCHEMA')})")
+
+    def _timeout_of(self, exc: BaseException) -> StoreTimeout | None:
+        env = self.env
+        if env.get(LOCK_TIMEOUT_KEY):
+            return timeout_of(exc, int(cast(str, env.get(LOCK_TIMEOUT_KEY))),
+                              int(cast(str, env.get(STATEMENT_TIMEOUT_KEY))), self._where())
+        seconds = env.get("SQLITE_LOCK_TIMEOUT")
+        if seconds and "database is locked" in str(exc):
+            return StoreTimeout(f"the SQLite store {env.get('SQLITE_DBNAME')} stayed locked by "
+                                f"another connection (lock timeout {seconds}s, "
+                                f"SQLITE_LOCK_TIMEOUT): {exc}")
+        return None
+
+    def construct_repository(self) -> Repository[UUID]:
+        repository = super().construct_repository()
+        # Same settings, our fold: see FenceRepository.
+        repository.__class__ = FenceRepository
+        return repository
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        """``Application.save``, collecting our aggregates' events without its two runtime
+        ``Protocol`` checks per object (each walks every attribute the protocol names: 10% of
+        a batched rollback's time, benchmarks/RESULTS.md). Anything else is collected as the
+        library collects it."""
+        processing = ProcessingEvent[UUID]()
+        for obj in objs:
+            if isinstance(obj, EvolvingAggregate):
+                processing.events.extend(obj.collect_events())
+                processing.aggregates[obj.id] = obj
+            else:
+                processing.collect_events(obj)
+        processing.saved_kwargs.update(kwargs)
+        recordings = self._record(processing)
+        self._take_snapshots(processing)
+        self._notify(recordings)
+        self.notify(processing.events)  # the library's deprecated hook, kept as it calls it
+        return recordings
+
+    def _take_snapshots(self, processing_event: Any) -> None:
+        # The events are committed by now; a snapshot is only a cache, so failing to write one
+        # must not turn a recorded step into an error (a worker would misread it as a conflict).
+        try:
+            super()._take_snapshots(processing_event)
+        except (PersistenceError, StoreUnavailable):
+            pass
+
+    def find(self, aggregate_id: UUID) -> Any | None:
+        try:
+            return self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+
+    def notifications(self, topics: tuple[str, ...] = (), start: int = 1) -> Iterator[Any]:
+        """Every stored notification from ``start`` in log order, paged."""
+        while True:
+            page = self.recorder.select_notifications(start=start, limit=PAGE, topics=topics)
+            yield from page
+            if len(page) < PAGE:
+                return
+            start = page[-1].id + 1
+
+    def event_count(self) -> int:
+        """The log position (highest notification id): the event count on SQLite, an upper
+        bound on PostgreSQL, whose ids skip a value wherever a save rolled back. Right for
+        "did anything change"; count with ``events_since`` where the number matters."""
+        return self.recorder.max_notification_id() or 0
+
+    def events_since(self, position: int) -> int:
+        """How many events were appended after log ``position`` (holes not counted)."""
+        return sum(1 for _ in self.notifications(start=position + 1))
+
+
+def open_application(store: StoreURL) -> FenceApplication:
+    if store.pg is not None:
+        return _open_postgres(store.pg)
+    scratch = _scratch_directory() if store.kind == "sqlite-memory" else None
+    name = os.path.join(scratch, "events.db") if scratch else store.path
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name,
+           "SQLITE_LOCK_TIMEOUT": str(SQLITE_LOCK_TIMEOUT)}
+    app = FenceApplication(env=env)
+    if scratch:
+        app.forget_on_close(weakref.finalize(app, shutil.rmtree, scratch, ignore_errors=True))
+    return app
+
+
+def _scratch_directory() -> str:
+    """Where a ``sqlite:///:memory:`` store lives: a private file in RAM (``/dev/shm`` where
+    there is one), removed when the application closes or the process exits.
+
+    Not SQLite's shared-cache memory database: there, a second connection's writer (a pool
+    thread, the views' engine) fails at once with "database table is locked" instead of
+    waiting for the lock (shared-cache locks ignore the busy timeout), and eventsourcing's
+    connection is then left inside its failed transaction. A file has ordinary locks that
+    wait, exactly like the file store users run."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return tempfile.mkdtemp(prefix="schedfence-memory-", dir=base)
+
+
+def event_table() -> str:
+    """eventsourcing.postgres's table of stored events for this application."""
+    return f"{FenceApplication.name.lower()}_events"
+
+
+def holds_event_log(store: StoreURL) -> bool:
+    """Whether ``store`` exists already (a SQLite file, or the schema's event table), read
+    without creating anything: opening it would create the file, schema and tables."""
+    if store.kind == "sqlite-file":
+        return os.path.isfile(store.path)
+    if store.pg is None:
+        return True  # in memory: nothing to create by mistake
+    with store.pg.connect() as conn:  # StoreUnavailable, with the redacted URL
+        found = conn.execute("SELECT to_regclass(%s)",
+                             (f'"{store.pg.schema}"."{event_table()}"',)).fetchone()
+    return found is not None and found[0] is not None
+
+
+def _open_postgres(target: PgTarget) -> FenceApplication:
+    """eventsourcing.postgres on ``target``; its tables are created on first use.
+
+    eventsourcing runs its DDL (CREATE TABLE/TYPE/OR REPLACE FUNCTION) on every open, and two
+    processes doing that at once can fail ("tuple concurrently updated"), so openers of one
+    database take turns under an advisory lock held for the construction only.
+    """
+    with target.ddl_lock():  # also proves the server is reachable, with a clear error
+        try:
+            return FenceApplication(env=target.env())
+        except Exception as exc:  # psycopg/pool errors while creating tables
+            timed_out = target.timeout_of(exc, "opening the event store")
+            if timed_out is not None:
+                raise timed_out from None
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreUnavailable(f"cannot open the event store on {target.redacted}: "
+                                   f"{type(exc).__name__}: {first}") from None

@@ -1,0 +1,218 @@
+"""Rollbacks of many schedules in one transaction (``MigrationService.rollback_many``).
+
+Each schedule's rollback is decided exactly as one ``rollback`` decides it (``h.rollback``:
+the admin gate, the sentinel check at the destination, the durable request id), from
+aggregates read for the whole batch at once; every accepted one (source fenced, migration
+created) is appended in **one** save. A save that loses a race to another writer writes
+nothing; the batch then falls back to one ``rollback`` per schedule, which decides again.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from schedfence.domain.rollback import decide as d
+from schedfence.domain.rollback import steps as h
+from schedfence.domain.source.action import check_registered
+from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
+                                     SearchAttributeRegistry, command_error)
+from schedfence.domain.source.program import program_of
+from schedfence.domain.ids import schedule_key_id, validate_destination_key, validate_request_id
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.text import validate_actor
+
+from schedfence.infra.adapters.store.bulk import load_many
+from schedfence.infra.application.views import RollbackResult
+from schedfence.infra.engines.batch import CONCURRENCY
+
+if TYPE_CHECKING:
+    from schedfence.infra.application.service import MigrationService
+
+MAX_BATCH = 1000  # schedules per call
+
+
+def rollback_many(service: MigrationService, namespace: str, schedule_ids: list[str],
+                  request_ids: list[str] | None = None,
+                  actor: str = "") -> list[RollbackResult | DomainError]:
+    """One answer per schedule, in order: its ``RollbackResult``, or the refusal (a
+    ``DomainError``) that one ``rollback`` of it would raise. Accepted ones land together."""
+    _check(namespace, schedule_ids, request_ids, actor)
+    service.require_active()
+    rids: list[str | None] = list(request_ids) if request_ids else [None] * len(schedule_ids)
+    answers, changed = _decide(service, namespace, schedule_ids, rids, actor)
+    if changed:
+        try:
+            service.worker.save("rollback", *changed)
+        except IntegrityError:  # another writer moved one: nothing was written
+            return [_one(service, namespace, sid, rid, actor)
+                    for sid, rid in zip(schedule_ids, rids)]
+    return answers
+
+
+def _check(namespace: str, schedule_ids: list[str], request_ids: list[str] | None,
+           actor: str) -> None:
+    if not 0 < len(schedule_ids) <= MAX_BATCH:
+        raise InvalidArgument(f"give 1 to {MAX_BATCH} schedule ids, not {len(schedule_ids)}")
+    if len(set(schedule_ids)) != len(schedule_ids):
+        raise InvalidArgument("a schedule id is given twice")
+    if request_ids is not None and len(request_ids) != len(schedule_ids):
+        raise InvalidArgument("give one request id per schedule id")
+    if actor:
+        validate_actor(actor)
+
+
+def _invalid(namespace: str, sid: str, rid: str | None) -> DomainError | None:
+    """The refusal ``rollback`` gives this schedule's arguments before reading anything."""
+    try:
+        validate_destination_key(namespace, sid)
+        if rid is not None:
+            validate_request_id(rid)
+    except DomainError as exc:
+        return exc
+    return None
+
+
+def _one(service: MigrationService, namespace: str, sid: str, rid: str | None,
+         actor: str) -> RollbackResult | DomainError:
+    try:
+        return service.rollback(namespace, sid, rid, actor)
+    except DomainError as exc:
+        return exc
+
+
+@dataclass
+class _Loaded:
+    """One schedule's rollback inputs, read with the batch's."""
+
+    source: Any
+    identity: tuple[str, str, UUID]  # request id, its origin, migration id
+    same: Any = None  # the migration of this request id, if any
+    pending: Any = None  # the migration the source's fence holds, if any
+    last: Any = None  # the source's last migration, if any
+    sentinel: Any = None  # the destination check, when the gate would accept (or its error)
+
+
+def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
+          rids: list[str | None]) -> dict[str, _Loaded]:
+    """Keys, their current sources, and the migrations a rollback gate reads: three reads."""
+    keys = load_many(service.app, [schedule_key_id(namespace, s) for s in schedule_ids])
+    current = {sid: key.state.current_schedule_id for sid in schedule_ids
+               if (key := keys.get(schedule_key_id(namespace, sid))) is not None}
+    sources = load_many(service.app, [c for c in current.values() if c is not None])
+    loaded = {sid: _Loaded(src, h.rollback_identity(namespace, sid, src.state.incarnation, rid))
+              for sid, rid in zip(schedule_ids, rids)
+              if (c := current.get(sid)) is not None and (src := sources.get(c)) is not None}
+    wanted = [UUID(str(x)) for one in loaded.values()
+              for x in (one.identity[2], one.source.state.fence_migration_id,
+                        one.source.state.last_migration_id) if x is not None]
+    migrations = load_many(service.app, wanted)
+    for one in loaded.values():
+        st = one.source.state
+        one.same, one.pending, one.last = (_state(migrations, x) for x in (
+            one.identity[2], st.fence_migration_id, st.last_migration_id))
+    return loaded
+
+
+def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
+            rids: list[str | None], actor: str) -> tuple[list[Any], list[Any]]:
+    loaded = _load(service, namespace, schedule_ids, rids)
+    _check_destination(service, namespace, [
+        (sid, one) for sid, rid in zip(schedule_ids, rids)
+        if (one := loaded.get(sid)) is not None and _invalid(namespace, sid, rid) is None])
+    epoch, who = service.epoch(), actor or service.worker.worker_id
+    answers: list[Any] = []
+    changed: list[Any] = []
+    for sid, rid in zip(schedule_ids, rids):
+        one = loaded.get(sid)
+        invalid = _invalid(namespace, sid, rid)
+        if invalid is not None:
+            answers.append(invalid)
+            continue
+        if one is None:
+            answers.append(NotFound(f"schedule {namespace}/{sid} not found"))
+            continue
+        answer: RollbackResult | DomainError
+        try:
+            answer, aggregates = _decide_one(service, namespace, sid, one, epoch, who)
+        except DomainError as exc:
+            answer, aggregates = exc, []
+        answers.append(answer)
+        changed += aggregates
+    return answers, changed
+
+
+def _decide_one(service: MigrationService, namespace: str, sid: str, one: _Loaded, epoch: int,
+                actor: str) -> tuple[RollbackResult, list[Any]]:
+    """As ``MigrationService._rollback_once`` decides, on what the batch read."""
+    st, (rid, origin, mid) = one.source.state, one.identity
+    if isinstance(one.sentinel, Exception):
+        raise one.sentinel  # what this schedule's own check raised, in its place
+    change = h.rollback(st, str(one.source.id), rid, origin, mid, same=one.same,
+                        pending=one.pending, last=one.last, sentinel=one.sentinel, epoch=epoch,
+                        actor=actor)
+    if change.outcome != "accepted":
+        existing = one.same if one.same is not None else one.pending
+        return RollbackResult(change.outcome, rid, existing.origin, change.migration_id), []
+    return (RollbackResult("accepted", rid, origin, change.migration_id),
+            change.apply(one.source, None))
+
+
+def _check_destination(service: MigrationService, namespace: str,
+                       batch: list[tuple[str, _Loaded]]) -> None:
+    """The sentinel check (one describe at the destination) of every schedule whose admin
+    gate would accept, concurrently (bounded as the worker's starts are): one after another
+    they cost a round trip each. A check's error is kept and raised in that schedule's place,
+    so each answer is what one ``rollback`` of it would answer."""
+    wanted = [(sid, one) for sid, one in batch if _gate(one) == "accept"]
+
+    def check(item: tuple[str, _Loaded]) -> None:
+        sid, one = item
+        try:
+            one.sentinel = rollback_check(service, namespace, sid, one.source.state)
+        except Exception as exc:  # noqa: BLE001 - re-raised by that schedule's decision
+            one.sentinel = exc
+    if len(wanted) == 1:
+        check(wanted[0])
+    elif wanted:
+        with ThreadPoolExecutor(min(CONCURRENCY, len(wanted)), "sentinel-check") as pool:
+            list(pool.map(check, wanted))
+
+
+def rollback_check(service: MigrationService, namespace: str, schedule_id: str,
+                   state: Any) -> dict[str, Any]:
+    """What a rollback asks the destination before its fence: the sentinel check, and, where
+    the destination tells, whether its namespace registered the action's search attributes
+    with their types (``invalid_argument`` naming ``search_attributes``: the server would
+    refuse the create after the fence, and the rollback park ``start_rejected``)."""
+    sentinel = service._destination_check(namespace, schedule_id, "sentinel check")
+    action, dest = program_of(state).action, service.destination
+    if action is None or not action.search_attributes or \
+            not isinstance(dest, SearchAttributeRegistry):
+        return sentinel
+    try:
+        registered = dest.search_attribute_types(namespace)
+    except DestinationNotFound:  # no such namespace: the create says so, as before
+        return sentinel
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the search attribute check") from exc
+    check_registered(action, registered)
+    return sentinel
+
+
+def _gate(one: _Loaded) -> str | None:
+    """The admin gate's verdict; None for a refusal, which that schedule's decision raises
+    again in its place."""
+    try:
+        return d.rollback_gate(one.source.state, one.identity[0], one.same, one.pending)
+    except DomainError:
+        return None
+
+
+def _state(loaded: dict[UUID, Any], migration_id: Any) -> Any:
+    found = loaded.get(UUID(str(migration_id))) if migration_id is not None else None
+    return found.state if isinstance(found, Migration) else None

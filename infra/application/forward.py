@@ -1,0 +1,230 @@
+"""Forward migration commands (a Temporal Schedule handed to the source), mixed into the
+application service like the schedule commands: each loads, asks a domain decision and saves.
+The protocol is in domain/forward/aggregate.py and domain/forward/steps.py; the worker in
+infra/engines/forward.py.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+from uuid import UUID
+
+from schedfence.domain.forward import steps as fs
+from schedfence.domain.errors import (AlreadyExists, InvalidArgument, NotFound, RecoveryRefused,
+                                      Unavailable)
+from schedfence.domain.forward.aggregate import (ForwardMigration, ForwardState,
+                                       derive_forward_request_id, forward_aggregate_id)
+from schedfence.domain.ids import validate_destination_key, validate_request_id
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, ScheduleHost,
+                                     ScheduleSnapshot, command_error)
+from schedfence.domain.source.key import ScheduleKey
+from schedfence.domain.text import validate_actor, validate_reason
+from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.projections import forward_oncall as fo
+from schedfence.infra.application.views import RollbackResult
+from schedfence.infra.engines.forward import ForwardWorker
+
+FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
+CLOSED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
+                                        ForwardMigration.ForwardAborted))
+PARKED_TOPICS = (ForwardMigration.ForwardParked.TOPIC,)
+ENDED_TOPICS = CLOSED_TOPICS + PARKED_TOPICS  # nothing left for a worker to do
+
+
+class ForwardCommands:
+    app: Any
+    load: Any
+    destination: Any
+    worker_id: str
+    require_active: Callable[[], None]
+    epoch: Callable[[], int]
+    crash_hook: Any
+    oncall: Callable[[float], list[Any]]
+
+    @property
+    def host(self) -> ScheduleHost:
+        if not isinstance(self.destination, ScheduleHost):
+            raise InvalidArgument("this destination has no Schedules API: forward migration "
+                                  "needs the simulator or a Temporal server")
+        return self.destination
+
+    @property
+    def forward_worker(self) -> ForwardWorker:
+        return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.epoch)
+
+    def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
+                actor: str = "") -> RollbackResult:
+        """Ask for a Temporal Schedule to be handed to the source. The request id (the
+        caller's, or one derived from the Temporal Schedule taken over and its conflict token
+        now, stable across the caller's retries) is recorded before anything is done to
+        either side; a schedule the Temporal side does not hold is refused (``not_found``),
+        writing nothing."""
+        validate_destination_key(namespace, schedule_id)
+        if request_id is not None:
+            validate_request_id(request_id)
+        if actor:
+            validate_actor(actor)
+        self.require_active()
+        seen: ScheduleSnapshot | None = None
+        if request_id is not None and self.app.find(
+                forward_aggregate_id(namespace, schedule_id, request_id)) is not None:
+            rid, origin = request_id, "caller"  # a retry: the same migration's answer
+        elif request_id is None and (pending := self._derived_retry(namespace, schedule_id)):
+            return pending
+        else:
+            self._check_key(namespace, schedule_id)  # the key first: no I/O for a refusal
+            seen = self._describe(namespace, schedule_id)  # none there: refused, unwritten
+            origin = "caller" if request_id is not None else "derived"
+            rid = request_id or derive_forward_request_id(
+                namespace, schedule_id, seen.conflict_token, seen.identity)
+        return retry_on_conflict(
+            lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
+            AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
+
+    def _derived_retry(self, namespace: str, schedule_id: str) -> RollbackResult | None:
+        """A caller without an id asking again while its forward is pending: the id derived
+        now names the migration that holds the key (same Temporal Schedule, same token), so
+        the answer is that migration's, ``already_pending``. Otherwise None (decide anew)."""
+        key = self.load.key(namespace, schedule_id)
+        holder = key.state.forward_migration_id if key is not None else None
+        if holder is None:
+            return None
+        try:
+            snap = self._describe(namespace, schedule_id)
+        except (NotFound, Unavailable):
+            return None  # the key's refusal says more than the Temporal side's silence
+        rid = derive_forward_request_id(namespace, schedule_id, snap.conflict_token,
+                                        snap.identity)
+        if str(forward_aggregate_id(namespace, schedule_id, rid)) != str(holder):
+            return None  # another forward holds the key: refused as before
+        return RollbackResult("already_pending", rid, "derived", str(holder))
+
+    def predict_forward(self, namespace: str, schedule_id: str,
+                        request_id: str) -> tuple[str, tuple[str, str] | None]:
+        """What ``forward`` with ``request_id`` would answer now, and the park the schedule as
+        it stands would lead to, read only: refusals raise as ``forward`` raises them."""
+        validate_destination_key(namespace, schedule_id)
+        validate_request_id(request_id)
+        same = self.app.find(forward_aggregate_id(namespace, schedule_id, request_id))
+        if same is not None:
+            return ("already_completed" if same.state.phase == "completed"
+                    else "already_pending"), None
+        self._check_key(namespace, schedule_id)
+        return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
+
+    def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
+                      actor: str, seen: ScheduleSnapshot | None) -> RollbackResult:
+        mid = forward_aggregate_id(namespace, schedule_id, request_id)
+        same = self.app.find(mid)
+        if same is not None:
+            outcome = "already_completed" if same.state.phase == "completed" \
+                else "already_pending"
+            return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
+        key = self._check_key(namespace, schedule_id)
+        mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
+                                       actor or self.worker_id, self.epoch(),
+                                       seen.identity if seen else "",
+                                       seen.conflict_token if seen else "")
+        key.open_forward(str(mig.id))
+        self.app.save(mig, key)
+        return RollbackResult("accepted", request_id, origin, str(mid))
+
+    def _check_key(self, namespace: str, schedule_id: str) -> ScheduleKey:
+        """The key (new if none), once no migration holds it and no live source runs it."""
+        key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
+        current = key.state.current_schedule_id
+        fs.request_check(key.state, self.app.repository.get(current).state if current else None)
+        return key
+
+    def _describe(self, namespace: str, schedule_id: str) -> ScheduleSnapshot:
+        try:
+            return self.host.describe_schedule(namespace, schedule_id)
+        except DestinationNotFound:
+            raise NotFound(f"no Temporal schedule {namespace}/{schedule_id}") from None
+        except DestinationUnavailable as exc:
+            raise command_error(exc, "the Temporal schedule's description") from exc
+
+    def forward_state(self, namespace: str, schedule_id: str, request_id: str) -> ForwardState:
+        found = self.app.find(forward_aggregate_id(namespace, schedule_id, request_id))
+        if found is None:
+            raise NotFound(f"no forward migration of {namespace}/{schedule_id} with request id "
+                           f"{request_id}")
+        return found.state
+
+    def open_forward_ids(self) -> list[UUID]:
+        """Forward migrations a worker may move: requested, not completed, aborted or parked
+        (read from the log's topics; no aggregate is loaded)."""
+        ended = {n.originator_id for n in self.app.notifications(ENDED_TOPICS)}
+        return [n.originator_id for n in self.app.notifications(FORWARD_TOPICS)
+                if n.originator_id not in ended]
+
+    def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:
+        """Forward migrations that need an operator (parked, or open and idle for
+        ``stuck_after_seconds``), each with what may be done about it."""
+        closed = {n.originator_id for n in self.app.notifications(CLOSED_TOPICS)}
+        parked = [n.originator_id for n in self.app.notifications(PARKED_TOPICS)
+                  if n.originator_id not in closed]
+        now, items = time.time(), []
+        for mid in dict.fromkeys(self.open_forward_ids() + parked):
+            mig = self.app.repository.get(mid)
+            found = fo.item(mig.state, max(now - mig.modified_on.timestamp(), 0.0),
+                            stuck_after_seconds)
+            if found is not None:
+                items.append(found)
+        return items
+
+    def oncall_doc(self, stuck_after_seconds: float) -> dict[str, Any]:
+        """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
+        items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
+        return fo.oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds))
+
+    def abort_forward(self, namespace: str, schedule_id: str, request_id: str, reason: str,
+                      actor: str) -> ForwardState:
+        """End a forward migration without a handover: the Temporal schedule gets back its
+        pre-fence pause and notes (if our fence applied), a dormant source is closed."""
+        validate_reason(reason)
+        validate_actor(actor)
+        self.require_active()
+        st = self.forward_state(namespace, schedule_id, request_id)
+        fs.check_abortable(st)
+        snap = self._snapshot_or_none(st)
+        restored = False
+        if snap is not None and fs.fenced_by_us(st, snap):
+            try:
+                self.host.update_schedule_state(namespace, schedule_id, snap.conflict_token,
+                                                bool(st.pre_paused), st.pre_notes or "")
+                restored = True
+            except DestinationUnavailable as exc:
+                raise command_error(exc, "restoring the Temporal schedule") from exc
+        mig = self.app.repository.get(UUID(st.migration_id))
+        key = self.load.key(namespace, schedule_id)
+        mfacts, sfacts = fs.abort_facts(st, reason, actor, restored)
+        mig.record(mfacts)
+        saved = [mig, key]
+        if sfacts:
+            source = self.app.repository.get(UUID(st.source_id))
+            source.record(sfacts)
+            saved.append(source)
+        key.close_forward(st.migration_id)
+        self.app.save(*saved)
+        return mig.state
+
+    def take_over_forward(self, namespace: str, schedule_id: str, request_id: str,
+                          actor: str) -> ForwardState:
+        """An operator confirms a delete that raced the handoff: the dormant source runs."""
+        validate_actor(actor)
+        self.require_active()
+        st = self.forward_state(namespace, schedule_id, request_id)
+        fs.check_takeover(st, self._snapshot_or_none(st))
+        mig = self.app.repository.get(UUID(st.migration_id))
+        self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
+        return mig.state
+
+    def _snapshot_or_none(self, st: ForwardState) -> ScheduleSnapshot | None:
+        try:
+            return self._describe(st.namespace, st.schedule_id)
+        except NotFound:
+            return None
+
+
+__all__ = ["ForwardCommands", "FORWARD_TOPICS", "RecoveryRefused"]

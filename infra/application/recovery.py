@@ -1,0 +1,114 @@
+"""Operator recovery in the application: load, look at the destination, decide, save.
+
+The decisions are ``domain/rollback/steps.py``'s (built on ``domain/rollback/recover.py``). Here each recovery
+loads the source and its open migration, asks the destination live where the decision needs
+it, and saves the change (the operator's events and the source's) in one append. A refusal
+writes nothing; a concurrent worker write is retried on the new state, with a fresh look.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Callable
+
+from schedfence.domain.rollback import steps as h
+from schedfence.domain.rollback import recover as r
+from schedfence.domain.errors import InvalidArgument, RecoveryRefused
+from schedfence.domain.ids import validate_id, validate_request_id
+from schedfence.domain.rollback.aggregate import Migration, MigrationState
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, RunDescription,
+                                     command_error)
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.text import validate_actor, validate_reason
+
+from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.application.views import MigrationView
+
+if TYPE_CHECKING:
+    from schedfence.infra.application.service import MigrationService
+
+
+
+def recover(service: MigrationService, kind: str, namespace: str, schedule_id: str, *,
+            actor: str, reason: str, request_id: str | None = None,
+            confirm_no_destination_run: bool = False, resolution: str | None = None,
+            first_run_id: str | None = None) -> MigrationView:
+    """Run one operator recovery; refused with ``failed_precondition`` where the protocol
+    forbids it."""
+    if kind not in r.KINDS:
+        raise InvalidArgument(f"recovery must be one of {', '.join(r.KINDS)}, not {kind!r}")
+    validate_actor(actor)
+    validate_reason(reason)
+    if request_id is not None:
+        validate_request_id(request_id)  # adopt: the id a later start sends to the destination
+    if first_run_id is not None:
+        validate_id("first run id", first_run_id)
+    if kind == "abort":
+        return service.abort(namespace, schedule_id, reason, actor)
+    args = (service, namespace, schedule_id, actor, reason)
+    steps: dict[str, Callable[[], MigrationView]] = {
+        "adopt": partial(_adopt, *args, request_id),
+        "rearm": partial(_rearm, *args, confirm_no_destination_run),
+        "resolve": partial(_resolve, *args, resolution or "", first_run_id),
+    }
+    return retry_on_conflict(steps[kind], RecoveryRefused(
+        "the migration kept changing under a running worker; retry"))
+
+
+def _load(service: MigrationService, namespace: str,
+          schedule_id: str) -> tuple[Schedule, Migration | None]:
+    source = service.load.source(namespace, schedule_id)
+    return source, service.load.migration(source.state.fence_migration_id)
+
+
+def _state_of(mig: Migration | None) -> MigrationState | None:
+    return None if mig is None else mig.state
+
+
+def _adopt(service: MigrationService, namespace: str, schedule_id: str, actor: str,
+           reason: str, request_id: str | None) -> MigrationView:
+    source, mig = _load(service, namespace, schedule_id)
+    rid, other_id = h.adoption_id(source.state, request_id)
+    other = service.load.migration(other_id)
+    change = h.adopt(source.state, _state_of(mig), actor, reason, rid,
+                     other.state.migration_id if other is not None else None)
+    return _save(service, "adopt", change, source, mig)  # the id and the fence agree
+
+
+def _rearm(service: MigrationService, namespace: str, schedule_id: str, actor: str,
+           reason: str, confirmed: bool) -> MigrationView:
+    source, mig = _load(service, namespace, schedule_id)
+    epoch, look = service.epoch(), None
+    if h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch):
+        st = mig.state  # type: ignore[union-attr]  # a look is needed only with a migration
+        look = r.Look(current=_describe(service, st.namespace, st.workflow_id))
+    change = h.rearm(source.state, _state_of(mig), actor, reason, confirmed=confirmed,
+                     look=look, epoch=epoch)
+    return _save(service, "rearm", change, source, mig)
+
+
+def _resolve(service: MigrationService, namespace: str, schedule_id: str, actor: str,
+             reason: str, resolution: str, first_run_id: str | None) -> MigrationView:
+    source, mig = _load(service, namespace, schedule_id)
+    st = h.resolve_check(source.state, _state_of(mig), resolution, first_run_id)
+    look = r.Look(current=_describe(service, st.namespace, st.workflow_id),
+                  named=_describe(service, st.namespace, st.workflow_id, first_run_id)
+                  if first_run_id else None)
+    change = h.resolve(source.state, st, actor, reason, resolution, first_run_id, look)
+    return _save(service, "resolve", change, source, mig)
+
+
+def _save(service: MigrationService, label: str, change: h.Change, source: Schedule,
+          mig: Migration | None) -> MigrationView:
+    service.worker.save(label, *change.apply(source, mig))  # one append, both aggregates
+    assert mig is not None
+    return MigrationView.of(mig.state, mig.version)
+
+
+def _describe(service: MigrationService, namespace: str, workflow_id: str,
+              run_id: str | None = None) -> RunDescription | None:
+    try:
+        return service.destination.describe(namespace, workflow_id, run_id)
+    except DestinationNotFound:
+        return None
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the recovery check") from exc

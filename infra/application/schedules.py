@@ -1,0 +1,171 @@
+"""The application's schedule commands: create, update, trigger, backfill, run the scheduler,
+and the schedule views. Each loads the source, asks a domain decision, and saves; a refusal
+(``migration_pending`` while fenced, ``invalid_argument``) writes nothing.
+
+A mixin of ``MigrationService`` (infra/application/service.py), which provides ``app``, ``load``,
+``destination``, ``require_active``, ``epoch`` and ``_destination_check``.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable
+
+from schedfence.domain.source import manual
+
+from schedfence.domain.source import scheduling
+from schedfence.domain.source.action import SchedulePolicies, StartWorkflowAction, nominal_text
+from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPending
+from schedfence.domain.ids import validate_destination_key
+from schedfence.domain.model import Facts
+from schedfence.domain.source.program import Program, program_of, upcoming
+from schedfence.domain.source.incarnation import check_creatable
+from schedfence.domain.source.schedule import Schedule, ScheduleKey, ScheduleState, check_mutable
+from schedfence.domain.source.spec import ScheduleSpec
+from schedfence.domain.text import validate_notes
+
+from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.application.views import ScheduleView
+from schedfence.infra.engines.scheduler import CrashHook, Scheduler, SchedulerReport, utc_now
+
+KEEP = manual.KEEP
+
+
+class ScheduleCommands:
+    app: Any
+    load: Any
+    destination: Any
+    require_active: Callable[[], None]
+    epoch: Callable[[], int]
+    _destination_check: Callable[..., Any]
+
+    def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
+                        notes: str = "", *, spec: ScheduleSpec | None = None,
+                        action: StartWorkflowAction | None = None,
+                        policies: SchedulePolicies | None = None,
+                        limit: int | None = None,
+                        now: datetime | None = None) -> ScheduleView:
+        """A new schedule (or incarnation). ``spec`` (domain.spec.make_spec), ``action`` and
+        ``policies`` (domain.action.make_action / make_policies) and ``limit`` (remaining
+        actions) make it run, on times after ``now`` (default: the clock); without them it
+        is a pause-and-notes schedule, as before."""
+        validate_destination_key(namespace, schedule_id)
+        validate_notes(notes)
+        check_paused(paused)
+        program = Program(spec, action, policies, limit).check()
+        self.require_active()
+
+        def create() -> ScheduleView:
+            key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
+            current = key.state.current_schedule_id
+            if key.state.forward_migration_id:
+                raise MigrationPending(f"schedule {namespace}/{schedule_id} is being taken in "
+                                       f"by forward migration {key.state.forward_migration_id}")
+            previous = self.app.repository.get(current).state if current else None
+            check_creatable(namespace, schedule_id, previous)
+            check = self._destination_check(namespace, schedule_id, "create check")
+            n = key.start_incarnation()
+            schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
+                                       self.epoch(), program, now or utc_now(), previous)
+            self.app.save(key, schedule)
+            return ScheduleView.of(schedule.state, schedule.version)
+
+        return retry_on_conflict(create, AlreadyExists(
+            f"schedule {namespace}/{schedule_id} is being created concurrently"))
+
+    def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
+                        notes: str | None = None, delete: bool = False,
+                        spec: Any = KEEP, action: Any = KEEP, policies: Any = KEEP,
+                        limit: Any = KEEP, now: datetime | None = None,
+                        conflict_token: int | None = None) -> ScheduleView:
+        """Ordinary source mutations, in one save; all refused with ``migration_pending`` while
+        fenced. ``spec``, ``action``, ``policies`` and ``limit`` replace that part of the
+        program (``KEEP``, the default: unchanged; None: removed). With ``conflict_token``
+        (a view's), refused with ``failed_precondition`` if the schedule changed since."""
+        if notes is not None:
+            validate_notes(notes)
+        if paused is not None:
+            check_paused(paused)
+        changes = {"spec": spec, "action": action, "policies": policies,
+                   "remaining_actions": limit}
+        at = now or utc_now()
+
+        def update(schedule: Schedule) -> None:
+            manual.check_conflict_token(schedule.state, schedule.version, conflict_token)
+            if any(v is not KEEP for v in changes.values()):
+                new = manual.merged(program_of(schedule.state), **changes)
+                schedule.record(manual.update_program(schedule.state, new, at))
+            if paused is not None:
+                schedule.set_paused(paused, at)
+            if notes is not None:
+                schedule.set_notes(notes)
+            if delete:
+                check_mutable(schedule.state)  # closed or fenced: those answers first
+                scheduling.check_phase(schedule.state)  # no start in flight is orphaned (I1)
+                schedule.delete()
+
+        return self._change(namespace, schedule_id, update)
+
+    def trigger_schedule(self, namespace: str, schedule_id: str, *, overlap: str | None = None,
+                         now: datetime | None = None) -> ScheduleView:
+        """One action now (whole seconds), under ``overlap`` (default: the schedule's); the
+        scheduler starts it on its next pass. Ignores pause and the limit, as Temporal's."""
+        at = now or utc_now()
+        return self._decide(namespace, schedule_id,
+                            lambda st: manual.trigger(st, at, overlap))
+
+    def backfill_schedule(self, namespace: str, schedule_id: str, start: datetime | None,
+                          end: datetime | None, *, overlap: str | None = None,
+                          now: datetime | None = None) -> ScheduleView:
+        """Every nominal time of the spec in ``[start, end]`` (both past), under ``overlap``;
+        the scheduler works through it from a durable cursor (domain/source/manual.py)."""
+        at = now or utc_now()
+        return self._decide(namespace, schedule_id,
+                            lambda st: manual.backfill(st, start, end, at, overlap))
+
+    def _decide(self, namespace: str, schedule_id: str,
+                decide: Callable[[ScheduleState], Facts]) -> ScheduleView:
+        return self._change(namespace, schedule_id, lambda s: s.record(decide(s.state)))
+
+    def _change(self, namespace: str, schedule_id: str,
+                change: Callable[[Schedule], None]) -> ScheduleView:
+        self.require_active()
+
+        def once() -> ScheduleView:
+            # After a conflict (e.g. a rollback fenced it meanwhile) the next decision refuses.
+            schedule = self.load.source(namespace, schedule_id)
+            change(schedule)
+            self.app.save(schedule)
+            return ScheduleView.of(schedule.state, schedule.version)
+
+        return retry_on_conflict(once, MigrationPending(
+            "the schedule kept changing concurrently; retry later"))
+
+    def run_scheduler(self, now: datetime | None = None,
+                      crash_hook: CrashHook | None = None) -> SchedulerReport:
+        """One pass of the source scheduler (infra/engines/scheduler.py): tick every schedule
+        with a program at ``now`` (default: the clock), start what was issued through the
+        destination, and record closed actions. Nothing happens on a fenced schedule (I1)."""
+        self.require_active()
+        return Scheduler(self.load, self.destination, crash_hook=crash_hook).run_once(now)
+
+    # -- views ------------------------------------------------------------------------------
+    def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
+        source = self.load.source(namespace, schedule_id)
+        return ScheduleView.of(source.state, source.version)
+
+    def upcoming(self, namespace: str, schedule_id: str, count: int = 5,
+                 now: datetime | None = None) -> list[str]:
+        """The schedule's next ``count`` nominal times (RFC 3339 UTC); none without a spec."""
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise InvalidArgument("count must be from 1 to 1000")
+        state = self.load.source(namespace, schedule_id).state
+        return [nominal_text(t) for t in upcoming(state, now or utc_now(), count)]
+
+    def list_schedules(self) -> list[ScheduleView]:
+        sources = [self.app.repository.get(sid) for sid in self.load.current_schedule_ids()]
+        return [ScheduleView.of(s.state, s.version) for s in sources]
+
+
+def check_paused(paused: object) -> None:
+    if not isinstance(paused, bool):
+        raise InvalidArgument("paused must be true or false")

@@ -1,0 +1,355 @@
+"""Task attempts: at-least-once, idempotent, safe to crash anywhere (docs/protocol.md, the steps).
+
+Every attempt reloads the migration, asks the pure ``next_step`` what it may do, makes at most
+the destination calls that step allows, and appends the decision's events. The claim is
+consumed durably *before* the only start call, so a crash between them leaves a migration that
+can only reconcile, never start twice.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import Any, Callable, Literal
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from schedfence.domain.rollback import decide as d
+from schedfence.domain.rollback import steps as h
+from schedfence.domain.errors import Closed, MigrationPending
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
+                                     HandoverTarget, RetentionReader, SchedulerGone,
+                                     DestinationUnavailable, RunDescription)
+from schedfence.domain.rollback.evidence import (RETENTION_MARGIN_SECONDS, ClaimRecord,
+                                         RetentionReading)
+from schedfence.domain.source.schedule import Schedule
+
+from schedfence.infra.adapters.observability.calls import latency_of
+from schedfence.infra.adapters.observability.logs import appending, get_logger
+from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.adapters.store.eventstore import FenceApplication
+
+# "wait": another start may still land (the claim grace); a drain waits it out (drain.py).
+AttemptResult = Literal["progress", "idle", "backoff", "wait"]
+CrashHook = Callable[[str], None]
+# How long a claim consumed by *another* worker counts as in flight: its one start call may
+# still be under way (deadline 5 s), and reconciling before it lands would see no run and
+# park the migration head_missing while the start is about to commit.
+CLAIM_GRACE_SECONDS = 15.0
+LOG = get_logger("worker")
+# Each step's destination call, by the port method it makes (the latency metric's ``call``).
+CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_handover",
+         "settle_deleted": "settle_deleted",
+         "retention": "retention_seconds"}
+BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
+
+
+class TaskWorker:
+    def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
+                 crash_hook: CrashHook | None = None,
+                 claim_grace: float = CLAIM_GRACE_SECONDS,
+                 retention_margin: float = RETENTION_MARGIN_SECONDS) -> None:
+        self.app, self.destination, self.worker_id = app, destination, worker_id
+        self.load = Aggregates(app)
+        self.crash_hook = crash_hook or (lambda point: None)
+        self.claim_grace = claim_grace
+        self.retention_margin = retention_margin  # F16: retention less this proves absence
+        # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
+        # finished pool's, whose start calls have all returned (``worker --until-idle``).
+        self.own_prefix = ""
+
+    # -- boundaries: every append and every destination call is a crash point -------------
+    def save(self, label: str, *aggregates: Any) -> None:
+        self.crash_hook(f"{label}.before_append")
+        with appending(LOG, aggregates, self.worker_id):
+            self.app.save(*aggregates)
+        self.crash_hook(f"{label}.after_append")
+
+    def _call(self, label: str, fn: Callable[[], Any]) -> Any:
+        self.crash_hook(f"{label}.before_call")
+        try:
+            return latency_of(self.destination).time(CALLS[label], fn)
+        finally:
+            self.crash_hook(f"{label}.after_call")
+
+    def _commit(self, label: str, mig: Migration, change: h.Change,
+                source: Schedule | None = None) -> None:
+        """Save a decision's change (the source's events and the migration's) in one append."""
+        self.save(label, *change.apply(source, mig))
+
+    def _source(self, mig: Migration) -> Schedule:
+        return self.app.repository.get(UUID(mig.state.source_id))  # the migration's own
+
+    # -- one attempt ------------------------------------------------------------------------
+    def attempt(self, migration_id: UUID) -> AttemptResult:
+        """Run steps for one migration until it needs nothing more, or must back off."""
+        result: AttemptResult = "idle"
+        mig: Migration = self.app.repository.get(migration_id)
+        attempt = mig.state.attempts + 1
+        epoch = self.epoch()
+        for _ in range(8):  # a full rollback is at most claim, answer, chain, close
+            try:
+                # After a successful append the aggregate in hand is the stored one; it is
+                # reloaded only when another writer won a race (its copy is then stale).
+                step = self._step(mig, attempt, epoch)
+            except IntegrityError:
+                step = "progress"  # another worker moved it; reload and look again
+                mig = self.app.repository.get(migration_id)
+            except (MigrationPending, Closed):
+                return result  # the fence no longer holds this id (I10): change nothing
+            if step != "progress":
+                return step if step in ("backoff", "wait") else result
+            result = "progress"
+        return result
+
+    def epoch(self) -> int:
+        return self.load.epoch()
+
+    def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
+        st = mig.state
+        age = _age(mig)
+        in_flight = h.claim_in_flight(age, self.claim_grace, self._own(st.last_worker))
+        step = h.task_step(st, epoch, in_flight)
+        if step in ("drop", "fail_closed", "idle"):
+            return "idle"
+        if step == "wait":
+            return "wait"  # another worker's start may still land: let it
+        if step == "close":
+            if h.needs_settle(st, isinstance(self.destination, HandoverTarget)):
+                return self._settle(mig, attempt)
+            source = self._source(mig)
+            self._commit("close", mig, h.close(source.state, st, attempt, self.worker_id),
+                         source)
+            return "progress"
+        if step == "failover_reconcile":
+            return self._failover_reconcile(mig, attempt, epoch)
+        if step == "claim_and_start":
+            return self._claim_and_start(mig, attempt)
+        if step == "reconcile":
+            return self._reconcile(mig, attempt)
+        return self._check_foreign(mig, attempt)
+
+    def _settle(self, mig: Migration, attempt: int) -> AttemptResult:
+        """Before the close, a destination that took the whole schedule starts the times at
+        the handover's boundary (HandoverTarget), and the log records which; an unknown
+        outcome backs off with the source still fenced (the settle is idempotent). A schedule
+        deleted since the receipt: the owed times before its delete are started as plain
+        workflows (``settle_deleted``); its scheduler workflow unreadable, the migration parks
+        ``deleted_unsettled`` with the source still fenced."""
+        request = d.start_request(mig.state)
+        target: Any = self.destination
+        first = mig.state.receipt or ""
+        try:
+            try:
+                done = self._call("settle", lambda: target.settle_handover(request, first))
+            except DestinationNotFound:  # deleted after the receipt: what came before it
+                done = self._call("settle_deleted",
+                                  lambda: target.settle_deleted(request, first))
+        except SchedulerGone as exc:
+            self._commit("park", mig, h.settle_unreadable(mig.state, str(exc), attempt,
+                                                          self.worker_id))
+            return "progress"
+        except DestinationError:
+            return "backoff"
+        self._commit("settle", mig, h.settled(mig.state, done.started, attempt, self.worker_id,
+                                              done.detail, done.pin, done.deleted_at,
+                                              done.over_limit))
+        return "progress"
+
+    def _own(self, worker: str | None) -> bool:
+        return h.is_own_worker(worker, self.worker_id, self.own_prefix)
+
+    def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
+        claimed = h.claim(self._source(mig).state, mig.state, attempt, self.worker_id)
+        before = mig.state
+        try:
+            self._commit("claim", mig, claimed)
+        except IntegrityError:
+            raise
+        except Exception as exc:  # the store failed the save: did the claim commit anyway?
+            mig = self._claim_if_ours(mig.id, before, attempt, exc)
+        answer = self._start_in_time(mig)
+        if answer is None:
+            return "wait"  # never sent: after the grace, absence re-arms it (F16)
+        outcome = d.outcome_of_start(answer)
+        recorded = self._record_answer(mig, outcome, attempt)
+        if recorded is None:
+            return "progress"  # another worker already proved the chain and took it on
+        mig, head = recorded
+        if head is not None:
+            self._verify_head(mig, head, outcome, attempt)
+        return "backoff" if outcome.kind in BACK_OFF else "progress"
+
+    def _start_in_time(self, mig: Migration) -> Any:
+        """The one start call, and its answer (an error is data too); None if it was not
+        sent because half the claim grace has passed since the claim: a start sent later
+        could land after another worker waited out the grace, found no run and re-armed the
+        claim on absence (F16). The destination's deadline must be within the other half."""
+        if self.claim_grace > 0 and _age(mig) > self.claim_grace / 2:
+            LOG.warning("worker %s: migration %s: start not sent %.1fs after its claim (grace "
+                        "%gs); a reconcile after the grace decides", self.worker_id, mig.id,
+                        _age(mig), self.claim_grace)
+            return None
+        request = d.start_request(mig.state)
+        try:
+            return self._call("start", lambda: self.destination.start_workflow(request))
+        except DestinationError as exc:  # the destination's answer, whatever it is, is data
+            return exc
+
+    def _verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
+                     attempt: int) -> None:
+        """A start answered with a run our id may not have created: prove the chain head."""
+        obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
+                                 outcome.run_id, outcome.status)
+        self._commit("chain", mig, h.chain(self._source(mig).state, mig.state, obs, attempt,
+                                           self.worker_id))
+
+    def _claim_if_ours(self, migration_id: UUID, before: Any, attempt: int,
+                       exc: Exception) -> Migration:
+        """A claim whose commit answer was lost (the connection dropped at COMMIT) may have
+        committed. Reloaded, a claim that names this worker and attempt is ours, and its one
+        start has not been sent: go on with it, rather than leave it to a reconcile that would
+        find no run and park. Anything else: the save failed, raise."""
+        if self.app.store_error(exc) is None:
+            raise exc
+        try:
+            mig: Migration = self.app.read_retrying(
+                lambda: self.app.repository.get(migration_id))
+        except Exception:
+            raise exc from None
+        if not h.claimed_by(mig.state, before, self.worker_id, attempt):
+            raise exc
+        return mig
+
+    def _record_answer(self, mig: Migration, outcome: d.StartOutcome,
+                       attempt: int) -> tuple[Migration, str | None] | None:
+        """The one start's answer is evidence that must not be lost: when another worker
+        moved the migration meanwhile (it reconciled before the start landed, say), decide
+        again on top of what that worker wrote. None: nothing left to record."""
+        for _ in range(8):
+            if not mig.state.is_open or mig.state.receipt is not None:
+                return None  # closed or accepted meanwhile: the answer adds nothing
+            answered = h.answer(self._source(mig).state, mig.state, outcome, attempt,
+                                self.worker_id)
+            try:
+                self._commit("answer", mig, answered)
+                return mig, answered.head
+            except IntegrityError:
+                mig = self.app.repository.get(mig.id)
+        return None  # still racing: the answer is lost, and reconcile decides from the log
+
+    def _reconcile(self, mig: Migration, attempt: int) -> AttemptResult:
+        obs = self._observe_chain_in_window(mig)
+        if obs.failure == "no_current_run" and not obs.in_flight:
+            obs = self._with_retention(mig, obs)
+        verdict = h.chain(self._source(mig).state, mig.state, obs, attempt, self.worker_id)
+        if verdict.empty:
+            return "wait"  # absent, but inside the grace: look again after it
+        self._commit("chain", mig, verdict)
+        return "backoff" if obs.failure == "unavailable" else "progress"
+
+    def _observe_chain_in_window(self, mig: Migration) -> d.ChainObservation:
+        """The chain as read now, with how long ago the migration's last step was: whoever
+        claimed it (this worker too, or one on the store before a failover), the one start
+        may still be on its way."""
+        obs = self._observe_chain(mig.state.namespace, mig.state.workflow_id)
+        observed_at = datetime.now(timezone.utc)
+        return replace(obs, claim_age=round(_age(mig, observed_at), 3),
+                       claim_grace=self.claim_grace, observed_at=observed_at)
+
+    def _with_retention(self, mig: Migration, obs: d.ChainObservation) -> d.ChainObservation:
+        """No run at all at the workflow id: read the namespace's retention now, so the
+        decision can tell whether that absence proves no create committed (F16). A failed
+        read is an unreachable destination (nothing changes)."""
+        dest = self.destination
+        if not isinstance(dest, RetentionReader):
+            return obs  # no retention known: absence proves nothing, as before
+        try:
+            seconds = self._call("retention",
+                                 lambda: dest.retention_seconds(mig.state.namespace))
+        except DestinationError as exc:
+            return replace(obs, failure="unavailable", detail=f"retention: {exc}")
+        assert obs.observed_at is not None
+        return replace(obs, retention=RetentionReading(
+            obs.observed_at, float(seconds), self._latest_claim(mig), self.retention_margin))
+
+    def _latest_claim(self, mig: Migration) -> ClaimRecord | None:
+        """The latest claim in the migration's log, and the answer to its start since."""
+        answer = "none"
+        for event in self.app.events.get(mig.id, desc=True):
+            if isinstance(event, Migration.DestinationAnswered) and answer == "none":
+                answer = event.kind  # the latest answer, if it follows the latest claim
+            if isinstance(event, Migration.StartClaimConsumed):
+                return ClaimRecord(event.timestamp, answer)
+        return None
+
+    def _failover_reconcile(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
+        obs = self._observe_chain_in_window(mig)
+        verdict = h.failover_reconcile(self._source(mig).state, mig.state, obs, epoch, attempt,
+                                       self.worker_id)
+        if verdict.empty:
+            return "backoff"
+        self._commit("failover", mig, verdict)
+        return "progress"
+
+    def _check_foreign(self, mig: Migration, attempt: int) -> AttemptResult:
+        st = mig.state
+        try:
+            current = self._describe(st.namespace, st.workflow_id)
+        except DestinationUnavailable:
+            return "backoff"
+        rearmed = h.foreign_check(st, current, attempt, self.worker_id)
+        if rearmed.empty:
+            return "idle"
+        self._commit("rearm", mig, rearmed)
+        return "progress"
+
+    # -- reading the destination ------------------------------------------------------------
+    def _describe(self, namespace: str, workflow_id: str,
+                  run_id: str | None = None) -> RunDescription | None:
+        try:
+            return self._call("describe", lambda: self.destination.describe(
+                namespace, workflow_id, run_id))
+        except DestinationNotFound:
+            return None
+
+    def _observe_chain(self, namespace: str, workflow_id: str) -> d.ChainObservation:
+        try:
+            current = self._describe(namespace, workflow_id)
+        except DestinationUnavailable as exc:
+            return d.ChainObservation(failure="unavailable", detail=str(exc))
+        if current is None:
+            return d.ChainObservation(failure="no_current_run",
+                                      detail=f"no current run at {workflow_id}")
+        if not current.first_execution_run_id:
+            return d.ChainObservation(failure="no_first_run_identity",
+                                      current_run_id=current.run_id,
+                                      current_status=current.status)
+        if current.first_execution_run_id == current.run_id:
+            return d.ChainObservation(current_run_id=current.run_id,
+                                      current_status=current.status,
+                                      first_run_id=current.run_id, head=current)
+        return self._observe_head(namespace, workflow_id, current.first_execution_run_id,
+                                  current.run_id, current.status)
+
+    def _observe_head(self, namespace: str, workflow_id: str, first: str,
+                      current_run_id: str, current_status: str) -> d.ChainObservation:
+        seen: dict[str, Any] = {"current_run_id": current_run_id, "current_status": current_status,
+                "first_run_id": first}
+        if not first:
+            return d.ChainObservation(failure="no_first_run_identity", **seen)
+        try:
+            head = self._describe(namespace, workflow_id, first)
+        except DestinationUnavailable as exc:
+            return d.ChainObservation(failure="unavailable", detail=str(exc), **seen)
+        if head is None:
+            return d.ChainObservation(failure="head_missing",
+                                      detail=f"first run {first} is gone (retention or delete)",
+                                      **seen)
+        return d.ChainObservation(head=head, **seen)
+
+
+def _age(mig: Migration, now: datetime | None = None) -> float:
+    """Seconds since the migration's last step, now (the step's own clock is the writer's)."""
+    return ((now or datetime.now(timezone.utc)) - mig.modified_on).total_seconds()

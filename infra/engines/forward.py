@@ -1,0 +1,142 @@
+"""The forward migration's worker: reads the Temporal schedule, asks the domain's ``next_step``
+(domain/forward/steps.py) what to do, records it, then makes the one call it names (fence,
+delete) or the one append (the source's creation, the completion). Every append and every call
+is a crash point, named ``forward.<step>.<when>``; a crash anywhere leaves a migration the next
+attempt continues from its log.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+from uuid import UUID
+
+from schedfence.domain.forward import steps as fs
+from schedfence.domain.forward.aggregate import ForwardMigration, forward_marker
+from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
+from schedfence.domain.model import Facts
+from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
+                                     DestinationUnavailable, ScheduleHost, ScheduleSnapshot)
+from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.adapters.observability.calls import latency_of
+from schedfence.infra.adapters.observability.logs import appending, get_logger
+from schedfence.infra.engines.attempt import AttemptResult, CrashHook
+
+MAX_STEPS = 10
+LOG = get_logger("worker.forward")
+# Each step's call to the schedule host, by the port method (the latency metric's ``call``).
+CALLS = {"describe": "describe_schedule", "fence": "update_schedule_state",
+         "delete": "delete_schedule"}
+
+
+class ForwardWorker:
+    def __init__(self, app: Any, host: ScheduleHost, worker_id: str,
+                 crash_hook: CrashHook | None = None, epoch: Callable[[], int] = lambda: 0):
+        self.app, self.host, self.worker_id = app, host, worker_id
+        self.crash_hook = crash_hook or (lambda point: None)
+        self.epoch = epoch
+
+    def _save(self, label: str, *aggregates: Any) -> None:
+        self.crash_hook(f"forward.{label}.before_append")
+        with appending(LOG, aggregates, self.worker_id):
+            self.app.save(*aggregates)
+        self.crash_hook(f"forward.{label}.after_append")
+
+    def _call(self, label: str, fn: Callable[[], Any]) -> Any:
+        self.crash_hook(f"forward.{label}.before_call")
+        try:
+            return latency_of(self.host).time(CALLS[label], fn)
+        finally:
+            self.crash_hook(f"forward.{label}.after_call")
+
+    def _facts(self, facts: Facts) -> Facts:
+        return [type(f)(f.event, dict(f.fields, worker=self.worker_id))
+                if "worker" in f.fields else f for f in facts]
+
+    def attempt(self, migration_id: UUID) -> AttemptResult:
+        """Steps until the migration needs nothing more now, or must back off."""
+        result: AttemptResult = "idle"
+        resent = False
+        for _ in range(MAX_STEPS):
+            mig = self.app.repository.get(migration_id)
+            st = mig.state
+            if not st.is_open:
+                return result
+            try:
+                step = fs.next_step(st, self._snapshot(st) if st.phase in (
+                    "requested", "fence_issued", "source_created") else None)
+                if step.facts:
+                    mig.record(self._facts(step.facts))
+                    self._save(step.call or step.facts[0].event.__name__, mig)
+                    result = "progress"
+                if step.call is None:
+                    if step.facts and mig.state.is_open:
+                        continue  # recorded a step that calls nothing: look again
+                    return result
+                if step.wait and resent:
+                    return "backoff"  # the fence we sent twice is not applied yet
+                resent |= step.wait
+                self._do(step.call, mig)
+            except DestinationUnavailable:
+                return "backoff"
+            if not step.wait:
+                result = "progress"
+        return result
+
+    def _snapshot(self, st: Any) -> ScheduleSnapshot | None:
+        try:
+            return self._call("describe", lambda: self.host.describe_schedule(
+                st.namespace, st.schedule_id))
+        except DestinationNotFound:
+            return None
+
+    def _do(self, call: str, mig: ForwardMigration) -> None:
+        st = mig.state
+        if call == "fence":
+            try:
+                self._call("fence", lambda: self.host.update_schedule_state(
+                    st.namespace, st.schedule_id, st.conflict_token, True,  # type: ignore[arg-type]  # fence_issued: a token
+                    forward_marker(st.request_id)))
+            except (ConflictTokenMoved, DestinationNotFound):
+                pass  # the next look re-reads it (a fresh fence, or a park)
+            return
+        if call == "create_source":
+            self._create_source(mig)
+            return
+        if call == "delete":
+            try:
+                self._call("delete", lambda: self.host.delete_schedule(st.namespace,
+                                                                       st.schedule_id))
+            except DestinationNotFound:
+                pass  # gone: our own delete whose answer was lost, or one racing it
+            self.complete(mig, "the Temporal schedule is deleted")
+            return
+        raise ValueError(f"unknown forward call {call!r}")
+
+    def _create_source(self, mig: ForwardMigration) -> None:
+        st = mig.state
+        key = self.app.repository.get(schedule_key_id(st.namespace, st.schedule_id))
+        current = key.state.current_schedule_id
+        current_state = self.app.repository.get(current).state if current else None
+        n = key.state.incarnation + 1
+        sid = schedule_aggregate_id(st.namespace, st.schedule_id, n)
+        mfacts, sfacts = fs.create_source_facts(st, key.state, current_state, str(sid), n,
+                                                self.epoch())
+        mig.record(mfacts)
+        if not sfacts:
+            self._save("create", mig)
+            return
+        key.start_incarnation()
+        ((event, fields),) = sfacts
+        source = Schedule._create(event, id=sid, **fields)
+        self._save("create", mig, key, source)
+
+    def complete(self, mig: ForwardMigration, detail: str) -> None:
+        """The completion: migration, source released, key freed, in one append."""
+        st = mig.state
+        source = self.app.repository.get(UUID(st.source_id))
+        key = self.app.repository.get(schedule_key_id(st.namespace, st.schedule_id))
+        mfacts, sfacts = fs.complete_facts(st, detail)
+        mig.record(mfacts)
+        source.record(sfacts)
+        key.close_forward(st.migration_id)
+        self._save("complete", mig, source, key)
+

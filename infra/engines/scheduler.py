@@ -1,0 +1,142 @@
+"""The source scheduler's loop: tick every schedule with a program, start what was issued, and
+watch running actions close or stop them (the decisions are domain/source/scheduling.py's).
+
+Each step loads the schedule, asks its decision, and saves; a save that loses a race (a
+rollback's fence, another scheduler) reloads and decides again, so a tick never lands after a
+fence (I1). A start is recorded before the runner is called and carries a request id that is a
+function of (schedule, nominal time, origin): a crash or a lost answer leaves it issued, and
+a later pass (after a backoff) asks again with the same id, which the runner deduplicates
+(I17). Overlapping runs the policy asked to stop are asked again each pass until seen closed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from eventsourcing.persistence import IntegrityError
+
+from schedfence.domain.source import runs
+
+from schedfence.domain.source import scheduling
+from schedfence.domain.ports import (ActionRunner, Destination, DestinationError,
+                                     DestinationNotFound, DestinationUnavailable)
+from schedfence.domain.model import Facts
+from schedfence.domain.source.schedule import Schedule
+
+from schedfence.infra.adapters.store.aggregates import Aggregates
+
+Clock = Callable[[], datetime]
+# Called at each boundary of an action start (tests raise there to simulate a crash):
+# "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
+# (answered, answer not yet saved).
+CrashHook = Callable[[str], None]
+RACES = 8  # reloads after a lost race before a step gives up until the next pass
+
+
+@dataclass
+class SchedulerReport:
+    schedules: int = 0
+    ticks: int = 0
+    started: int = 0
+    failed: int = 0
+    retrying: int = 0
+    closed: int = 0
+    stops: int = 0
+    unavailable: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Scheduler:
+    def __init__(self, load: Aggregates, runner: Destination, clock: Clock = utc_now,
+                 crash_hook: CrashHook | None = None) -> None:
+        self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
+        self.crash: CrashHook = crash_hook or (lambda point: None)
+
+    def run_once(self, now: datetime | None = None) -> SchedulerReport:
+        report = SchedulerReport()
+        at = now or self.clock()
+        for sid in self.load.current_schedule_ids():
+            source: Schedule = self.app.repository.get(sid)
+            if source.state.spec is None and not source.state.running:
+                continue  # no program: nothing to decide
+            report.schedules += 1
+            source = self._watch(source, report)  # first: a closed run frees its slot now
+            self.crash("before_tick_save")
+            source, ticked = self._step(source, lambda st: scheduling.tick(st, at), report)
+            report.ticks += bool(ticked)
+            self.crash("after_tick_save")
+            self._start_issued(source, at, report)
+        return report
+
+    def _step(self, source: Schedule, decide: Callable[[Any], Facts],
+              report: SchedulerReport) -> tuple[Schedule, Facts]:
+        """Decide on the schedule in hand and save; after a lost race, reload and decide
+        again. Returns the schedule as it now stands and the facts saved (none: nothing)."""
+        for _ in range(RACES):
+            facts = decide(source.state)
+            if not facts:
+                return source, []
+            source.record(facts)
+            try:
+                self.app.save(source)
+                return source, facts
+            except IntegrityError:
+                source = self.app.repository.get(source.id)
+        report.errors.append(f"schedule {source.id}: kept losing races; next pass")
+        return self.app.repository.get(source.id), []
+
+    def _start_issued(self, source: Schedule, now: datetime, report: SchedulerReport) -> None:
+        for issued in scheduling.issued_due(source.state, now):
+            request = scheduling.start_request(source.state, issued)
+            try:
+                answer: Any = self.runner.start_workflow(request)
+            except DestinationError as exc:
+                answer = exc
+            self.crash("after_start_call")
+            source, saved = self._step(
+                source, lambda st: scheduling.start_answered(st, issued, answer, now), report)
+            report.started += sum(f.event is runs.ActionStarted for f in saved)
+            report.failed += sum(f.event is runs.ActionStartFailed for f in saved)
+            report.retrying += sum(f.event is runs.ActionStartRetrying for f in saved)
+
+    def _watch(self, source: Schedule, report: SchedulerReport) -> Schedule:
+        """Record the running actions that closed; ask the ones still running that the
+        overlap policy wants stopped to stop (again)."""
+        stops = dict(scheduling.stops_pending(source.state))
+        for workflow_id in list(source.state.running):
+            try:
+                status: str = self.runner.describe(source.state.namespace, workflow_id).status
+            except DestinationNotFound:
+                status = "gone"
+            except DestinationUnavailable:
+                report.unavailable += 1
+                continue
+            if status == "running" and workflow_id in stops:
+                self._stop(source.state.namespace, workflow_id, stops[workflow_id], report)
+                continue
+            source, saved = self._step(
+                source, lambda st: scheduling.run_closed(st, workflow_id, status), report)
+            report.closed += bool(saved)
+        return source
+
+    def _stop(self, namespace: str, workflow_id: str, kind: str,
+              report: SchedulerReport) -> None:
+        if not isinstance(self.runner, ActionRunner):
+            report.errors.append(f"{workflow_id}: the action runner cannot {kind} workflows")
+            return
+        try:
+            self.runner.stop_workflow(namespace, workflow_id, kind,  # type: ignore[arg-type]  # stop_kinds: cancel or terminate
+                                      "schedule overlap policy")
+            report.stops += 1
+        except DestinationUnavailable:
+            report.unavailable += 1  # asked again next pass
+        except DestinationError as exc:  # refused: said, and asked again next pass
+            report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")
