@@ -5,12 +5,13 @@ the admin gate, the sentinel check at the destination, the durable request id), 
 aggregates read for the whole batch at once; every accepted one (source fenced, migration
 created) is appended in **one** save. A save that loses a race to another writer writes
 nothing; the batch then falls back to one ``rollback`` per schedule, which decides again.
+It is given the parts it uses (``Parts``), never the application service.
 """
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -19,7 +20,7 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.source.action import check_registered
 from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
-from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
+from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
                                      SearchAttributeRegistry, command_error)
 from schedfence.domain.source.program import program_of
 from schedfence.domain.ids import schedule_key_id, validate_destination_key, validate_request_id
@@ -27,29 +28,40 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.text import validate_actor
 
 from schedfence.infra.adapters.store.bulk import load_many
+from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import RollbackResult
-from schedfence.infra.engines.batch import CONCURRENCY
-
-if TYPE_CHECKING:
-    from schedfence.infra.application.service import MigrationService
+from schedfence.infra.engines.batch import CONCURRENCY, BatchWorker
 
 MAX_BATCH = 1000  # schedules per call
 
 
-def rollback_many(service: MigrationService, namespace: str, schedule_ids: list[str],
+@dataclass(frozen=True)
+class Parts:
+    """What a batch of rollbacks uses."""
+
+    app: FenceApplication
+    destination: Destination
+    require_active: Callable[[], None]
+    worker: Callable[[], BatchWorker]  # built on first use: its save and worker id
+    epoch: Callable[[], int]
+    rollback: Callable[[str, str, str | None, str], RollbackResult]  # one, as ``rollback``
+
+
+def rollback_many(parts: Parts, namespace: str, schedule_ids: list[str],
                   request_ids: list[str] | None = None,
                   actor: str = "") -> list[RollbackResult | DomainError]:
     """One answer per schedule, in order: its ``RollbackResult``, or the refusal (a
     ``DomainError``) that one ``rollback`` of it would raise. Accepted ones land together."""
     _check(namespace, schedule_ids, request_ids, actor)
-    service.require_active()
+    parts.require_active()
     rids: list[str | None] = list(request_ids) if request_ids else [None] * len(schedule_ids)
-    answers, changed = _decide(service, namespace, schedule_ids, rids, actor)
+    answers, changed = _decide(parts, namespace, schedule_ids, rids, actor)
     if changed:
         try:
-            service.worker.save("rollback", *changed)
+            parts.worker().save("rollback", *changed)
         except IntegrityError:  # another writer moved one: nothing was written
-            return [_one(service, namespace, sid, rid, actor)
+            return [_one(parts, namespace, sid, rid, actor)
                     for sid, rid in zip(schedule_ids, rids)]
     return answers
 
@@ -77,10 +89,10 @@ def _invalid(namespace: str, sid: str, rid: str | None) -> DomainError | None:
     return None
 
 
-def _one(service: MigrationService, namespace: str, sid: str, rid: str | None,
+def _one(parts: Parts, namespace: str, sid: str, rid: str | None,
          actor: str) -> RollbackResult | DomainError:
     try:
-        return service.rollback(namespace, sid, rid, actor)
+        return parts.rollback(namespace, sid, rid, actor)
     except DomainError as exc:
         return exc
 
@@ -97,20 +109,20 @@ class _Loaded:
     sentinel: Any = None  # the destination check, when the gate would accept (or its error)
 
 
-def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
+def _load(parts: Parts, namespace: str, schedule_ids: list[str],
           rids: list[str | None]) -> dict[str, _Loaded]:
     """Keys, their current sources, and the migrations a rollback gate reads: three reads."""
-    keys = load_many(service.app, [schedule_key_id(namespace, s) for s in schedule_ids])
+    keys = load_many(parts.app, [schedule_key_id(namespace, s) for s in schedule_ids])
     current = {sid: key.state.current_schedule_id for sid in schedule_ids
                if (key := keys.get(schedule_key_id(namespace, sid))) is not None}
-    sources = load_many(service.app, [c for c in current.values() if c is not None])
+    sources = load_many(parts.app, [c for c in current.values() if c is not None])
     loaded = {sid: _Loaded(src, h.rollback_identity(namespace, sid, src.state.incarnation, rid))
               for sid, rid in zip(schedule_ids, rids)
               if (c := current.get(sid)) is not None and (src := sources.get(c)) is not None}
     wanted = [UUID(str(x)) for one in loaded.values()
               for x in (one.identity[2], one.source.state.fence_migration_id,
                         one.source.state.last_migration_id) if x is not None]
-    migrations = load_many(service.app, wanted)
+    migrations = load_many(parts.app, wanted)
     for one in loaded.values():
         st = one.source.state
         one.same, one.pending, one.last = (_state(migrations, x) for x in (
@@ -118,13 +130,13 @@ def _load(service: MigrationService, namespace: str, schedule_ids: list[str],
     return loaded
 
 
-def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
+def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
             rids: list[str | None], actor: str) -> tuple[list[Any], list[Any]]:
-    loaded = _load(service, namespace, schedule_ids, rids)
-    _check_destination(service, namespace, [
+    loaded = _load(parts, namespace, schedule_ids, rids)
+    _check_destination(parts, namespace, [
         (sid, one) for sid, rid in zip(schedule_ids, rids)
         if (one := loaded.get(sid)) is not None and _invalid(namespace, sid, rid) is None])
-    epoch, who = service.epoch(), actor or service.worker.worker_id
+    epoch, who = parts.epoch(), actor or parts.worker().worker_id
     answers: list[Any] = []
     changed: list[Any] = []
     for sid, rid in zip(schedule_ids, rids):
@@ -138,7 +150,7 @@ def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
             continue
         answer: RollbackResult | DomainError
         try:
-            answer, aggregates = _decide_one(service, namespace, sid, one, epoch, who)
+            answer, aggregates = _decide_one(namespace, sid, one, epoch, who)
         except DomainError as exc:
             answer, aggregates = exc, []
         answers.append(answer)
@@ -146,7 +158,7 @@ def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
     return answers, changed
 
 
-def _decide_one(service: MigrationService, namespace: str, sid: str, one: _Loaded, epoch: int,
+def _decide_one(namespace: str, sid: str, one: _Loaded, epoch: int,
                 actor: str) -> tuple[RollbackResult, list[Any]]:
     """As ``MigrationService._rollback_once`` decides, on what the batch read."""
     st, (rid, origin, mid) = one.source.state, one.identity
@@ -162,7 +174,7 @@ def _decide_one(service: MigrationService, namespace: str, sid: str, one: _Loade
             change.apply(one.source, None))
 
 
-def _check_destination(service: MigrationService, namespace: str,
+def _check_destination(parts: Parts, namespace: str,
                        batch: list[tuple[str, _Loaded]]) -> None:
     """The sentinel check (one describe at the destination) of every schedule whose admin
     gate would accept, concurrently (bounded as the worker's starts are): one after another
@@ -173,7 +185,8 @@ def _check_destination(service: MigrationService, namespace: str,
     def check(item: tuple[str, _Loaded]) -> None:
         sid, one = item
         try:
-            one.sentinel = rollback_check(service, namespace, sid, one.source.state)
+            one.sentinel = rollback_check(parts.destination, namespace, sid,
+                                          one.source.state)
         except Exception as exc:  # noqa: BLE001 - re-raised by that schedule's decision
             one.sentinel = exc
     if len(wanted) == 1:
@@ -183,14 +196,14 @@ def _check_destination(service: MigrationService, namespace: str,
             list(pool.map(check, wanted))
 
 
-def rollback_check(service: MigrationService, namespace: str, schedule_id: str,
+def rollback_check(destination: Destination, namespace: str, schedule_id: str,
                    state: Any) -> dict[str, Any]:
     """What a rollback asks the destination before its fence: the sentinel check, and, where
     the destination tells, whether its namespace registered the action's search attributes
     with their types (``invalid_argument`` naming ``search_attributes``: the server would
     refuse the create after the fence, and the rollback park ``start_rejected``)."""
-    sentinel = service._destination_check(namespace, schedule_id, "sentinel check")
-    action, dest = program_of(state).action, service.destination
+    sentinel = destination_check(destination, namespace, schedule_id, "sentinel check")
+    action, dest = program_of(state).action, destination
     if action is None or not action.search_attributes or \
             not isinstance(dest, SearchAttributeRegistry):
         return sentinel

@@ -1,12 +1,14 @@
-"""Forward migration commands (a Temporal Schedule handed to the source), mixed into the
-application service like the schedule commands: each loads, asks a domain decision and saves.
+"""Forward migration commands (a Temporal Schedule handed to the source), a part of the
+application service like the schedule commands, built from what they use (the store, its
+aggregates, the destination, the active-store check): each loads, asks a domain decision and
+saves.
 The protocol is in domain/forward/aggregate.py and domain/forward/steps.py; the worker in
 infra/engines/forward.py.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 from uuid import UUID
 
 from schedfence.domain.forward import steps as fs
@@ -15,13 +17,16 @@ from schedfence.domain.errors import (AlreadyExists, InvalidArgument, NotFound, 
 from schedfence.domain.forward.aggregate import (ForwardMigration, ForwardState,
                                        derive_forward_request_id, forward_aggregate_id)
 from schedfence.domain.ids import validate_destination_key, validate_request_id
-from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, ScheduleHost,
-                                     ScheduleSnapshot, command_error)
+from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
+                                     ScheduleHost, ScheduleSnapshot, command_error)
 from schedfence.domain.source.key import ScheduleKey
+from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.adapters.store.eventstore import FenceApplication, retry_on_conflict
 from schedfence.projections import forward_oncall as fo
 from schedfence.infra.application.views import RollbackResult
+from schedfence.infra.engines.attempt import CrashHook
 from schedfence.infra.engines.forward import ForwardWorker
 
 FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
@@ -32,14 +37,11 @@ ENDED_TOPICS = CLOSED_TOPICS + PARKED_TOPICS  # nothing left for a worker to do
 
 
 class ForwardCommands:
-    app: Any
-    load: Any
-    destination: Any
-    worker_id: str
-    require_active: Callable[[], None]
-    epoch: Callable[[], int]
-    crash_hook: Any
-    oncall: Callable[[float], list[Any]]
+    def __init__(self, app: FenceApplication, load: Aggregates, destination: Destination,
+                 require_active: Callable[[], None], worker_id: str,
+                 crash_hook: CrashHook | None = None) -> None:
+        self.app, self.load, self.destination = app, load, destination
+        self.require_active, self.worker_id, self.crash_hook = require_active, worker_id, crash_hook
 
     @property
     def host(self) -> ScheduleHost:
@@ -50,7 +52,7 @@ class ForwardCommands:
 
     @property
     def forward_worker(self) -> ForwardWorker:
-        return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.epoch)
+        return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.load.epoch)
 
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
                 actor: str = "") -> RollbackResult:
@@ -122,7 +124,7 @@ class ForwardCommands:
             return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
-                                       actor or self.worker_id, self.epoch(),
+                                       actor or self.worker_id, self.load.epoch(),
                                        seen.identity if seen else "",
                                        seen.conflict_token if seen else "")
         key.open_forward(str(mig.id))
@@ -166,17 +168,12 @@ class ForwardCommands:
                   if n.originator_id not in closed]
         now, items = time.time(), []
         for mid in dict.fromkeys(self.open_forward_ids() + parked):
-            mig = self.app.repository.get(mid)
+            mig: ForwardMigration = self.app.repository.get(mid)
             found = fo.item(mig.state, max(now - mig.modified_on.timestamp(), 0.0),
                             stuck_after_seconds)
             if found is not None:
                 items.append(found)
         return items
-
-    def oncall_doc(self, stuck_after_seconds: float) -> dict[str, Any]:
-        """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
-        items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
-        return fo.oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds))
 
     def abort_forward(self, namespace: str, schedule_id: str, request_id: str, reason: str,
                       actor: str) -> ForwardState:
@@ -196,13 +193,14 @@ class ForwardCommands:
                 restored = True
             except DestinationUnavailable as exc:
                 raise command_error(exc, "restoring the Temporal schedule") from exc
-        mig = self.app.repository.get(UUID(st.migration_id))
+        mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
         key = self.load.key(namespace, schedule_id)
+        assert key is not None  # the migration holds it (check_abortable)
         mfacts, sfacts = fs.abort_facts(st, reason, actor, restored)
         mig.record(mfacts)
-        saved = [mig, key]
+        saved: list[ForwardMigration | ScheduleKey | Schedule] = [mig, key]
         if sfacts:
-            source = self.app.repository.get(UUID(st.source_id))
+            source: Schedule = self.app.repository.get(UUID(st.source_id))
             source.record(sfacts)
             saved.append(source)
         key.close_forward(st.migration_id)
@@ -216,7 +214,7 @@ class ForwardCommands:
         self.require_active()
         st = self.forward_state(namespace, schedule_id, request_id)
         fs.check_takeover(st, self._snapshot_or_none(st))
-        mig = self.app.repository.get(UUID(st.migration_id))
+        mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
         self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
         return mig.state
 

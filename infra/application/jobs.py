@@ -9,28 +9,27 @@ Stable orders and cursors: ``--to workflow`` takes the namespace's source schedu
 order their keys were created (cursor: the log position of the last key read); ``--to source``
 the Temporal side's, as ``destination.list_schedules`` pages them (cursor: its page token);
 named schedule ids sorted (cursor: an index).
+A job asks what ``ports.Commands`` names of the application service, never importing it.
 """
 from __future__ import annotations
 
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import Any, Callable, cast
 
-from schedfence.domain.rollback import decide as d
 from schedfence.domain import job as j
 from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument,
                                       MigrationPending, NotFound)
 from schedfence.domain.forward.aggregate import forward_aggregate_id
-from schedfence.domain.ids import migration_aggregate_id, validate_destination_key
+from schedfence.domain.ids import migration_aggregate_id
 from schedfence.domain.source.schedule import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket
 from schedfence.infra.adapters.store.eventstore import retry_on_conflict
-
-if TYPE_CHECKING:
-    from schedfence.infra.application.service import MigrationService
+from schedfence.infra.application.guards import predict_rollback
+from schedfence.infra.application.ports import Commands
 
 NO_FORWARD = "forward migration is not available in this build"
 PAGE_SIZE = 100
@@ -63,7 +62,7 @@ class RunOptions:
 Page = tuple[list[str], str | None, bool]  # schedule ids, the next cursor, exhausted
 
 
-def read_page(service: MigrationService, sel: j.Selection, cursor: str | None,
+def read_page(service: Commands, sel: j.Selection, cursor: str | None,
               size: int) -> Page:
     if sel.schedule_ids is not None:
         return sel.named_page(cursor, size)
@@ -72,7 +71,7 @@ def read_page(service: MigrationService, sel: j.Selection, cursor: str | None,
     return _temporal_page(service, sel, cursor, size)
 
 
-def _source_page(service: MigrationService, sel: j.Selection, cursor: str | None,
+def _source_page(service: Commands, sel: j.Selection, cursor: str | None,
                  size: int) -> Page:
     """Keys of the namespace in the order they were created, from the log position after
     ``cursor``; the page ends at the ``size``-th matching key."""
@@ -80,7 +79,7 @@ def _source_page(service: MigrationService, sel: j.Selection, cursor: str | None
     position = int(cursor or 0)
     for note in service.app.notifications((ScheduleKey.Created.TOPIC,), start=position + 1):
         position = note.id
-        created = service.app.mapper.to_domain_event(note)
+        created = cast(ScheduleKey.Created, service.app.mapper.to_domain_event(note))
         if created.namespace == sel.namespace and sel.matches(created.schedule_id):
             ids.append(created.schedule_id)
             if len(ids) == size:
@@ -88,7 +87,7 @@ def _source_page(service: MigrationService, sel: j.Selection, cursor: str | None
     return ids, str(position), True
 
 
-def _temporal_page(service: MigrationService, sel: j.Selection, cursor: str | None,
+def _temporal_page(service: Commands, sel: j.Selection, cursor: str | None,
                    size: int) -> Page:
     lister = getattr(service.destination, "list_schedules", None)
     if lister is None:
@@ -99,7 +98,7 @@ def _temporal_page(service: MigrationService, sel: j.Selection, cursor: str | No
     return ids, following.hex() if following else None, not following
 
 
-def selection_size(service: MigrationService, sel: j.Selection) -> int | None:
+def selection_size(service: Commands, sel: j.Selection) -> int | None:
     """How many schedules the selection holds now, where that is cheap to know (for the
     progress bar's ETA); None for the Temporal side's listing."""
     if sel.schedule_ids is not None:
@@ -108,20 +107,21 @@ def selection_size(service: MigrationService, sel: j.Selection) -> int | None:
         return None
     total = 0
     for note in service.app.notifications((ScheduleKey.Created.TOPIC,)):
-        created = service.app.mapper.to_domain_event(note)
+        created = cast(ScheduleKey.Created, service.app.mapper.to_domain_event(note))
         total += created.namespace == sel.namespace and sel.matches(created.schedule_id)
     return total
 
 
 # -- one schedule's request --------------------------------------------------------------------
-def request_one(service: MigrationService, sel: j.Selection, job_id: str, schedule_id: str,
+def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: str,
                 actor: str, dry_run: bool) -> dict[str, str]:
     """Ask the service for one schedule's migration (or, dry, predict its answer)."""
     rid = j.job_request_id(job_id, sel.direction, schedule_id)
     ns = sel.namespace
     try:
         if sel.direction == "workflow":
-            outcome = _predict_rollback(service, ns, schedule_id, rid) if dry_run else \
+            outcome = predict_rollback(service.load, service.destination, ns, schedule_id,
+                                       rid) if dry_run else \
                 service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome
         elif dry_run:
             outcome, park = service.predict_forward(ns, schedule_id, rid)
@@ -136,7 +136,7 @@ def request_one(service: MigrationService, sel: j.Selection, job_id: str, schedu
     return j.requested(schedule_id, rid, outcome, predicted=dry_run)
 
 
-def _held_by_another(service: MigrationService, sel: j.Selection, schedule_id: str,
+def _held_by_another(service: Commands, sel: j.Selection, schedule_id: str,
                      exc: AlreadyExists) -> DomainError:
     """Another migration holds the source's fence: blocked (it clears), not skipped."""
     if sel.direction == "workflow":
@@ -146,34 +146,20 @@ def _held_by_another(service: MigrationService, sel: j.Selection, schedule_id: s
     return exc
 
 
-def _predict_rollback(service: MigrationService, namespace: str, schedule_id: str,
-                      rid: str) -> str:
-    """The rollback's admin gate and sentinel check, read only (a prediction: the real
-    request decides again)."""
-    validate_destination_key(namespace, schedule_id)
-    st = service.load.source(namespace, schedule_id).state
-    same = service.load.migration_state(migration_aggregate_id(namespace, schedule_id, rid))
-    outcome = d.rollback_gate(st, rid, same, service.load.migration_state(st.fence_migration_id))
-    if outcome == "accept":
-        d.check_sentinel(service._destination_check(namespace, schedule_id, "sentinel check"))
-        return "accepted"
-    return outcome
-
-
 def migration_id(direction: str) -> Callable[[str, str, str], Any]:
     """(namespace, schedule id, request id) -> the migration's aggregate id."""
     return migration_aggregate_id if direction == "workflow" else forward_aggregate_id
 
 
 # -- the job's aggregate -------------------------------------------------------------------------
-def load_job(service: MigrationService, job_id: str) -> j.Job:
+def load_job(service: Commands, job_id: str) -> j.Job:
     found = service.app.find(j.job_aggregate_id(validate_id("job id", job_id)))
     if found is None:
         raise NotFound(f"job {job_id} not found")
     return found
 
 
-def _open_job(service: MigrationService, job_id: str, sel: j.Selection, actor: str,
+def _open_job(service: Commands, job_id: str, sel: j.Selection, actor: str,
               dry_run: bool) -> j.Job | None:
     """The job to resume (its definition must be ``sel``), or a new one (None when dry)."""
     def once() -> j.Job | None:
@@ -190,11 +176,11 @@ def _open_job(service: MigrationService, job_id: str, sel: j.Selection, actor: s
     return retry_on_conflict(once, AlreadyExists(f"job {job_id} is being defined concurrently"))
 
 
-def _record_page(service: MigrationService, job: j.Job, cursor_before: str | None,
+def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
                  cursor_after: str | None, exhausted: bool,
                  decisions: list[dict[str, str]]) -> j.Job:
     def once() -> j.Job:
-        fresh = service.app.repository.get(job.id)
+        fresh: j.Job = service.app.repository.get(job.id)
         facts = j.decide_page(fresh.state, cursor_before, cursor_after, exhausted, decisions)
         if facts:
             fresh.record(facts)
@@ -205,13 +191,13 @@ def _record_page(service: MigrationService, job: j.Job, cursor_before: str | Non
                                                  "under concurrent runs; run it again"))
 
 
-def _changed(service: MigrationService, job: j.Job) -> bool:
+def _changed(service: Commands, job: j.Job) -> bool:
     """Whether anything (a cancel, another run's page) was recorded on the job since."""
     return bool(service.app.recorder.select_events(job.id, gt=job.version, limit=1))
 
 
 # -- running -----------------------------------------------------------------------------------
-def drive(service: MigrationService, concurrency: int) -> Any:
+def drive(service: Commands, concurrency: int) -> Any:
     """Drive every due migration to completion as ``schedfence worker --until-idle
     --concurrency N`` does: a pool of N threads until a pass finds nothing, then a drain
     that retries what backs off (the service's ``retry_for``)."""
@@ -221,7 +207,7 @@ def drive(service: MigrationService, concurrency: int) -> Any:
     return service.run_until_idle()
 
 
-def run_job(service: MigrationService, job_id: str, namespace: str, direction: str, *,
+def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
             schedule_ids: list[str] | None = None, match: str | None = None,
             options: RunOptions = RunOptions(),
             on_progress: Progress | None = None) -> dict[str, Any]:
@@ -247,7 +233,7 @@ def run_job(service: MigrationService, job_id: str, namespace: str, direction: s
 
 
 class _Runner:
-    def __init__(self, service: MigrationService, job: j.Job, options: RunOptions,
+    def __init__(self, service: Commands, job: j.Job, options: RunOptions,
                  on_progress: Progress | None) -> None:
         self.service, self.job, self.options = service, job, options
         self.sel = job.state.selection
@@ -342,7 +328,7 @@ class _Runner:
                 "rate_per_second": round(self._rate(), 2)}
 
 
-def _dry_run(service: MigrationService, job_id: str, sel: j.Selection, job: j.Job | None,
+def _dry_run(service: Commands, job_id: str, sel: j.Selection, job: j.Job | None,
              page_size: int) -> dict[str, Any]:
     """What a run would ask from where the job stands, and what would be refused and why."""
     state = job.state if job is not None else None
@@ -360,7 +346,7 @@ def _dry_run(service: MigrationService, job_id: str, sel: j.Selection, job: j.Jo
 
 
 # -- reading and cancelling --------------------------------------------------------------------
-def job_report(service: MigrationService, job_id: str) -> dict[str, Any]:
+def job_report(service: Commands, job_id: str) -> dict[str, Any]:
     """The job's report: its decisions, and where each requested migration stands now."""
     state = load_job(service, job_id).state
     aggregate_id = migration_id(state.direction)
@@ -373,7 +359,7 @@ def job_report(service: MigrationService, job_id: str) -> dict[str, Any]:
     return dict(j.report(state, migrations), dry_run=False)
 
 
-def cancel_job(service: MigrationService, job_id: str, actor: str,
+def cancel_job(service: Commands, job_id: str, actor: str,
                reason: str = "") -> dict[str, Any]:
     """Stop the job's new requests; the migrations it requested finish."""
     validate_actor(actor)
@@ -392,11 +378,11 @@ def cancel_job(service: MigrationService, job_id: str, actor: str,
     return job_report(service, job_id)
 
 
-def list_jobs(service: MigrationService) -> list[dict[str, Any]]:
+def list_jobs(service: Commands) -> list[dict[str, Any]]:
     """Every job, in the order they were defined: its selection, phase and counts."""
     rows = []
     for note in service.app.notifications((j.Job.Defined.TOPIC,)):
-        st = service.app.repository.get(note.originator_id).state
+        st: j.JobState = service.app.repository.get(note.originator_id).state
         rows.append({"job_id": st.job_id, **st.selection.to_dict(), "phase": st.phase,
                      "pages": st.pages, "decided": len(st.decided), "counts": st.counts})
     return rows

@@ -4,31 +4,41 @@ The decisions are ``domain/rollback/steps.py``'s (built on ``domain/rollback/rec
 loads the source and its open migration, asks the destination live where the decision needs
 it, and saves the change (the operator's events and the source's) in one append. A refusal
 writes nothing; a concurrent worker write is retried on the new state, with a fresh look.
+It is given the parts it uses (``Parts``: the aggregates, the destination, the worker's save
+and the abort command), never the application service.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.rollback import recover as r
 from schedfence.domain.errors import InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import validate_id, validate_request_id
 from schedfence.domain.rollback.aggregate import Migration, MigrationState
-from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, RunDescription,
-                                     command_error)
+from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
+                                     RunDescription, command_error)
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
+from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 from schedfence.infra.application.views import MigrationView
 
-if TYPE_CHECKING:
-    from schedfence.infra.application.service import MigrationService
+
+@dataclass(frozen=True)
+class Parts:
+    """What a recovery uses."""
+
+    load: Aggregates
+    destination: Destination
+    save: Callable[..., Any]  # (label, *aggregates): the worker's save, one append
+    abort: Callable[[str, str, str, str], MigrationView]  # (namespace, id, reason, actor)
 
 
-
-def recover(service: MigrationService, kind: str, namespace: str, schedule_id: str, *,
+def recover(parts: Parts, kind: str, namespace: str, schedule_id: str, *,
             actor: str, reason: str, request_id: str | None = None,
             confirm_no_destination_run: bool = False, resolution: str | None = None,
             first_run_id: str | None = None) -> MigrationView:
@@ -43,8 +53,8 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
     if first_run_id is not None:
         validate_id("first run id", first_run_id)
     if kind == "abort":
-        return service.abort(namespace, schedule_id, reason, actor)
-    args = (service, namespace, schedule_id, actor, reason)
+        return parts.abort(namespace, schedule_id, reason, actor)
+    args = (parts, namespace, schedule_id, actor, reason)
     steps: dict[str, Callable[[], MigrationView]] = {
         "adopt": partial(_adopt, *args, request_id),
         "rearm": partial(_rearm, *args, confirm_no_destination_run),
@@ -54,60 +64,60 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
         "the migration kept changing under a running worker; retry"))
 
 
-def _load(service: MigrationService, namespace: str,
+def _load(parts: Parts, namespace: str,
           schedule_id: str) -> tuple[Schedule, Migration | None]:
-    source = service.load.source(namespace, schedule_id)
-    return source, service.load.migration(source.state.fence_migration_id)
+    source = parts.load.source(namespace, schedule_id)
+    return source, parts.load.migration(source.state.fence_migration_id)
 
 
 def _state_of(mig: Migration | None) -> MigrationState | None:
     return None if mig is None else mig.state
 
 
-def _adopt(service: MigrationService, namespace: str, schedule_id: str, actor: str,
+def _adopt(parts: Parts, namespace: str, schedule_id: str, actor: str,
            reason: str, request_id: str | None) -> MigrationView:
-    source, mig = _load(service, namespace, schedule_id)
+    source, mig = _load(parts, namespace, schedule_id)
     rid, other_id = h.adoption_id(source.state, request_id)
-    other = service.load.migration(other_id)
+    other = parts.load.migration(other_id)
     change = h.adopt(source.state, _state_of(mig), actor, reason, rid,
                      other.state.migration_id if other is not None else None)
-    return _save(service, "adopt", change, source, mig)  # the id and the fence agree
+    return _save(parts, "adopt", change, source, mig)  # the id and the fence agree
 
 
-def _rearm(service: MigrationService, namespace: str, schedule_id: str, actor: str,
+def _rearm(parts: Parts, namespace: str, schedule_id: str, actor: str,
            reason: str, confirmed: bool) -> MigrationView:
-    source, mig = _load(service, namespace, schedule_id)
-    epoch, look = service.epoch(), None
+    source, mig = _load(parts, namespace, schedule_id)
+    epoch, look = parts.load.epoch(), None
     if h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch):
         st = mig.state  # type: ignore[union-attr]  # a look is needed only with a migration
-        look = r.Look(current=_describe(service, st.namespace, st.workflow_id))
+        look = r.Look(current=_describe(parts, st.namespace, st.workflow_id))
     change = h.rearm(source.state, _state_of(mig), actor, reason, confirmed=confirmed,
                      look=look, epoch=epoch)
-    return _save(service, "rearm", change, source, mig)
+    return _save(parts, "rearm", change, source, mig)
 
 
-def _resolve(service: MigrationService, namespace: str, schedule_id: str, actor: str,
+def _resolve(parts: Parts, namespace: str, schedule_id: str, actor: str,
              reason: str, resolution: str, first_run_id: str | None) -> MigrationView:
-    source, mig = _load(service, namespace, schedule_id)
+    source, mig = _load(parts, namespace, schedule_id)
     st = h.resolve_check(source.state, _state_of(mig), resolution, first_run_id)
-    look = r.Look(current=_describe(service, st.namespace, st.workflow_id),
-                  named=_describe(service, st.namespace, st.workflow_id, first_run_id)
+    look = r.Look(current=_describe(parts, st.namespace, st.workflow_id),
+                  named=_describe(parts, st.namespace, st.workflow_id, first_run_id)
                   if first_run_id else None)
     change = h.resolve(source.state, st, actor, reason, resolution, first_run_id, look)
-    return _save(service, "resolve", change, source, mig)
+    return _save(parts, "resolve", change, source, mig)
 
 
-def _save(service: MigrationService, label: str, change: h.Change, source: Schedule,
+def _save(parts: Parts, label: str, change: h.Change, source: Schedule,
           mig: Migration | None) -> MigrationView:
-    service.worker.save(label, *change.apply(source, mig))  # one append, both aggregates
+    parts.save(label, *change.apply(source, mig))  # one append, both aggregates
     assert mig is not None
     return MigrationView.of(mig.state, mig.version)
 
 
-def _describe(service: MigrationService, namespace: str, workflow_id: str,
+def _describe(parts: Parts, namespace: str, workflow_id: str,
               run_id: str | None = None) -> RunDescription | None:
     try:
-        return service.destination.describe(namespace, workflow_id, run_id)
+        return parts.destination.describe(namespace, workflow_id, run_id)
     except DestinationNotFound:
         return None
     except DestinationUnavailable as exc:

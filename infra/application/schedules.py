@@ -2,8 +2,8 @@
 and the schedule views. Each loads the source, asks a domain decision, and saves; a refusal
 (``migration_pending`` while fenced, ``invalid_argument``) writes nothing.
 
-A mixin of ``MigrationService`` (infra/application/service.py), which provides ``app``, ``load``,
-``destination``, ``require_active``, ``epoch`` and ``_destination_check``.
+A part of ``MigrationService`` (infra/application/service.py), built from what it uses: the
+store, its aggregates, the destination and the active-store check.
 """
 from __future__ import annotations
 
@@ -17,13 +17,16 @@ from schedfence.domain.source.action import SchedulePolicies, StartWorkflowActio
 from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPending
 from schedfence.domain.ids import validate_destination_key
 from schedfence.domain.model import Facts
+from schedfence.domain.ports import Destination
 from schedfence.domain.source.program import Program, program_of, upcoming
 from schedfence.domain.source.incarnation import check_creatable
 from schedfence.domain.source.schedule import Schedule, ScheduleKey, ScheduleState, check_mutable
 from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.adapters.store.eventstore import FenceApplication, retry_on_conflict
+from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import ScheduleView
 from schedfence.infra.engines.scheduler import CrashHook, Scheduler, SchedulerReport, utc_now
 
@@ -31,12 +34,10 @@ KEEP = manual.KEEP
 
 
 class ScheduleCommands:
-    app: Any
-    load: Any
-    destination: Any
-    require_active: Callable[[], None]
-    epoch: Callable[[], int]
-    _destination_check: Callable[..., Any]
+    def __init__(self, app: FenceApplication, load: Aggregates, destination: Destination,
+                 require_active: Callable[[], None]) -> None:
+        self.app, self.load, self.destination = app, load, destination
+        self.require_active = require_active
 
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
                         notes: str = "", *, spec: ScheduleSpec | None = None,
@@ -62,10 +63,11 @@ class ScheduleCommands:
                                        f"by forward migration {key.state.forward_migration_id}")
             previous = self.app.repository.get(current).state if current else None
             check_creatable(namespace, schedule_id, previous)
-            check = self._destination_check(namespace, schedule_id, "create check")
+            check = destination_check(self.destination, namespace, schedule_id,
+                                      "create check")
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
-                                       self.epoch(), program, now or utc_now(), previous)
+                                       self.load.epoch(), program, now or utc_now(), previous)
             self.app.save(key, schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
@@ -162,7 +164,8 @@ class ScheduleCommands:
         return [nominal_text(t) for t in upcoming(state, now or utc_now(), count)]
 
     def list_schedules(self) -> list[ScheduleView]:
-        sources = [self.app.repository.get(sid) for sid in self.load.current_schedule_ids()]
+        sources: list[Schedule] = [self.app.repository.get(sid)
+                                   for sid in self.load.current_schedule_ids()]
         return [ScheduleView.of(s.state, s.version) for s in sources]
 
 

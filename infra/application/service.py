@@ -1,10 +1,9 @@
-"""The application service: admin commands, the worker loop and read views over one store."""
+"""The application service: admin commands, the worker loop and read views over one store.
+It composes its parts, each given what it uses and none knowing the service: schedules.py,
+forward.py, guards.py; bulk.py and recovery.py are handed theirs per call."""
 from __future__ import annotations
 
-import os
-import socket
 import threading
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
@@ -12,32 +11,33 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument, NotFound,
                                       RecoveryRefused)
-from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch, check_active
-from schedfence.domain.ids import (destination_workflow_id, validate_destination_key,
-                                   validate_request_id)
+from schedfence.domain.failover import STORE_EPOCH_ID, StoreEpoch
+from schedfence.domain.ids import validate_destination_key, validate_request_id
 from schedfence.domain.rollback.aggregate import Migration
-from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
-                                     command_error)
+from schedfence.domain.ports import Destination
 from schedfence.domain.source.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import (FenceApplication, open_application, parse_store_url,
-                                               retry_on_conflict)
+from schedfence.infra.adapters.store.eventstore import FenceApplication, retry_on_conflict
 from schedfence.infra.application.views import HistoryEntry, MigrationView, RollbackResult, operator_views
-from schedfence.infra.adapters.destination.choose import CHOOSE_API, check_spec, open_destination
+from schedfence.infra.application.opening import default_worker_id, open_store_and_destination
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, CrashHook
+from schedfence.infra.application.guards import ActiveStore
+from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
 
 if TYPE_CHECKING:
     from schedfence.domain.invariants.checker import Violation
+    from schedfence.domain.ports import ScheduleHost
     from schedfence.projections import service_views as pv
     from schedfence.projections.queries import CursorAuditPage
     from schedfence.projections.records import MigrationRow, OnCallItem
     from schedfence.infra.engines.batch import BatchWorker
     from schedfence.infra.engines.due import DueWork
+    from schedfence.infra.engines.forward import ForwardWorker
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 # Imported where used: what a command such as `status` never runs (the invariant checker,
@@ -48,11 +48,7 @@ MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records s
 VIEWS_DEFAULT: Any = object()  # an argument left to the operator views' own default
 
 
-def default_worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class MigrationService(ScheduleCommands, ForwardCommands):
+class MigrationService:
     def __init__(self, app: FenceApplication, destination: Destination, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  on_close: Callable[[], None] | None = None,
@@ -68,7 +64,10 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         self._parts: dict[str, Any] = {}  # see _part
         self._building = threading.RLock()
         self._on_close = on_close
-        self._active = False  # proven not to be an unpromoted standby (require_active)
+        self._store = ActiveStore(app)  # require_active
+        self._schedules = ScheduleCommands(app, self.load, destination, self.require_active)
+        self._forward = ForwardCommands(app, self.load, destination, self.require_active,
+                                        self.worker_id, crash_hook)
 
     # Built on first use: `status` needs none of them, a rollback only the worker.
     @property
@@ -133,8 +132,10 @@ class MigrationService(ScheduleCommands, ForwardCommands):
                       actor: str = "") -> list[RollbackResult | DomainError]:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
-        from schedfence.infra.application.bulk import rollback_many
-        return rollback_many(self, namespace, schedule_ids, request_ids, actor)
+        from schedfence.infra.application.bulk import Parts, rollback_many
+        parts = Parts(self.app, self.destination, self.require_active, lambda: self.worker,
+                      self.epoch, self.rollback)
+        return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
                        actor: str) -> RollbackResult:
@@ -146,45 +147,25 @@ class MigrationService(ScheduleCommands, ForwardCommands):
         sentinel = None
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
             from schedfence.infra.application.bulk import rollback_check
-            sentinel = rollback_check(self, namespace, schedule_id, st)
+            sentinel = rollback_check(self.destination, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
                             epoch=self.epoch(), actor=actor or self.worker_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
+            assert existing is not None  # a refusal names the migration that decided it
             return RollbackResult(change.outcome, rid, existing.origin,
                                   change.migration_id)
         self.worker.save("rollback", *change.apply(source, None))  # one append, both
         return RollbackResult("accepted", rid, origin, change.migration_id)
-
-    def _destination_check(self, namespace: str, schedule_id: str,
-                           what: str) -> dict[str, Any]:
-        """What the destination shows at the schedule's workflow id, as recorded on the
-        event it justifies (the sentinel gate, I12; a source create, I1)."""
-        workflow_id = destination_workflow_id(schedule_id)
-        try:
-            current = self.destination.describe(namespace, workflow_id)
-        except DestinationNotFound:
-            current = None
-        except DestinationUnavailable as exc:
-            raise command_error(exc, f"the {what}") from exc
-        return d.destination_check(workflow_id, current)
 
     def epoch(self) -> int:
         """The store's epoch: how many failovers were recorded on it (domain/failover.py)."""
         return self.load.epoch()
 
     def require_active(self) -> None:
-        """Refuse to act on a standby that was not promoted since its last copy: its claims
-        may have been used on the active already (domain/failover.py)."""
-        if self._active:
-            return
-        from schedfence.infra.adapters.replication.standby import PREFIX, replica_positions
-        found = self.app.read_retrying(lambda: self.app.find(STORE_EPOCH_ID))
-        copied = self.app.read_retrying(lambda: replica_positions(self.app))
-        check_active(copied, found.state if found is not None else None,
-                     shown=lambda name: name.removeprefix(PREFIX))
-        self._active = True
+        """Refuse to act on a standby not promoted since its last copy (guards.py)."""
+        self._store.require_active()
 
     def promote(self, actor: str, reason: str) -> int:
         """Record that this store is now the active one after a failover; returns the new
@@ -214,18 +195,53 @@ class MigrationService(ScheduleCommands, ForwardCommands):
                     actor: str) -> MigrationView:
         source = self.load.source(namespace, schedule_id)
         migration = self.load.migration(source.state.fence_migration_id)
-        change = h.abort(source.state, migration and migration.state, actor, reason,
-                         self.epoch())
+        change = h.abort(source.state, migration.state if migration else None, actor, reason,
+                         self.epoch())  # refused without an open migration
         self.worker.save("abort", *change.apply(source, migration))
+        assert migration is not None
         return MigrationView.of(migration.state, migration.version)
 
     def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
                 request_id: str | None = None, **options: Any) -> MigrationView:
         """Operator recovery: rearm | abort | adopt | resolve (infra/application/recovery.py)."""
-        from schedfence.infra.application.recovery import recover as recover_migration
+        from schedfence.infra.application.recovery import Parts, recover as recover_migration
         self.require_active()
-        return recover_migration(self, kind, namespace, schedule_id, actor=actor,
+        parts = Parts(self.load, self.destination, lambda *a: self.worker.save(*a), self.abort)
+        return recover_migration(parts, kind, namespace, schedule_id, actor=actor,
                                  reason=reason, request_id=request_id, **options)
+
+    # -- schedule commands and views: infra/application/schedules.py ----------------------------
+    create_schedule = Through("_schedules", ScheduleCommands.create_schedule)
+    update_schedule = Through("_schedules", ScheduleCommands.update_schedule)
+    trigger_schedule = Through("_schedules", ScheduleCommands.trigger_schedule)
+    backfill_schedule = Through("_schedules", ScheduleCommands.backfill_schedule)
+    run_scheduler = Through("_schedules", ScheduleCommands.run_scheduler)
+    schedule = Through("_schedules", ScheduleCommands.schedule)
+    upcoming = Through("_schedules", ScheduleCommands.upcoming)
+    list_schedules = Through("_schedules", ScheduleCommands.list_schedules)
+
+    # -- forward migration: infra/application/forward.py --------------------------------------
+    forward = Through("_forward", ForwardCommands.forward)
+    predict_forward = Through("_forward", ForwardCommands.predict_forward)
+    forward_state = Through("_forward", ForwardCommands.forward_state)
+    open_forward_ids = Through("_forward", ForwardCommands.open_forward_ids)
+    forward_oncall = Through("_forward", ForwardCommands.forward_oncall)
+    abort_forward = Through("_forward", ForwardCommands.abort_forward)
+    take_over_forward = Through("_forward", ForwardCommands.take_over_forward)
+
+    @property
+    def host(self) -> ScheduleHost:
+        return self._forward.host
+
+    @property
+    def forward_worker(self) -> ForwardWorker:
+        return self._forward.forward_worker
+
+    def oncall_doc(self, stuck_after_seconds: float) -> dict[str, Any]:
+        """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
+        from schedfence.projections.forward_oncall import oncall_doc
+        items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
+        return oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds))
 
     # -- worker -----------------------------------------------------------------------------
     def open_migration_ids(self) -> list[UUID]:
@@ -303,31 +319,18 @@ class MigrationService(ScheduleCommands, ForwardCommands):
 
     def history(self, namespace: str, schedule_id: str) -> list[HistoryEntry]:
         """Every event of the key, its incarnations and their migrations, in log order."""
-        from schedfence.infra.adapters.store.history import key_events, kind_of, topic_of
-        source = self.load.source(namespace, schedule_id)
-        return [HistoryEntry(position, kind_of(e), str(e.originator_id), e.originator_version,
-                             topic_of(e), e.timestamp.isoformat(), e.payload())
-                for position, e in key_events(self.app, namespace, schedule_id,
-                                              source.state.incarnation)]
+        from schedfence.infra.application.log_reads import history
+        return history(self.app, self.load, namespace, schedule_id)
 
     def event_count(self) -> int:
         return self.app.read_retrying(self.app.event_count)
 
     def verify(self, also: str | None = None,
                progress: Callable[[int], None] | None = None) -> list[Violation]:
-        """The checker over this store; with ``also`` (another copy of it, e.g. the old
-        active after a failover), over both, and across them (I4: one chain per migration).
-        ``progress(n)``: called with how many events of this store were read so far."""
-        from schedfence.domain.invariants.checker import check_histories, check_history
-        if also is None:
-            return check_history(_decoded(self.app, progress))
-        from schedfence.infra.adapters.replication.follower import open_copy
-        other = open_copy(also)
-        try:
-            theirs, mine = check_histories([_decoded(other), _decoded(self.app, progress)])
-        finally:
-            other.close()
-        return mine + [replace(v, message=f"in the other store: {v.message}") for v in theirs]
+        """The invariant checker over this store (and ``also``, another copy of it, and across
+        them); ``progress(n)``: events of this store read so far (log_reads.py)."""
+        from schedfence.infra.application.log_reads import verify
+        return verify(self.app, also, progress)
 
     # -- operator read models: projections/service_views.py (caught up before each answer) --
     def catch_up(self) -> int:
@@ -363,16 +366,6 @@ def _given(arg: Any) -> tuple[Any, ...]:
     return () if arg is VIEWS_DEFAULT else (arg,)
 
 
-def _decoded(app: FenceApplication, progress: Callable[[int], None] | None = None) -> Any:
-    for n, note in enumerate(app.notifications(), 1):
-        if progress is not None and n % PROGRESS_EVERY == 0:
-            progress(n)
-        yield note.id, app.mapper.to_domain_event(note)
-
-
-PROGRESS_EVERY = 500  # events read between two progress calls
-
-
 def raise_invalid(message: str) -> None:
     raise InvalidArgument(message)
 
@@ -392,22 +385,8 @@ def open_service(store: str, destination: Destination | str | None = None, *,
     """
     if worker_id is not None:
         validate_worker_id(worker_id)
-    if destination is None:
-        raise InvalidArgument(CHOOSE_API)
-    url = parse_store_url(store)
-    if isinstance(destination, str):
-        check_spec(destination)  # refused before the store is opened: nothing is created
-    app = open_application(url)
-    on_close: Callable[[], None] | None = None
-    if isinstance(destination, str):
-        try:
-            opened = open_destination(destination, url)
-        except BaseException:
-            app.close()
-            raise
-        chosen: Destination = opened.destination
-        destination, on_close = chosen, opened.close
-    return MigrationService(app, destination, worker_id=worker_id, crash_hook=crash_hook,
+    app, chosen, on_close = open_store_and_destination(store, destination)
+    return MigrationService(app, chosen, worker_id=worker_id, crash_hook=crash_hook,
                             on_close=on_close, claim_grace=claim_grace, retry_for=retry_for)
 
 

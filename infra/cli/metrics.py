@@ -32,7 +32,8 @@ def metrics(metrics_store: str | None, output: str | None) -> None:
     store."""
     if metrics_store is not None:
         cli_state().store = metrics_store
-    body, _content_type = render_metrics(existing())
+    service = existing()
+    body, _content_type = render_metrics(service.views, service.app, service.destination)
     if output is None:
         click.echo(body.decode(), nl=False)
         return

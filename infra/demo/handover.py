@@ -22,7 +22,9 @@ def s2(run: DemoRun) -> str:
                action=make_action(workflow_type="ReportWorkflow", task_queue="reports",
                                   workflow_id="report"),
                policies=make_policies(overlap="allow_all"))
-    first = parse_nominal(run.service.load.source(NS, sid).state.cursor)
+    cursor = run.service.load.source(NS, sid).state.cursor
+    assert cursor is not None  # a schedule with a spec keeps one
+    first = parse_nominal(cursor)
     now = [first]
     run.dest.clock = lambda: now[0]
     done = (first - timedelta(hours=2), first - timedelta(hours=1))

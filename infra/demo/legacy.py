@@ -18,6 +18,7 @@ from eventsourcing.persistence import StoredEvent
 from schedfence.domain.errors import MigrationPending
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.adapters.store.codec import JSONBytes
@@ -51,7 +52,7 @@ def plant_legacy_v1(service: MigrationService, namespace: str, schedule_id: str,
     transition did. Returns the migration id.
     """
     view = service.schedule(namespace, schedule_id)
-    source = service.app.repository.get(
+    source: Schedule = service.app.repository.get(
         schedule_aggregate_id(namespace, schedule_id, view.incarnation))
     if source.state.migration_pending:
         raise MigrationPending(f"schedule {namespace}/{schedule_id} is already fenced")

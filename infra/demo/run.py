@@ -176,7 +176,9 @@ def s1(run: DemoRun) -> str:
                action=make_action(workflow_type="DigestWorkflow", task_queue="digests",
                                   workflow_id="digest"),
                policies=make_policies(overlap="allow_all"))
-    t0 = parse_nominal(run.service.load.source(NS, sid).state.cursor)
+    cursor = run.service.load.source(NS, sid).state.cursor
+    assert cursor is not None  # a schedule with a spec keeps one
+    t0 = parse_nominal(cursor)
 
     def actions() -> list[str]:
         return sorted(w for _, w in run.dest.workflow_ids() if w.startswith("digest-"))

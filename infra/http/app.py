@@ -79,7 +79,8 @@ def _serve_metrics(app: FastAPI) -> None:
     ``metrics`` or higher."""
     @app.get("/metrics", include_in_schema=False)
     def metrics(request: Request, _: Metrics) -> Response:
-        body, content_type = call(request, render_metrics)
+        body, content_type = call(request, lambda service: render_metrics(
+            service.views, service.app, service.destination))
         return Response(body, media_type=content_type)
 
 

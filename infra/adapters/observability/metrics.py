@@ -1,4 +1,5 @@
-"""Prometheus metrics of one service: ``render_metrics(service) -> (body, content type)``.
+"""Prometheus metrics of one store: ``render_metrics(views, app, destination) -> (body,
+content type)``, from the service's parts (its operator views, its store and its destination).
 
 The HTTP app serves it at ``GET /metrics``; ``schedfence metrics`` writes the same text for
 node_exporter's textfile collector. Each call collects into a registry of its own (nothing
@@ -36,8 +37,9 @@ from schedfence.projections.metrics import COUNTERS, DIRECTIONS, MetricsSnapshot
 from .calls import latency_of
 from .logs import get_logger
 
-if TYPE_CHECKING:  # the application calls this; this never imports it
-    from schedfence.infra.application.service import MigrationService
+if TYPE_CHECKING:  # types only: the application hands its parts in (it is never imported)
+    from schedfence.infra.adapters.store.eventstore import FenceApplication
+    from schedfence.projections.service_views import OperatorViews
 
 PREFIX = "schedfence_"
 STATES = {"rollback": ROLLBACK_PHASES, "forward": FORWARD_PHASES}
@@ -53,10 +55,12 @@ _COUNTER_HELP = {
 }
 
 
-def render_metrics(service: MigrationService) -> tuple[bytes, str]:
-    """The exposition text of ``service``'s metrics, and its content type."""
+def render_metrics(views: OperatorViews, app: FenceApplication,
+                   destination: object) -> tuple[bytes, str]:
+    """The exposition text of a service's metrics (its operator ``views``, its store ``app``
+    and its ``destination``, whose calls this process timed), and its content type."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceCollector(service))
+    registry.register(ServiceCollector(views, app, destination))
     # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
     # every name here is plain ASCII, so the newer format would add nothing.
     return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
@@ -65,11 +69,11 @@ def render_metrics(service: MigrationService) -> tuple[bytes, str]:
 class ServiceCollector(Collector):
     """Reads the service's numbers afresh on every collect."""
 
-    def __init__(self, service: MigrationService) -> None:
-        self.service = service
+    def __init__(self, views: OperatorViews, app: FenceApplication, destination: object) -> None:
+        self.views, self.app, self.destination = views, app, destination
 
     def collect(self) -> Iterator[Metric]:
-        snap: MetricsSnapshot = self.service.views.metrics()
+        snap: MetricsSnapshot = self.views.metrics()
         if snap.stopped is not None:
             LOG.warning("metrics: the projection is stopped (%s); numbers are as of log "
                         "position %d", snap.stopped, snap.projected_through,
@@ -80,15 +84,15 @@ class ServiceCollector(Collector):
         yield _due(snap)
         yield from _projection(snap)
         yield from _jobs(self._job_states())
-        yield from latency_of(self.service.destination).histogram.collect()
+        yield from latency_of(self.destination).histogram.collect()
 
     def _job_states(self) -> list[JobState]:
-        app = self.service.app
+        app = self.app
         return [app.repository.get(n.originator_id).state
                 for n in app.notifications((Job.Defined.TOPIC,))]
 
     def _forward_states(self, ids: list[str]) -> list[Any]:
-        repository = self.service.app.repository
+        repository = self.app.repository
         return [repository.get(UUID(i)).state for i in ids]
 
 

@@ -98,7 +98,7 @@ def test_drain_reports_settled_migrations_per_pass() -> None:
 
 def test_verify_reports_the_events_it_has_checked(store: str, monkeypatch) -> None:  # noqa
     _fill(store)
-    monkeypatch.setattr("schedfence.infra.application.service.PROGRESS_EVERY", 1)
+    monkeypatch.setattr("schedfence.infra.application.log_reads.PROGRESS_EVERY", 1)
     seen: list[int] = []
     with open_service(store, "sim") as service:
         assert service.verify(progress=seen.append) == []

@@ -27,7 +27,7 @@ KINDS = ("started", "completed", "parked", "aborted")
 
 def scrape(service) -> dict[str, dict[tuple, float]]:
     """name -> {sorted label items: value}, parsed from the exposition text."""
-    body, content_type = render_metrics(service)
+    body, content_type = render_metrics(service.views, service.app, service.destination)
     assert content_type.startswith("text/plain; version=0.0.4")
     samples: dict[str, dict[tuple, float]] = {}
     for family in text_string_to_metric_families(body.decode()):
@@ -131,7 +131,7 @@ def test_names_follow_prometheus_conventions(world) -> None:
     world.service.create_schedule(NS, "s")
     world.service.rollback(NS, "s")
     world.service.run_until_idle()
-    body, _ = render_metrics(world.service)
+    body, _ = render_metrics(world.service.views, world.service.app, world.service.destination)
     families = list(text_string_to_metric_families(body.decode()))
     assert families and all(f.name.startswith("schedfence_") for f in families)
     for f in families:
