@@ -120,9 +120,9 @@ def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: s
     ns = sel.namespace
     try:
         if sel.direction == "workflow":
-            outcome = predict_rollback(service.load, service.destination, ns, schedule_id,
-                                       rid) if dry_run else \
-                service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome
+            outcome = (predict_rollback(service.load, service.destination, ns, schedule_id, rid)
+                       if dry_run else
+                       service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome)
         elif dry_run:
             outcome, park = service.predict_forward(ns, schedule_id, rid)
             return j.requested(schedule_id, rid, outcome, predicted=True, park=park)

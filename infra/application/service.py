@@ -65,9 +65,10 @@ class MigrationService:
         self._building = threading.RLock()
         self._on_close = on_close
         self._store = ActiveStore(app)  # require_active
-        self._schedules = ScheduleCommands(app, self.load, destination, self.require_active)
-        self._forward = ForwardCommands(app, self.load, destination, self.require_active,
-                                        self.worker_id, crash_hook)
+        active = self._store.require_active
+        self._schedules = ScheduleCommands(app, self.load, destination, active)
+        self._forward = ForwardCommands(app, self.load, destination, active, self.worker_id,
+                                        crash_hook)
 
     # Built on first use: `status` needs none of them, a rollback only the worker.
     @property
@@ -114,7 +115,7 @@ class MigrationService:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # -- admin (schedule commands: infra/application/schedules.py) --------------------------------
+    # -- rollbacks, failover and recovery (bulk.py, guards.py, recovery.py) ---------------------
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
                  actor: str = "") -> RollbackResult:
         validate_destination_key(namespace, schedule_id)
@@ -133,8 +134,8 @@ class MigrationService:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import Parts, rollback_many
-        parts = Parts(self.app, self.destination, self.require_active, lambda: self.worker,
-                      self.epoch, self.rollback)
+        parts = Parts(self.app, self.destination, self._store.require_active,
+                      lambda: self.worker, self.epoch, self.rollback)
         return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
@@ -196,9 +197,9 @@ class MigrationService:
         source = self.load.source(namespace, schedule_id)
         migration = self.load.migration(source.state.fence_migration_id)
         change = h.abort(source.state, migration.state if migration else None, actor, reason,
-                         self.epoch())  # refused without an open migration
+                         self.epoch())
         self.worker.save("abort", *change.apply(source, migration))
-        assert migration is not None
+        assert migration is not None  # h.abort refused to go on without one
         return MigrationView.of(migration.state, migration.version)
 
     def recover(self, kind: str, namespace: str, schedule_id: str, *, actor: str, reason: str,
