@@ -24,9 +24,6 @@ from schedfence.domain.source.schedule import ScheduleState
 
 M = Migration
 RollbackOutcome = Literal["accept", "already_pending", "already_completed"]
-# The rollback's steps are the shared vocabulary's (domain/process.py); ``next_step`` names
-# all but ``wait`` (another worker's start may land) and ``settle`` (task_step adds those).
-TaskStep = Step
 
 
 def rollback_gate(source: ScheduleState, request_id: str, same_id: MigrationState | None,
@@ -88,9 +85,11 @@ def check_sentinel(check: dict[str, Any]) -> None:
                               "retry after it ends")
 
 
-def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
+def next_step(state: MigrationState, epoch: int = 0) -> Step:
     """What one task attempt may do in this state, in a store at ``epoch`` (the number
-    of failovers recorded): a migration from before the latest failover reconciles first."""
+    of failovers recorded): a migration from before the latest failover reconciles first.
+    A step of the shared vocabulary (domain/process.py): every rollback step but ``wait``
+    and ``settle``, which ``steps.task_step`` adds."""
     if state.phase in CLOSED_PHASES:
         return Step.DROP
     if state.phase == "legacy_pending" or not state.request_id:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import pytest
 
+from schedfence.domain import job as j
 from schedfence.domain import process as p
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.process import Step
@@ -79,3 +80,11 @@ def test_a_repeat_of_a_completed_migration_is_already_completed() -> None:
 def test_a_repeat_in_any_other_phase_is_already_pending(phase: str) -> None:
     """Open, parked or aborted alike: the request was taken; nothing new is written."""
     assert p.retry_outcome(phase) == "already_pending"
+
+
+@pytest.mark.parametrize("phase", sorted(set(FORWARD_PHASES + ROLLBACK_PHASES)))
+def test_a_repeat_counts_as_requested_in_a_job(phase: str) -> None:
+    """A job's page re-read after a crash records the repeat as requested (domain/job.py)."""
+    decided = j.requested("s1", "R1", p.retry_outcome(phase))
+    assert (decided["decision"], decided["outcome"]) == ("requested", p.retry_outcome(phase))
+    assert p.retry_outcome(phase) in j.REQUESTED_OUTCOMES
