@@ -17,28 +17,32 @@ from schedfence.domain.forward.boundary import boundary_cursor
 from schedfence.domain.rollback.handover import Handover
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.ports import ScheduleSnapshot
+from schedfence.domain.process import FORWARD_CALLS, Step
 from schedfence.domain.source.schedule import Schedule, ScheduleState
-from schedfence.domain.source.key import KeyState
+from schedfence.domain.source.key import KeyState, check_not_forwarding
 
 MAX_FENCE_ISSUES = 5  # re-readings after the token moved before the migration parks
 
 
 @dataclass(frozen=True)
-class Step:
-    """What to record, then which call to make (``fence``, ``delete``, ``create_source``,
-    ``complete``, or None: nothing now), and whether to back off before looking again."""
+class Decision:
+    """What to record, then which step of the shared vocabulary (domain/process.py) to take:
+    ``fence``, ``create_source``, ``delete``, or None (no call: look again after a record,
+    else nothing now); and whether to back off before looking again."""
 
     facts: Facts = field(default_factory=list)
-    call: str | None = None
+    call: Step | None = None
     wait: bool = False
+
+    def __post_init__(self) -> None:
+        if self.call is not None and self.call not in FORWARD_CALLS:
+            raise ValueError(f"{self.call} is not a forward migration's step")
 
 
 def request_check(key: KeyState | None, current: ScheduleState | None) -> None:
     """A forward migration may begin only on a key no migration holds (no ping-pong, I19)
     and that no live source runs."""
-    if key is not None and key.forward_migration_id is not None:
-        raise MigrationPending(f"schedule {key.namespace}/{key.schedule_id} is being taken in "
-                               f"by forward migration {key.forward_migration_id}")
+    check_not_forwarding(key)
     if current is not None and not current.closed:
         name = f"{current.namespace}/{current.schedule_id}"
         if current.migration_pending:
@@ -52,17 +56,27 @@ def fenced_by_us(st: ForwardState, snap: ScheduleSnapshot) -> bool:
     return snap.paused and snap.notes == forward_marker(st.request_id)
 
 
-def park(st: ForwardState, reason: str, detail: str = "") -> Step:
-    return Step([Fact(F.ForwardParked, {"request_id": st.request_id, "reason": reason,
+def park(st: ForwardState, reason: str, detail: str = "") -> Decision:
+    return Decision([Fact(F.ForwardParked, {"request_id": st.request_id, "reason": reason,
                                         "detail": detail[:1000]})])
 
 
-def next_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
+SNAPSHOT_PHASES = ("requested", "fence_issued", "source_created")
+
+
+def needs_snapshot(st: ForwardState) -> bool:
+    """Whether ``next_step`` decides on a fresh reading of the Temporal schedule: while it
+    fences (is the fence ours, applied, the token still the one read?) and before the delete
+    (still fenced by us, untouched since?). The other phases decide on the log alone."""
+    return st.phase in SNAPSHOT_PHASES
+
+
+def next_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Decision:
     """The step of an open migration, given the Temporal schedule (None: not found)."""
     if st.phase in ("requested", "fence_issued"):
         return _fence_step(st, snap)
     if st.phase == "fenced":
-        return Step(call="create_source")
+        return Decision(call=Step.CREATE_SOURCE)
     if st.phase == "source_created":
         if snap is None:
             return park(st, "deleted_elsewhere", "the Temporal schedule was deleted by someone "
@@ -70,14 +84,14 @@ def next_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
         if not fenced_by_us(st, snap) or snap.conflict_token != st.conflict_token:
             return park(st, "fence_broken", "the Temporal schedule changed after the fence "
                         f"(paused={snap.paused}, notes={snap.notes[:200]!r})")
-        return Step([Fact(F.TemporalDeleteIssued, {"request_id": st.request_id,
-                                                   "worker": ""})], call="delete")
+        return Decision([Fact(F.TemporalDeleteIssued, {"request_id": st.request_id,
+                                                   "worker": ""})], call=Step.DELETE)
     if st.phase == "delete_issued":
-        return Step(call="delete")
-    return Step()
+        return Decision(call=Step.DELETE)
+    return Decision()
 
 
-def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
+def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Decision:
     if snap is None:
         return park(st, "schedule_not_found", "no Temporal schedule at the key")
     if snap.program.get("unsupported") and st.phase == "requested":
@@ -88,18 +102,18 @@ def _fence_step(st: ForwardState, snap: ScheduleSnapshot | None) -> Step:
                         "marker, but its pre-fence pause and notes were never recorded")
         if snap.buffered:
             return park(st, *_buffered(snap))
-        return Step([Fact(F.TemporalFenced, {"request_id": st.request_id,
+        return Decision([Fact(F.TemporalFenced, {"request_id": st.request_id,
                                              "conflict_token": snap.conflict_token,
                                              "handover": handover_doc(st, snap),
                                              "boundary": snap.boundary})])
     if st.phase == "fence_issued" and snap.conflict_token == st.conflict_token:
-        return Step(call="fence", wait=True)  # not applied yet: ask again (same token)
+        return Decision(call=Step.FENCE, wait=True)  # not applied yet: ask again (same token)
     if st.fence_issues >= MAX_FENCE_ISSUES:
         return park(st, "fence_contended", f"the schedule changed under {st.fence_issues} "
                     "fences in a row")
-    return Step([Fact(F.TemporalFenceIssued, {
+    return Decision([Fact(F.TemporalFenceIssued, {
         "request_id": st.request_id, "conflict_token": snap.conflict_token,
-        "pre_paused": snap.paused, "pre_notes": snap.notes, "worker": ""})], call="fence")
+        "pre_paused": snap.paused, "pre_notes": snap.notes, "worker": ""})], call=Step.FENCE)
 
 
 def _unsupported(snap: ScheduleSnapshot) -> tuple[str, str]:

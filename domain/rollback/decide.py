@@ -18,13 +18,12 @@ from schedfence.domain.model import Fact, Facts
 from schedfence.domain.rollback import evidence as rt
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
+from schedfence.domain.process import Step
 from schedfence.domain.source.scheduling import check_overlap_seen, check_phase
 from schedfence.domain.source.schedule import ScheduleState
 
 M = Migration
 RollbackOutcome = Literal["accept", "already_pending", "already_completed"]
-TaskStep = Literal["drop", "fail_closed", "close", "claim_and_start", "reconcile",
-                   "failover_reconcile", "check_foreign", "idle"]
 
 
 def rollback_gate(source: ScheduleState, request_id: str, same_id: MigrationState | None,
@@ -86,28 +85,31 @@ def check_sentinel(check: dict[str, Any]) -> None:
                               "retry after it ends")
 
 
-def next_step(state: MigrationState, epoch: int = 0) -> TaskStep:
+def next_step(state: MigrationState, epoch: int = 0) -> Step:
     """What one task attempt may do in this state, in a store at ``epoch`` (the number
-    of failovers recorded): a migration from before the latest failover reconciles first."""
+    of failovers recorded): a migration from before the latest failover reconciles first.
+    A step of the shared vocabulary (domain/process.py): every rollback step but ``wait``
+    and ``settle``, which ``steps.task_step`` adds."""
     if state.phase in CLOSED_PHASES:
-        return "drop"
+        return Step.DROP
     if state.phase == "legacy_pending" or not state.request_id:
-        return "fail_closed"
+        return Step.FAIL_CLOSED
     if state.receipt is not None:  # a park after it (RECEIPTED_PARKS) waits for an operator
-        return "idle" if state.phase == "parked" else "close"
+        return Step.IDLE if state.phase == "parked" else Step.CLOSE
     if state.epoch < epoch:
-        return "failover_reconcile"
+        return Step.FAILOVER_RECONCILE
     if state.phase == "pending" and state.claim_armed:
-        return "claim_and_start"
+        return Step.CLAIM_AND_START
     if state.phase == "claimed":
-        return "reconcile"
+        return Step.RECONCILE
     if state.park_reason == "foreign_destination" and state.no_commit_proven:
-        return "check_foreign"
-    return "idle"
+        return Step.CHECK_FOREIGN
+    return Step.IDLE
 
 
 Due = Literal["now", "after_failover", "operator", "closed"]
-ACTS = ("close", "claim_and_start", "reconcile", "failover_reconcile", "check_foreign")
+ACTS = (Step.CLOSE, Step.CLAIM_AND_START, Step.RECONCILE, Step.FAILOVER_RECONCILE,
+        Step.CHECK_FOREIGN)
 
 
 def due(state: MigrationState) -> Due:
@@ -120,7 +122,7 @@ def due(state: MigrationState) -> Due:
         return "closed"
     if next_step(state, state.epoch) in ACTS:
         return "now"
-    if not state.unverified and next_step(state, state.epoch + 1) == "failover_reconcile":
+    if not state.unverified and next_step(state, state.epoch + 1) is Step.FAILOVER_RECONCILE:
         return "after_failover"
     return "operator"
 

@@ -14,7 +14,7 @@ The migration-only rules these build on are in ``decisions.py`` (worker steps) a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 from uuid import UUID
 
 from schedfence.domain.rollback import decide as d
@@ -25,12 +25,11 @@ from schedfence.domain.ids import derive_request_id, destination_workflow_id, mi
 from schedfence.domain.rollback.aggregate import Migration, MigrationState
 from schedfence.domain.model import EvolvingAggregate, Fact, Facts
 from schedfence.domain.ports import RunDescription
+from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import (Schedule, ScheduleState, adopt_fence_facts, check_fence,
                        close_source_facts, fence_facts, release_fence_facts)
 
 M = Migration
-Step = Literal["drop", "fail_closed", "close", "claim_and_start", "reconcile",
-               "failover_reconcile", "check_foreign", "idle", "wait"]
 
 
 @dataclass(frozen=True)
@@ -156,13 +155,17 @@ def claim_in_flight(age_seconds: float, claim_grace: float, own: bool) -> bool:
     return not own and claim_grace > 0 and age_seconds < claim_grace
 
 
-def task_step(mig: MigrationState, epoch: int, in_flight: bool) -> Step:
+def task_step(mig: MigrationState, epoch: int, in_flight: bool,
+              settles: bool = False) -> Step:
     """What one attempt may do now: ``decisions.next_step``, or ``wait`` while another
-    worker's start may still land before a reconcile would look."""
+    worker's start may still land before a reconcile would look, or ``settle`` before the
+    close when the destination takes the whole schedule (``settles``, see ``needs_settle``)."""
     step = d.next_step(mig, epoch)
-    if in_flight and (step == "reconcile" or
-                      (step == "failover_reconcile" and mig.phase == "claimed")):
-        return "wait"
+    if in_flight and (step is Step.RECONCILE or
+                      (step is Step.FAILOVER_RECONCILE and mig.phase == "claimed")):
+        return Step.WAIT
+    if step is Step.CLOSE and needs_settle(mig, settles):
+        return Step.SETTLE
     return step
 
 
@@ -223,6 +226,14 @@ def needs_settle(mig: MigrationState, settles: bool) -> bool:
     yet been asked for the times at its boundary."""
     return settles and mig.handover is not None and mig.receipt is not None and \
         not mig.boundary_settled
+
+
+def batch_closable(mig: MigrationState, head: str | None, settles: bool) -> bool:
+    """Whether a batch closes the migration in its one close save: its answer left no chain
+    head to prove, the receipt is in, it is still open, and no settle is owed first
+    (``needs_settle``). Anything else is left to the migration's own attempt."""
+    return head is None and mig.receipt is not None and mig.is_open and \
+        not needs_settle(mig, settles)
 
 
 def settled(mig: MigrationState, started: list[str], attempt: int, worker: str,

@@ -28,6 +28,14 @@ class KeyState:
         return schedule_aggregate_id(self.namespace, self.schedule_id, self.incarnation)
 
 
+def check_not_forwarding(key: KeyState | None) -> None:
+    """A key a forward migration holds takes no new incarnation and no second forward
+    migration (``migration_pending``) until that migration ends (I19). No key: none holds it."""
+    if key is not None and key.forward_migration_id is not None:
+        raise MigrationPending(f"schedule {key.namespace}/{key.schedule_id} is being taken in "
+                               f"by forward migration {key.forward_migration_id}")
+
+
 class ScheduleKey(EvolvingAggregate):
     """Maps a (namespace, schedule id) key to its current incarnation."""
 
@@ -81,10 +89,7 @@ class ScheduleKey(EvolvingAggregate):
         return n
 
     def open_forward(self, migration_id: str) -> None:
-        if self.state.forward_migration_id is not None:
-            raise MigrationPending(f"schedule {self.state.namespace}/{self.state.schedule_id} "
-                                   f"is being taken in by forward migration "
-                                   f"{self.state.forward_migration_id}")
+        check_not_forwarding(self.state)
         self.trigger_event(self.ForwardOpened, migration_id=migration_id)
 
     def close_forward(self, migration_id: str) -> None:

@@ -6,6 +6,7 @@
 - ``start_answered``: the runner's answer to one issued start. An unknown outcome is retried
   with backoff under the same request id (a dedupe, never a second start: I17).
 - ``run_closed``: a running action closed; with ``pause_on_failure`` a failure pauses.
+- ``scheduled``: whether a pass looks at the schedule at all (a program, or runs to watch).
 - ``check_phase``: the phase gate a rollback passes before it may fence.
 
 A start is recorded (``ActionStartIssued``) before the call, with a request id that is a
@@ -45,6 +46,13 @@ def _buffered(doc: dict[str, Any]) -> BufferedStart:
 
 def _doc(b: BufferedStart) -> dict[str, Any]:
     return buffered_doc(nominal_text(b.nominal), b.origin, b.overlap)
+
+
+def scheduled(state: ScheduleState) -> bool:
+    """Whether the scheduler's pass looks at the schedule at all: it has a spec (times to
+    tick), or actions still running to watch close (a spec removed while they run). Without
+    either there is nothing to decide, and the pass skips it."""
+    return state.spec is not None or bool(state.running)
 
 
 def tick(state: ScheduleState, now: datetime) -> Facts:

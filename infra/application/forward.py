@@ -17,6 +17,7 @@ from schedfence.domain.errors import (AlreadyExists, InvalidArgument, NotFound, 
 from schedfence.domain.forward.aggregate import (ForwardMigration, ForwardState,
                                        derive_forward_request_id, forward_aggregate_id)
 from schedfence.domain.ids import validate_destination_key, validate_request_id
+from schedfence.domain.process import retry_outcome
 from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
                                      ScheduleHost, ScheduleSnapshot, command_error)
 from schedfence.domain.source.key import ScheduleKey
@@ -109,8 +110,7 @@ class ForwardCommands:
         validate_request_id(request_id)
         same = self.app.find(forward_aggregate_id(namespace, schedule_id, request_id))
         if same is not None:
-            return ("already_completed" if same.state.phase == "completed"
-                    else "already_pending"), None
+            return retry_outcome(same.state.phase), None
         self._check_key(namespace, schedule_id)
         return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
 
@@ -119,9 +119,8 @@ class ForwardCommands:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)
         same = self.app.find(mid)
         if same is not None:
-            outcome = "already_completed" if same.state.phase == "completed" \
-                else "already_pending"
-            return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
+            return RollbackResult(retry_outcome(same.state.phase), request_id,
+                                  same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
                                        actor or self.worker_id, self.load.epoch(),

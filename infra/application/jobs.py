@@ -23,6 +23,7 @@ from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgumen
                                       MigrationPending, NotFound)
 from schedfence.domain.forward.aggregate import forward_aggregate_id
 from schedfence.domain.ids import migration_aggregate_id
+from schedfence.domain.process import retry_outcome
 from schedfence.domain.source.schedule import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
@@ -271,8 +272,7 @@ class _Runner:
             mig = None if sid in st.decided else self.service.app.find(
                 migration_id(st.direction)(st.namespace, sid, rid))
             if mig is not None:
-                found.append(j.requested(sid, rid, "already_completed" if mig.state.phase ==
-                                         "completed" else "already_pending"))
+                found.append(j.requested(sid, rid, retry_outcome(mig.state.phase)))
         if found:
             self.job = _record_page(self.service, self.job, st.cursor, st.cursor, False, found)
 

@@ -20,6 +20,7 @@ from schedfence.domain.model import Facts
 from schedfence.domain.ports import Destination
 from schedfence.domain.source.program import Program, program_of, upcoming
 from schedfence.domain.source.incarnation import check_creatable
+from schedfence.domain.source.key import check_not_forwarding
 from schedfence.domain.source.schedule import Schedule, ScheduleKey, ScheduleState, check_mutable
 from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
@@ -58,9 +59,7 @@ class ScheduleCommands:
         def create() -> ScheduleView:
             key = self.load.key(namespace, schedule_id) or ScheduleKey.create(namespace, schedule_id)
             current = key.state.current_schedule_id
-            if key.state.forward_migration_id:
-                raise MigrationPending(f"schedule {namespace}/{schedule_id} is being taken in "
-                                       f"by forward migration {key.state.forward_migration_id}")
+            check_not_forwarding(key.state)
             previous = self.app.repository.get(current).state if current else None
             check_creatable(namespace, schedule_id, previous)
             check = destination_check(self.destination, namespace, schedule_id,

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal
+from typing import Any, Callable, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
 from schedfence.domain.rollback import decide as d
+from schedfence.domain.rollback import observe as ob
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.rollback.aggregate import Migration
@@ -23,6 +24,7 @@ from schedfence.domain.ports import (Destination, DestinationError, DestinationN
                                      DestinationUnavailable, RunDescription)
 from schedfence.domain.rollback.evidence import (RETENTION_MARGIN_SECONDS, ClaimRecord,
                                          RetentionReading)
+from schedfence.domain.process import AttemptResult, Step, rest_result
 from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.observability.calls import latency_of
@@ -30,8 +32,8 @@ from schedfence.infra.adapters.observability.logs import appending, get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 
-# "wait": another start may still land (the claim grace); a drain waits it out (drain.py).
-AttemptResult = Literal["progress", "idle", "backoff", "wait"]
+# AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
+# a drain waits it out (drain.py).
 CrashHook = Callable[[str], None]
 # How long a claim consumed by *another* worker counts as in flight: its one start call may
 # still be under way (deadline 5 s), and reconciling before it lands would see no run and
@@ -110,23 +112,21 @@ class TaskWorker:
         st = mig.state
         age = _age(mig)
         in_flight = h.claim_in_flight(age, self.claim_grace, self._own(st.last_worker))
-        step = h.task_step(st, epoch, in_flight)
-        if step in ("drop", "fail_closed", "idle"):
-            return "idle"
-        if step == "wait":
-            return "wait"  # another worker's start may still land: let it
-        if step == "close":
-            if h.needs_settle(st, isinstance(self.destination, HandoverTarget)):
-                return self._settle(mig, attempt)
+        step = h.task_step(st, epoch, in_flight, isinstance(self.destination, HandoverTarget))
+        if step.rests:
+            return rest_result(step)  # wait: another worker's start may still land: let it
+        if step is Step.SETTLE:
+            return self._settle(mig, attempt)
+        if step is Step.CLOSE:
             source = self._source(mig)
             self._commit("close", mig, h.close(source.state, st, attempt, self.worker_id),
                          source)
             return "progress"
-        if step == "failover_reconcile":
+        if step is Step.FAILOVER_RECONCILE:
             return self._failover_reconcile(mig, attempt, epoch)
-        if step == "claim_and_start":
+        if step is Step.CLAIM_AND_START:
             return self._claim_and_start(mig, attempt)
-        if step == "reconcile":
+        if step is Step.RECONCILE:
             return self._reconcile(mig, attempt)
         return self._check_foreign(mig, attempt)
 
@@ -315,39 +315,25 @@ class TaskWorker:
             return None
 
     def _observe_chain(self, namespace: str, workflow_id: str) -> d.ChainObservation:
-        try:
-            current = self._describe(namespace, workflow_id)
-        except DestinationUnavailable as exc:
-            return d.ChainObservation(failure="unavailable", detail=str(exc))
-        if current is None:
-            return d.ChainObservation(failure="no_current_run",
-                                      detail=f"no current run at {workflow_id}")
-        if not current.first_execution_run_id:
-            return d.ChainObservation(failure="no_first_run_identity",
-                                      current_run_id=current.run_id,
-                                      current_status=current.status)
-        if current.first_execution_run_id == current.run_id:
-            return d.ChainObservation(current_run_id=current.run_id,
-                                      current_status=current.status,
-                                      first_run_id=current.run_id, head=current)
-        return self._observe_head(namespace, workflow_id, current.first_execution_run_id,
-                                  current.run_id, current.status)
+        current = self._read(namespace, workflow_id)
+        obs = ob.observe_current(workflow_id, current)
+        if obs is not None:
+            return obs
+        run = cast(RunDescription, current)  # observe_current judged every other answer
+        return self._observe_head(namespace, workflow_id, run.first_execution_run_id,
+                                  run.run_id, run.status)
 
     def _observe_head(self, namespace: str, workflow_id: str, first: str,
                       current_run_id: str, current_status: str) -> d.ChainObservation:
-        seen: dict[str, Any] = {"current_run_id": current_run_id, "current_status": current_status,
-                "first_run_id": first}
-        if not first:
-            return d.ChainObservation(failure="no_first_run_identity", **seen)
+        head = self._read(namespace, workflow_id, first) if ob.head_to_read(first) else None
+        return ob.observe_head(first, current_run_id, current_status, head)
+
+    def _read(self, namespace: str, workflow_id: str, run_id: str | None = None) -> ob.Reading:
+        """One describe's answer as data: the run, None (no run there), or the failure."""
         try:
-            head = self._describe(namespace, workflow_id, first)
+            return self._describe(namespace, workflow_id, run_id)
         except DestinationUnavailable as exc:
-            return d.ChainObservation(failure="unavailable", detail=str(exc), **seen)
-        if head is None:
-            return d.ChainObservation(failure="head_missing",
-                                      detail=f"first run {first} is gone (retention or delete)",
-                                      **seen)
-        return d.ChainObservation(head=head, **seen)
+            return exc
 
 
 def _age(mig: Migration, now: datetime | None = None) -> float:

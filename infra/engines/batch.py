@@ -30,6 +30,7 @@ from schedfence.domain.rollback import steps as h
 from schedfence.domain.errors import DomainError
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.ports import HandoverTarget
+from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.store.bulk import load_many
@@ -88,7 +89,7 @@ class BatchWorker(TaskWorker):
         for mig in load_many(self.app, ids).values():
             st = mig.state
             in_flight = h.claim_in_flight(_age(mig), self.claim_grace, self._own(st.last_worker))
-            if h.task_step(st, epoch, in_flight) == "claim_and_start":
+            if h.task_step(st, epoch, in_flight) is Step.CLAIM_AND_START:
                 ready.append(mig)
         sources = load_many(self.app, [UUID(m.state.source_id) for m in ready])
         return [_Item(m, sources[UUID(m.state.source_id)], m.state.attempts + 1)
@@ -176,9 +177,8 @@ class BatchWorker(TaskWorker):
             item.done = True
 
     def _closable(self, item: _Item) -> bool:
-        st = item.mig.state
-        return item.head is None and st.receipt is not None and st.is_open and \
-            not h.needs_settle(st, isinstance(self.destination, HandoverTarget))
+        return h.batch_closable(item.mig.state, item.head,
+                                isinstance(self.destination, HandoverTarget))
 
     def _close_all(self, items: list[_Item]) -> None:
         changed: list[Any] = []

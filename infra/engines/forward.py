@@ -15,6 +15,7 @@ from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
 from schedfence.domain.model import Facts
 from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      DestinationUnavailable, ScheduleHost, ScheduleSnapshot)
+from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import appending, get_logger
@@ -61,8 +62,7 @@ class ForwardWorker:
             if not st.is_open:
                 return result
             try:
-                step = fs.next_step(st, self._snapshot(st) if st.phase in (
-                    "requested", "fence_issued", "source_created") else None)
+                step = fs.next_step(st, self._snapshot(st) if fs.needs_snapshot(st) else None)
                 if step.facts:
                     mig.record(self._facts(step.facts))
                     self._save(step.call or step.facts[0].event.__name__, mig)
@@ -88,9 +88,9 @@ class ForwardWorker:
         except DestinationNotFound:
             return None
 
-    def _do(self, call: str, mig: ForwardMigration) -> None:
+    def _do(self, call: Step, mig: ForwardMigration) -> None:
         st = mig.state
-        if call == "fence":
+        if call is Step.FENCE:
             try:
                 self._call("fence", lambda: self.host.update_schedule_state(
                     st.namespace, st.schedule_id, st.conflict_token, True,  # type: ignore[arg-type]  # fence_issued: a token
@@ -98,10 +98,10 @@ class ForwardWorker:
             except (ConflictTokenMoved, DestinationNotFound):
                 pass  # the next look re-reads it (a fresh fence, or a park)
             return
-        if call == "create_source":
+        if call is Step.CREATE_SOURCE:
             self._create_source(mig)
             return
-        if call == "delete":
+        if call is Step.DELETE:
             try:
                 self._call("delete", lambda: self.host.delete_schedule(st.namespace,
                                                                        st.schedule_id))

@@ -65,7 +65,7 @@ class Scheduler:
         at = now or self.clock()
         for sid in self.load.current_schedule_ids():
             source: Schedule = self.app.repository.get(sid)
-            if source.state.spec is None and not source.state.running:
+            if not scheduling.scheduled(source.state):
                 continue  # no program: nothing to decide
             report.schedules += 1
             source = self._watch(source, report)  # first: a closed run frees its slot now
