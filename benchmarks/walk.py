@@ -25,11 +25,17 @@ nothing of the package; the store uses it, so it sits with the lowest infra laye
 projections > domain. For each call the caller is the nearest enclosing frame whose code is in
 a project module (frames of click, eventsourcing, pydantic, SQLAlchemy ... are skipped over, so
 a library calling back into us counts as the project module that called the library). Each
-distinct (caller module, callee module) pair whose callee sits in a higher layer is one step.
+distinct (caller module, callee module) pair whose callee sits in a higher layer is one step;
+"of which into a closure" counts those whose callee is a lambda or a nested function (handed
+down by the higher layer: a callback, not an import).
+
+``--whole-process`` widens the count to every function run from the process's start, imports
+included (still no module bodies): issue 29's baseline figures (55 and 63 modules) read close to
+that.
 
     .venv/bin/python benchmarks/walk.py                      # this checkout
     .venv/bin/python benchmarks/walk.py --root base=/work/wt-base --root .   # side by side
-    .venv/bin/python benchmarks/walk.py --json | --markdown
+    .venv/bin/python benchmarks/walk.py --json | --markdown    # --markdown: tables and trees
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ROOMS = ("domain", "projections", "infra")
 LAYERS = ("entry", "application", "engines", "adapters", "projections", "domain")  # high to low
 INFRA_ROLES = LAYERS[:4]
+RANK = {**{name: i for i, name in enumerate(LAYERS)}, "unclassified": 99}
 ENTRY = {"cli", "http", "web", "demo"}
 APPLICATION = {"application", "replay", "service", "schedule_commands", "forward_commands",
                "bulk_commands", "recovery", "jobs", "views", "narration", "offline"}
@@ -59,7 +66,7 @@ ADAPTERS = {"adapters", "store", "destination", "replication", "observability", 
 PROBE = r'''
 import json, sys, threading
 out_path, prefix, whole, *argv = sys.argv[1:]
-cache, first, edges, depth = {}, {}, {}, [0]
+cache, first, edges, depth, ran = {}, {}, {}, [0], {}
 
 def module_of(code):
     name = cache.get(code.co_filename)
@@ -88,15 +95,15 @@ def profile(frame, event, arg):
     name = module_of(code)
     if not name:
         return
-    first.setdefault(name, len(first))
-    caller = frame.f_back
-    while caller is not None:
+    caller, up = frame.f_back, ""
+    while caller is not None and not up:
         up = module_of(caller.f_code)
-        if up:
-            if up != name and (up, name) not in edges:
-                edges[up, name] = (caller.f_code.co_qualname, code.co_qualname)
-            break
-        caller = caller.f_back
+        caller = caller if up else caller.f_back
+    if name not in first:
+        first[name] = (len(first), up if up != name else "")
+    ran.setdefault(name, set()).add(code.co_qualname)
+    if up and up != name and (up, name) not in edges:
+        edges[up, name] = (caller.f_code.co_qualname, code.co_qualname)
 
 code = 0
 if whole == "yes":
@@ -115,6 +122,8 @@ finally:
     threading.setprofile(None)
 with open(out_path, "w") as f:
     json.dump({"exit": code, "order": sorted(first, key=first.get),
+               "first_caller": {name: up for name, (_, up) in first.items()},
+               "functions": {name: sorted(names) for name, names in ran.items()},
                "edges": [[*edge, *names] for edge, names in sorted(edges.items())]}, f)
 '''
 
@@ -230,43 +239,69 @@ def layer(module: str) -> str:
                         ("adapters", ADAPTERS)):
         if head in names:
             return role
-    return "application" if head == "" else f"unclassified:{head}"
+    return "application" if head == "" else "unclassified"
 
 
 def summarise(trace: dict[str, Any]) -> dict[str, Any]:
     order: list[str] = trace["order"]
-    rank = {name: i for i, name in enumerate(LAYERS)}
     by_layer = {name: sum(layer(m) == name for m in order) for name in LAYERS}
     infra = [m for m in order if m.startswith("infra")]
-    upward = [edge for edge in trace["edges"]
-              if rank.get(layer(edge[1]), 99) < rank.get(layer(edge[0]), 99)]
+    upward = [edge for edge in trace["edges"] if RANK[layer(edge[1])] < RANK[layer(edge[0])]]
     return {"total": len(order), "domain": by_layer["domain"],
             "projections": by_layer["projections"], "infra": len(infra),
             "infra_by_role": {r: by_layer[r] for r in INFRA_ROLES},
-            "unclassified": [m for m in order if layer(m).startswith("unclassified")],
-            "upward_steps": len(upward), "upward": upward,
-            "infra_modules": infra, "modules": order}
+            "unclassified": [m for m in order if layer(m) == "unclassified"],
+            "upward_steps": len(upward),
+            "upward_to_closures": sum(_closure(edge[3]) for edge in upward), "upward": upward,
+            "infra_modules": infra, "modules": order, "functions": trace["functions"],
+            "edges": trace["edges"], "first_caller": trace["first_caller"]}
+
+
+def _closure(qualname: str) -> bool:
+    """A function defined inside another (a lambda, a closure): one handed to the caller."""
+    return "<locals>" in qualname or "<lambda>" in qualname
 
 
 # -- printing ------------------------------------------------------------------------------------
 def figure_rows(results: dict[str, dict[str, Any]], walk: str) -> list[tuple[str, list[str]]]:
     cells = [results[label][walk] for label in results]
-    rows = [("total modules", [str(c["total"]) for c in cells]),
-            ("domain", [str(c["domain"]) for c in cells]),
-            ("projections", [str(c["projections"]) for c in cells]),
-            ("infra", [str(c["infra"]) for c in cells])]
+    rows = [(name, [str(c[key]) for c in cells]) for name, key in (
+        ("total modules", "total"), ("domain", "domain"), ("projections", "projections"),
+        ("infra", "infra"))]
     rows += [(f"  infra {r}", [str(c["infra_by_role"][r]) for c in cells]) for r in INFRA_ROLES]
     rows.append(("steps back up a layer", [str(c["upward_steps"]) for c in cells]))
+    rows.append(("  of which into a closure", [str(c["upward_to_closures"]) for c in cells]))
     return rows
+
+
+def tree(result: dict[str, Any]) -> list[str]:
+    """The modules as a tree: each under the module that first called into it, in order of
+    first entry; ``^`` marks a module first entered from a lower layer."""
+    caller = result["first_caller"]
+    children: dict[str, list[str]] = {}
+    for m in result["modules"]:
+        children.setdefault(caller.get(m, ""), []).append(m)
+    lines: list[str] = []
+
+    def draw(parent: str, indent: str) -> None:
+        kids = children.get(parent, [])
+        for i, m in enumerate(kids):
+            last = i == len(kids) - 1
+            up = "^" if parent and RANK[layer(m)] < RANK[layer(parent)] else " "
+            branch = "" if not parent else ("└─ " if last else "├─ ")
+            lines.append(f"{layer(m):<12}{up} {indent}{branch}{m.removeprefix('infra.')}")
+            draw(m, indent + ("" if not parent else ("   " if last else "│  ")))
+    draw("", "")
+    return lines
 
 
 def print_text(results: dict[str, dict[str, Any]]) -> None:
     labels = list(results)
     for walk, (title, _) in WALKS.items():
         print(f"walk {walk}: {title}")
-        print(f"  {'':<24}" + "".join(f"{label:>14}" for label in labels))
+        print(f"  {'':<26}" + "".join(f"{label:>14}" for label in labels))
         for name, cells in figure_rows(results, walk):
-            print(f"  {name:<24}" + "".join(f"{c:>14}" for c in cells))
+            print(f"  {name:<26}" + "".join(f"{c:>14}" for c in cells))
         for label in labels:
             r = results[label][walk]
             print(f"  [{label}] infra modules in order of first entry:")
@@ -288,19 +323,15 @@ def print_markdown(results: dict[str, dict[str, Any]]) -> None:
         print("|---|" + "---:|" * len(labels))
         for name, cells in figure_rows(results, walk):
             print(f"| {name.strip()} | " + " | ".join(cells) + " |")
-        print()
-        label = labels[-1]
-        print(f"Modules in order of first entry ({label}; `>` a layer down, `^` a step up):\n")
+        r = results[labels[-1]][walk]
+        print(f"\nThe walk at {labels[-1]}: each module under the one that first called it "
+              "(`^`: from a lower layer).\n")
         print("```")
-        previous = None
-        rank = {name: i for i, name in enumerate(LAYERS)}
-        for i, m in enumerate(results[label][walk]["modules"], 1):
-            here = layer(m)
-            mark = " " if previous in (None, here) else (
-                ">" if rank.get(here, 99) > rank.get(previous, 99) else "^")
-            print(f"{i:3} {mark} {here:<12} {m.removeprefix('infra.')}")
-            previous = here
+        print("\n".join(tree(r)))
         print("```\n")
+        for a, b, caller, callee in r["upward"]:
+            print(f"- step up: `{a}.{caller}` → `{b}.{callee}`")
+        print()
 
 
 def main() -> None:
