@@ -21,13 +21,16 @@ old top-level use cases (``service``, ``schedule_commands``, ``forward_commands`
 ``infra/{store,destination,replication,observability}``, plus ``infra/pacing.py`` (imports
 nothing of the package; the store uses it, so it sits with the lowest infra layer).
 
-**Steps back up a layer.** Layers, high to low: entry > application > engines > adapters >
-projections > domain. For each call the caller is the nearest enclosing frame whose code is in
+**Steps back up a layer.** Layers, high to low, as imports run (pyproject.toml's import-linter
+"layers" contract): entry > application > engines > adapters > projections > store (the store
+adapter and pacing) > domain. For each call the caller is the nearest enclosing frame whose code is in
 a project module (frames of click, eventsourcing, pydantic, SQLAlchemy ... are skipped over, so
-a library calling back into us counts as the project module that called the library). Each
+a library calling back into us counts as the project module that called the library; so are
+``infra/pacing.py``'s, whose ``retry_call`` runs the function its caller hands it). Each
 distinct (caller module, callee module) pair whose callee sits in a higher layer is one step;
 "of which into a closure" counts those whose callee is a lambda or a nested function (handed
-down by the higher layer: a callback, not an import).
+down by the higher layer: a callback, not an import); "(store above projections)" counts the
+steps with the store ranked among the other adapters, above the projections.
 
 ``--whole-process`` widens the count to every function run from the process's start, imports
 included (still no module bodies): issue 29's baseline figures (55 and 63 modules) read close to
@@ -56,6 +59,10 @@ ROOMS = ("domain", "projections", "infra")
 LAYERS = ("entry", "application", "engines", "adapters", "projections", "domain")  # high to low
 INFRA_ROLES = LAYERS[:4]
 RANK = {**{name: i for i, name in enumerate(LAYERS)}, "unclassified": 99}
+# The order imports follow (pyproject.toml's import-linter "layers" contract): the store and
+# pacing sit below the projections, which are handed the store's engine, codec and recorder.
+LEVELS = ("entry", "application", "engines", "adapters", "projections", "store", "domain")
+LEVEL_RANK = {**{name: i for i, name in enumerate(LEVELS)}, "unclassified": 99}
 ENTRY = {"cli", "http", "web", "demo"}
 APPLICATION = {"application", "replay", "service", "schedule_commands", "forward_commands",
                "bulk_commands", "recovery", "jobs", "views", "narration", "offline"}
@@ -98,6 +105,7 @@ def profile(frame, event, arg):
     caller, up = frame.f_back, ""
     while caller is not None and not up:
         up = module_of(caller.f_code)
+        up = "" if up == "infra.pacing" else up  # runs what it is handed, as a library would
         caller = caller if up else caller.f_back
     if name not in first:
         first[name] = (len(first), up if up != name else "")
@@ -242,17 +250,27 @@ def layer(module: str) -> str:
     return "application" if head == "" else "unclassified"
 
 
+def level(module: str) -> str:
+    """``layer``, with the store (and pacing) apart from the other adapters."""
+    parts = module.split(".")
+    store = parts[1:2] in (["store"], ["pacing"]) or parts[1:3] == ["adapters", "store"]
+    return "store" if parts[0] == "infra" and store else layer(module)
+
+
 def summarise(trace: dict[str, Any]) -> dict[str, Any]:
     order: list[str] = trace["order"]
     by_layer = {name: sum(layer(m) == name for m in order) for name in LAYERS}
     infra = [m for m in order if m.startswith("infra")]
-    upward = [edge for edge in trace["edges"] if RANK[layer(edge[1])] < RANK[layer(edge[0])]]
+    upward = [edge for edge in trace["edges"]
+              if LEVEL_RANK[level(edge[1])] < LEVEL_RANK[level(edge[0])]]
+    by_role = [edge for edge in trace["edges"] if RANK[layer(edge[1])] < RANK[layer(edge[0])]]
     return {"total": len(order), "domain": by_layer["domain"],
             "projections": by_layer["projections"], "infra": len(infra),
             "infra_by_role": {r: by_layer[r] for r in INFRA_ROLES},
             "unclassified": [m for m in order if layer(m) == "unclassified"],
             "upward_steps": len(upward),
             "upward_to_closures": sum(_closure(edge[3]) for edge in upward), "upward": upward,
+            "upward_store_above_projections": len(by_role),
             "infra_modules": infra, "modules": order, "functions": trace["functions"],
             "edges": trace["edges"], "first_caller": trace["first_caller"]}
 
@@ -271,6 +289,8 @@ def figure_rows(results: dict[str, dict[str, Any]], walk: str) -> list[tuple[str
     rows += [(f"  infra {r}", [str(c["infra_by_role"][r]) for c in cells]) for r in INFRA_ROLES]
     rows.append(("steps back up a layer", [str(c["upward_steps"]) for c in cells]))
     rows.append(("  of which into a closure", [str(c["upward_to_closures"]) for c in cells]))
+    rows.append(("  (store above projections)",
+                 [str(c["upward_store_above_projections"]) for c in cells]))
     return rows
 
 
@@ -287,7 +307,7 @@ def tree(result: dict[str, Any]) -> list[str]:
         kids = children.get(parent, [])
         for i, m in enumerate(kids):
             last = i == len(kids) - 1
-            up = "^" if parent and RANK[layer(m)] < RANK[layer(parent)] else " "
+            up = "^" if parent and LEVEL_RANK[level(m)] < LEVEL_RANK[level(parent)] else " "
             branch = "" if not parent else ("└─ " if last else "├─ ")
             lines.append(f"{layer(m):<12}{up} {indent}{branch}{m.removeprefix('infra.')}")
             draw(m, indent + ("" if not parent else ("   " if last else "│  ")))
@@ -308,8 +328,8 @@ def print_text(results: dict[str, dict[str, Any]]) -> None:
             for m in r["infra_modules"]:
                 print(f"    {layer(m):<12} {m}")
             for a, b, caller, callee in r["upward"]:
-                print(f"  [{label}] step up: {a}:{caller} ({layer(a)}) -> {b}:{callee} "
-                      f"({layer(b)})")
+                print(f"  [{label}] step up: {a}:{caller} ({level(a)}) -> {b}:{callee} "
+                      f"({level(b)})")
             for m in r["unclassified"]:
                 print(f"  [{label}] unclassified: {m}")
         print()
