@@ -21,16 +21,15 @@ old top-level use cases (``service``, ``schedule_commands``, ``forward_commands`
 ``infra/{store,destination,replication,observability}``, plus ``infra/pacing.py`` (imports
 nothing of the package; the store uses it, so it sits with the lowest infra layer).
 
-**Steps back up a layer.** Layers, high to low, as imports run (pyproject.toml's import-linter
-"layers" contract): entry > application > engines > adapters > projections > store (the store
-adapter and pacing) > domain. For each call the caller is the nearest enclosing frame whose code is in
-a project module (frames of click, eventsourcing, pydantic, SQLAlchemy ... are skipped over, so
-a library calling back into us counts as the project module that called the library; so are
-``infra/pacing.py``'s, whose ``retry_call`` runs the function its caller hands it). Each
-distinct (caller module, callee module) pair whose callee sits in a higher layer is one step;
-"of which into a closure" counts those whose callee is a lambda or a nested function (handed
-down by the higher layer: a callback, not an import); "(store above projections)" counts the
-steps with the store ranked among the other adapters, above the projections.
+**Steps back up a layer.** Layers, high to low, as pyproject.toml's import-linter contract
+orders them: entry > application > engines > adapters > projections > store (the store adapter,
+pacing) > domain. A call's caller is the nearest enclosing frame in a project module (frames of
+libraries, and of ``infra/pacing.py`` whose ``retry_call`` runs what it is handed, are skipped:
+a callback counts as the module that called the library). Each distinct (caller module, callee
+module) pair going to a higher layer is one step; "into a closure": its callee is a lambda or a
+nested function (a callback handed down, not an import); "(store above projections)": the
+count with the store ranked among the other adapters. Methods that dataclasses and named
+tuples generate (their code has no file) count nowhere.
 
 ``--whole-process`` widens the count to every function run from the process's start, imports
 included (still no module bodies): issue 29's baseline figures (55 and 63 modules) read close to
