@@ -2,24 +2,17 @@
 each run for real in a fresh ``python`` process on a SQLite file with the simulator destination
 (``--destination sim``), traced with ``sys.setprofile``.
 
-**What is counted.** The probe imports ``schedfence.infra.cli.commands`` (untraced), installs
-the profiler, calls the click group as the console script does (``cli.main(args=[--store URL,
---destination sim, COMMAND ...], standalone_mode=True)``: option parsing, the group's callback,
-the command, its output) and removes the profiler when that returns. The setup (schedules
-created, rollbacks requested, the clock waited for) runs in earlier processes, not traced. A
-module counts when a Python function whose code lies in the checkout's ``domain/``,
-``projections/`` or ``infra/`` runs (a ``call`` event), except code run while a module is
-imported (module bodies, class bodies, decorators at import time: anything under
-importlib's ``_find_and_load``): the walk, not the loading.
+**What is counted.** The probe imports ``schedfence.infra.cli.commands`` untraced, then
+profiles the click group's call as the console script makes it (``cli.main(args=[--store URL,
+--destination sim, COMMAND ...])``: parsing, the group's callback, the command, its output).
+The setup runs in earlier processes, untraced. A module counts when a Python function in the
+checkout's ``domain/``, ``projections/`` or ``infra/`` runs, except while a module is imported
+(module and class bodies, decorators: anything under importlib's ``_find_and_load``).
 
-**Rooms.** By path, so the layout before issue 29 (``infra/worker``, ``infra/store``, ...) and
-after (``infra/engines``, ``infra/adapters/store``, ...) both classify: entry points are
-``infra/{cli,http,web,demo}``; application is ``infra/application`` and ``infra/replay`` and the
-old top-level use cases (``service``, ``schedule_commands``, ``forward_commands``,
-``bulk_commands``, ``recovery``, ``jobs``, ``views``, ``narration``, ``offline``); engines are
-``infra/engines`` and ``infra/worker``; adapters are ``infra/adapters`` and the old
-``infra/{store,destination,replication,observability}``, plus ``infra/pacing.py`` (imports
-nothing of the package; the store uses it, so it sits with the lowest infra layer).
+**Rooms.** By path, so the layouts before issue 29 (``infra/worker``, ``infra/store``, ...) and
+after (``infra/engines``, ``infra/adapters/store``, ...) both classify; ``ENTRY``,
+``APPLICATION``, ``ENGINES`` and ``ADAPTERS`` below name the folders and old top-level modules
+of each role. ``infra/pacing.py`` (imports nothing of ours; the store uses it) is an adapter.
 
 **Steps back up a layer.** Layers, high to low, as pyproject.toml's import-linter contract
 orders them: entry > application > engines > adapters > projections > store (the store adapter,
@@ -31,9 +24,8 @@ nested function (a callback handed down, not an import); "(store above projectio
 count with the store ranked among the other adapters. Methods that dataclasses and named
 tuples generate (their code has no file) count nowhere.
 
-``--whole-process`` widens the count to every function run from the process's start, imports
-included (still no module bodies): issue 29's baseline figures (55 and 63 modules) read close to
-that.
+``--whole-process`` counts from the process's start, imports included (no module bodies): the
+reading closest to issue 29's baseline figures (55 and 63 modules).
 
     .venv/bin/python benchmarks/walk.py                      # this checkout
     .venv/bin/python benchmarks/walk.py --root base=/work/wt-base --root .   # side by side
@@ -229,10 +221,8 @@ def _expect(tree: Tree, ok: bool, what: str, out: str) -> None:
 
 WALKS: dict[str, tuple[str, Callable[[Tree], dict[str, Any]]]] = {
     "rollback": ("`schedfence rollback ns s0` (one schedule in the store)", walk_rollback),
-    "drain": ("`schedfence worker --until-idle` (3 rollbacks requested, none driven)",
-              walk_drain),
-    "action": ("`schedfence scheduler --once` (one due action of a schedule every 1s)",
-               walk_action),
+    "drain": ("`schedfence worker --until-idle` (3 rollbacks requested)", walk_drain),
+    "action": ("`schedfence scheduler --once` (one action due, every 1s)", walk_action),
 }
 
 
@@ -314,6 +304,12 @@ def tree(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def shared(walks: dict[str, Any]) -> list[str]:
+    """The infra modules every walk passes through (opening and closing the service ...)."""
+    return [m for m in walks["rollback"]["infra_modules"]
+            if all(m in w["infra_modules"] for w in walks.values())]
+
+
 def print_text(results: dict[str, dict[str, Any]]) -> None:
     labels = list(results)
     for walk, (title, _) in WALKS.items():
@@ -332,6 +328,9 @@ def print_text(results: dict[str, dict[str, Any]]) -> None:
             for m in r["unclassified"]:
                 print(f"  [{label}] unclassified: {m}")
         print()
+    for label, walks in results.items():
+        print(f"[{label}] infra modules every walk passes through: {len(shared(walks))}: "
+              + ", ".join(m.removeprefix("infra.") for m in shared(walks)))
 
 
 def print_markdown(results: dict[str, dict[str, Any]]) -> None:
@@ -351,18 +350,19 @@ def print_markdown(results: dict[str, dict[str, Any]]) -> None:
         for a, b, caller, callee in r["upward"]:
             print(f"- step up: `{a}.{caller}` → `{b}.{callee}`")
         print()
+    common = shared(results[labels[-1]])
+    print(f"Every walk at {labels[-1]} passes through these {len(common)} infra modules: "
+          + ", ".join(f"`{m.removeprefix('infra.')}`" for m in common) + ".")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", action="append", default=[], metavar="[LABEL=]PATH",
-                        help="A checkout to measure (repeatable: side by side); default: this "
-                             "one.")
+                        help="A checkout to measure (repeatable: side by side); default: this.")
     parser.add_argument("--json", action="store_true", help="One JSON document.")
     parser.add_argument("--whole-process", action="store_true",
                         help="Trace from the process's start, code run by imports included "
-                             "(module bodies still not counted): a wider reading, for "
-                             "comparison.")
+                             "(module bodies still not): a wider reading, for comparison.")
     parser.add_argument("--markdown", action="store_true", help="Tables and lists to paste.")
     args = parser.parse_args()
     roots = []
