@@ -64,7 +64,8 @@ ADAPTERS = {"adapters", "store", "destination", "replication", "observability", 
 PROBE = r'''
 import json, sys, threading
 out_path, prefix, whole, *argv = sys.argv[1:]
-cache, first, edges, depth, ran = {}, {}, {}, [0], {}
+cache, first, edges, ran = {}, {}, {}, {}
+local = threading.local()  # local.depth: imports under way in this thread
 
 def module_of(code):
     name = cache.get(code.co_filename)
@@ -81,14 +82,14 @@ def profile(frame, event, arg):
     loading = code.co_name == "_find_and_load" and code.co_filename.startswith("<frozen")
     if event == "return":
         if loading:
-            depth[0] -= 1
+            local.depth = max(0, getattr(local, "depth", 0) - 1)
         return
     if event != "call":
         return
     if loading:
-        depth[0] += 1
+        local.depth = getattr(local, "depth", 0) + 1
         return
-    if (depth[0] and whole == "no") or code.co_name == "<module>":
+    if (getattr(local, "depth", 0) and whole == "no") or code.co_name == "<module>":
         return
     name = module_of(code)
     if not name:
