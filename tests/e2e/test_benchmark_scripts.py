@@ -1,10 +1,16 @@
 """``benchmarks/replay.py`` and ``benchmarks/destination_calls.py`` run end to end with
-``--quick`` and print every figure. Timings are never asserted: they depend on the machine."""
+``--quick`` and print every figure. Timings are never asserted: they depend on the machine.
+``benchmarks/walk.py`` traces its three commands and prints them in each format; its module
+counts are not asserted either (issue 29 judges them, and they change as the rooms do)."""
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,3 +66,47 @@ def test_history_soak_runs_generated_histories_and_counts_violations() -> None:
     assert ran >= 40 and "(6 steps each, 1 processes)" in lines[0]
     assert lines[1].startswith("time: ") and "histories/s" in lines[1]
     assert lines[2] == "violations: 0"
+
+
+@pytest.fixture(scope="module")
+def walked() -> dict:
+    """benchmarks/walk.py --json on this checkout, run once for the tests below."""
+    done = subprocess.run([sys.executable, "benchmarks/walk.py", "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_walk_traces_the_three_commands_and_sorts_their_modules_into_rooms(walked) -> None:
+    """Each walk ran, found modules in the rooms it should, classified all of them, and its
+    figures add up (the figures themselves are issue 29's to judge, not this test's)."""
+    (label, walks), = walked.items()
+    assert set(walks) == {"rollback", "drain", "action"}
+    for name, walk in walks.items():
+        assert walk["unclassified"] == [], name
+        assert walk["total"] == len(walk["modules"]) == (
+            walk["domain"] + walk["projections"] + walk["infra"]), name
+        assert walk["infra"] == sum(walk["infra_by_role"].values()) == len(walk["infra_modules"])
+        assert walk["domain"] > 0 and walk["infra_by_role"]["entry"] > 0, name
+        assert walk["infra_modules"][0].startswith("infra.cli."), name  # the click command first
+        assert walk["upward_steps"] == len(walk["upward"]), name
+    assert any(m.startswith("domain.rollback.") for m in walks["rollback"]["modules"])
+    assert walks["drain"]["infra_by_role"]["engines"] > 0
+    assert any(m.startswith("domain.source.") for m in walks["action"]["modules"])
+
+
+def test_walk_prints_side_by_side_text_and_markdown(walked, capsys) -> None:
+    spec = importlib.util.spec_from_file_location("walk", ROOT / "benchmarks" / "walk.py")
+    walk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(walk)
+    (_, walks), = walked.items()
+    walk.print_text({"before": walks, "after": walks})
+    lines = capsys.readouterr().out.splitlines()
+    heads = [ln.split(":")[0] for ln in lines if ln.startswith("walk ")]
+    assert heads == ["walk rollback", "walk drain", "walk action"]
+    totals = [ln.split() for ln in lines if ln.strip().startswith("total modules")]
+    assert len(totals) == 3 and all(len(t) == 4 for t in totals)  # 2 words, 2 checkouts
+    walk.print_markdown({"before": walks, "after": walks})
+    markdown = capsys.readouterr().out.splitlines()
+    assert sum(ln.startswith("| total modules |") for ln in markdown) == 3
+    assert sum(ln == "```" for ln in markdown) == 6
