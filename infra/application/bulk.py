@@ -47,7 +47,7 @@ def rollback_many(service: MigrationService, namespace: str, schedule_ids: list[
     answers, changed = _decide(service, namespace, schedule_ids, rids, actor)
     if changed:
         try:
-            service.worker.save("rollback", *changed)
+            service.unit.save("rollback", *changed)
         except IntegrityError:  # another writer moved one: nothing was written
             return [_one(service, namespace, sid, rid, actor)
                     for sid, rid in zip(schedule_ids, rids)]

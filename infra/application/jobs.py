@@ -12,7 +12,6 @@ named schedule ids sorted (cursor: an index).
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, cast
@@ -27,7 +26,7 @@ from schedfence.domain.source.schedule import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.engines.drive import Drive
 
 if TYPE_CHECKING:
     from schedfence.infra.application.service import MigrationService
@@ -184,10 +183,10 @@ def _open_job(service: MigrationService, job_id: str, sel: j.Selection, actor: s
         if dry_run:
             return None
         job = j.Job.define(job_id, sel, actor)
-        service.worker.save("job_define", job)  # a crash point, like every append
+        service.unit.save("job_define", job)  # a crash point, like every append
         return job
 
-    return retry_on_conflict(once, AlreadyExists(f"job {job_id} is being defined concurrently"))
+    return service.unit.retrying(once, AlreadyExists(f"job {job_id} is being defined concurrently"))
 
 
 def _record_page(service: MigrationService, job: j.Job, cursor_before: str | None,
@@ -198,10 +197,10 @@ def _record_page(service: MigrationService, job: j.Job, cursor_before: str | Non
         facts = j.decide_page(fresh.state, cursor_before, cursor_after, exhausted, decisions)
         if facts:
             fresh.record(facts)
-            service.worker.save("job_page", fresh)
+            service.unit.save("job_page", fresh)
         return fresh
 
-    return retry_on_conflict(once, AlreadyExists(f"job {job.state.job_id} kept changing "
+    return service.unit.retrying(once, AlreadyExists(f"job {job.state.job_id} kept changing "
                                                  "under concurrent runs; run it again"))
 
 
@@ -214,11 +213,8 @@ def _changed(service: MigrationService, job: j.Job) -> bool:
 def drive(service: MigrationService, concurrency: int) -> Any:
     """Drive every due migration to completion as ``schedfence worker --until-idle
     --concurrency N`` does: a pool of N threads until a pass finds nothing, then a drain
-    that retries what backs off (the service's ``retry_for``)."""
-    if concurrency > 1:
-        stats = service.run_workers(threading.Event(), concurrency, until_idle=True)
-        service.worker.own_prefix = stats.identity  # its claims' calls have all returned
-    return service.run_until_idle()
+    that retries what backs off (the service's ``retry_for``), trusting the pool's claims."""
+    return service.drive(Drive(threads=concurrency if concurrency > 1 else None)).report
 
 
 def run_job(service: MigrationService, job_id: str, namespace: str, direction: str, *,
@@ -386,9 +382,9 @@ def cancel_job(service: MigrationService, job_id: str, actor: str,
         facts = j.decide_cancel(job.state, actor, reason)
         if facts:
             job.record(facts)
-            service.worker.save("job_cancel", job)
+            service.unit.save("job_cancel", job)
 
-    retry_on_conflict(once, AlreadyExists(f"job {job_id} kept changing; retry the cancel"))
+    service.unit.retrying(once, AlreadyExists(f"job {job_id} kept changing; retry the cancel"))
     return job_report(service, job_id)
 
 

@@ -20,7 +20,6 @@ from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 from schedfence.infra.application.views import MigrationView
 
 if TYPE_CHECKING:
@@ -50,7 +49,7 @@ def recover(service: MigrationService, kind: str, namespace: str, schedule_id: s
         "rearm": partial(_rearm, *args, confirm_no_destination_run),
         "resolve": partial(_resolve, *args, resolution or "", first_run_id),
     }
-    return retry_on_conflict(steps[kind], RecoveryRefused(
+    return service.unit.retrying(steps[kind], RecoveryRefused(
         "the migration kept changing under a running worker; retry"))
 
 
@@ -99,7 +98,7 @@ def _resolve(service: MigrationService, namespace: str, schedule_id: str, actor:
 
 def _save(service: MigrationService, label: str, change: h.Change, source: Schedule,
           mig: Migration | None) -> MigrationView:
-    service.worker.save(label, *change.apply(source, mig))  # one append, both aggregates
+    service.unit.save(label, *change.apply(source, mig))  # one append, both aggregates
     assert mig is not None
     return MigrationView.of(mig.state, mig.version)
 

@@ -25,12 +25,12 @@ from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
 Clock = Callable[[], datetime]
-# Called at each boundary of an action start (tests raise there to simulate a crash):
-# "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
+# The crash hook is called at each boundary of an action start (tests raise there to simulate
+# a crash): "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
 # (answered, answer not yet saved).
-CrashHook = Callable[[str], None]
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
 
 
@@ -58,7 +58,8 @@ class Scheduler:
     def __init__(self, load: Aggregates, runner: Destination, clock: Clock = utc_now,
                  crash_hook: CrashHook | None = None) -> None:
         self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
-        self.crash: CrashHook = crash_hook or (lambda point: None)
+        self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
+        self.crash = self.unit.crash
 
     def run_once(self, now: datetime | None = None) -> SchedulerReport:
         report = SchedulerReport()
@@ -86,7 +87,7 @@ class Scheduler:
                 return source, []
             source.record(facts)
             try:
-                self.app.save(source)
+                self.unit.append(source)  # a tick is not an append crash boundary
                 return source, facts
             except IntegrityError:
                 source = self.app.repository.get(source.id)
