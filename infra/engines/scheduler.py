@@ -10,6 +10,7 @@ a later pass (after a backoff) asks again with the same id, which the runner ded
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -24,6 +25,7 @@ from schedfence.domain.ports import (ActionRunner, Destination, DestinationError
 from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 
+from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
@@ -32,6 +34,9 @@ Clock = Callable[[], datetime]
 # a crash): "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
 # (answered, answer not yet saved).
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
+LOG = get_logger("scheduler")
+# A pass that did something: any of these counts, or an error.
+BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
 
 
 @dataclass
@@ -48,6 +53,10 @@ class SchedulerReport:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
+
+    @property
+    def busy(self) -> bool:
+        return any(getattr(self, name) for name in BUSY)
 
 
 def utc_now() -> datetime:
@@ -141,3 +150,19 @@ class Scheduler:
             report.unavailable += 1  # asked again next pass
         except DestinationError as exc:  # refused: said, and asked again next pass
             report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")
+
+
+def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.Event,
+                      poll_interval: float, on_busy: Callable[[SchedulerReport], None],
+                      worker_id: str = "") -> None:
+    """``schedfence scheduler``'s loop: a pass (``one_pass``: the service's, which checks the
+    store is active each time), then ``poll_interval`` seconds, until ``stop`` is set. A
+    pass that did something is given to ``on_busy`` (the command's line), and each of its
+    errors is a warning record."""
+    while not stop.is_set():
+        report = one_pass()
+        if report.busy:
+            on_busy(report)
+            for error in report.errors:  # the line counts them; each is a record
+                LOG.warning("scheduler: error: %s", error, extra={"worker": worker_id})
+        stop.wait(poll_interval)
