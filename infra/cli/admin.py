@@ -98,22 +98,14 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     svc = service()
+    before = svc.event_count()
     # The drain's own identity (a pool's threads make theirs): WORKER_ID#RANDOM.
     drained = Drive(max_attempts=max_attempts, retry_for=retry_for, claim_grace=claim_grace,
                     worker_id=unique_worker_id(svc.worker_id))
-    before = svc.event_count()
-    report = None
-    if until_idle and concurrency == 1:
-        report = _drain(svc, drained)
-        summary: dict[str, Any] = report.to_dict()
-    else:
-        pool = Drive(threads=concurrency, until_idle=until_idle, then_drain=False,
-                     claim_grace=claim_grace, poll_interval=poll_interval, stop=stop)
-        stats = _run_pool(svc, pool, as_json)
-        summary = stats.to_dict()
-        if until_idle:  # what the pool backed off from: drained here, its claims all returned
-            report = _drain(svc, replace(drained, own_prefix=stats.identity))
-            summary.update(report.to_dict(), attempts=stats.attempts + int(report))
+    pool = None if until_idle and concurrency == 1 else Drive(
+        threads=concurrency, until_idle=until_idle, then_drain=False, claim_grace=claim_grace,
+        poll_interval=poll_interval, stop=stop)
+    summary, report = _work(svc, pool, drained, as_json)
     doc = dict(summary, destination=destination_label(),
                events_written=svc.app.events_since(before),
                migrations=out.migration_states(svc))
@@ -135,6 +127,23 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         if as_json:
             raise click.exceptions.Exit(1)
         raise failure
+
+
+def _work(svc: MigrationService, pool: Drive | None, drained: Drive,
+          as_json: bool) -> tuple[dict[str, Any], Any]:
+    """The pool (``pool``; None: none), then with ``until_idle`` the drain: the summary, and
+    the drain's report (None without one)."""
+    if pool is None:
+        report = _drain(svc, drained)
+        return report.to_dict(), report
+    stats = _run_pool(svc, pool, as_json)
+    summary = stats.to_dict()
+    if not pool.until_idle:
+        return summary, None
+    # What the pool backed off from: drained here, its claims all returned.
+    report = _drain(svc, replace(drained, own_prefix=stats.identity))
+    summary.update(report.to_dict(), attempts=stats.attempts + int(report))
+    return summary, report
 
 
 def _drain(svc: MigrationService, how: Drive) -> Any:
