@@ -31,7 +31,8 @@ from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import RollbackResult
-from schedfence.infra.engines.batch import CONCURRENCY, BatchWorker
+from schedfence.infra.engines.batch import CONCURRENCY
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_BATCH = 1000  # schedules per call
 
@@ -43,7 +44,7 @@ class Parts:
     app: FenceApplication
     destination: Destination
     require_active: Callable[[], None]
-    worker: Callable[[], BatchWorker]  # built on first use: its save and worker id
+    unit: UnitOfWork  # every save: one append per decision
     epoch: Callable[[], int]
     rollback: Callable[[str, str, str | None, str], RollbackResult]  # one, as ``rollback``
 
@@ -59,7 +60,7 @@ def rollback_many(parts: Parts, namespace: str, schedule_ids: list[str],
     answers, changed = _decide(parts, namespace, schedule_ids, rids, actor)
     if changed:
         try:
-            parts.worker().save("rollback", *changed)
+            parts.unit.save("rollback", *changed)
         except IntegrityError:  # another writer moved one: nothing was written
             return [_one(parts, namespace, sid, rid, actor)
                     for sid, rid in zip(schedule_ids, rids)]
@@ -136,7 +137,7 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
     _check_destination(parts, namespace, [
         (sid, one) for sid, rid in zip(schedule_ids, rids)
         if (one := loaded.get(sid)) is not None and _invalid(namespace, sid, rid) is None])
-    epoch, who = parts.epoch(), actor or parts.worker().worker_id
+    epoch, who = parts.epoch(), actor or parts.unit.worker_id
     answers: list[Any] = []
     changed: list[Any] = []
     for sid, rid in zip(schedule_ids, rids):

@@ -24,11 +24,11 @@ from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication, retry_on_conflict
+from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.infra.application.views import RollbackResult
-from schedfence.infra.engines.attempt import CrashHook
 from schedfence.infra.engines.forward import ForwardWorker
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
 FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
 CLOSED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
@@ -38,10 +38,10 @@ ENDED_TOPICS = CLOSED_TOPICS + PARKED_TOPICS  # nothing left for a worker to do
 
 
 class ForwardCommands:
-    def __init__(self, app: FenceApplication, load: Aggregates, destination: Destination,
-                 require_active: Callable[[], None], worker_id: str,
+    def __init__(self, app: FenceApplication, load: Aggregates, unit: UnitOfWork,
+                 destination: Destination, require_active: Callable[[], None], worker_id: str,
                  crash_hook: CrashHook | None = None) -> None:
-        self.app, self.load, self.destination = app, load, destination
+        self.app, self.load, self.unit, self.destination = app, load, unit, destination
         self.require_active, self.worker_id, self.crash_hook = require_active, worker_id, crash_hook
 
     @property
@@ -80,7 +80,7 @@ class ForwardCommands:
             origin = "caller" if request_id is not None else "derived"
             rid = request_id or derive_forward_request_id(
                 namespace, schedule_id, seen.conflict_token, seen.identity)
-        return retry_on_conflict(
+        return self.unit.retrying(
             lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
             AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
 
@@ -127,7 +127,7 @@ class ForwardCommands:
                                        seen.identity if seen else "",
                                        seen.conflict_token if seen else "")
         key.open_forward(str(mig.id))
-        self.app.save(mig, key)
+        self.unit.append(mig, key)
         return RollbackResult("accepted", request_id, origin, str(mid))
 
     def _check_key(self, namespace: str, schedule_id: str) -> ScheduleKey:
@@ -203,7 +203,7 @@ class ForwardCommands:
             source.record(sfacts)
             saved.append(source)
         key.close_forward(st.migration_id)
-        self.app.save(*saved)
+        self.unit.append(*saved)
         return mig.state
 
     def take_over_forward(self, namespace: str, schedule_id: str, request_id: str,

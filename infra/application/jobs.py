@@ -13,7 +13,6 @@ A job asks what ``ports.Commands`` names of the application service, never impor
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, cast
@@ -28,9 +27,9 @@ from schedfence.domain.source.schedule import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 from schedfence.infra.application.guards import predict_rollback
 from schedfence.infra.application.ports import Commands
+from schedfence.infra.engines.drive import Drive
 
 NO_FORWARD = "forward migration is not available in this build"
 PAGE_SIZE = 100
@@ -171,10 +170,10 @@ def _open_job(service: Commands, job_id: str, sel: j.Selection, actor: str,
         if dry_run:
             return None
         job = j.Job.define(job_id, sel, actor)
-        service.worker.save("job_define", job)  # a crash point, like every append
+        service.unit.save("job_define", job)  # a crash point, like every append
         return job
 
-    return retry_on_conflict(once, AlreadyExists(f"job {job_id} is being defined concurrently"))
+    return service.unit.retrying(once, AlreadyExists(f"job {job_id} is being defined concurrently"))
 
 
 def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
@@ -185,10 +184,10 @@ def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
         facts = j.decide_page(fresh.state, cursor_before, cursor_after, exhausted, decisions)
         if facts:
             fresh.record(facts)
-            service.worker.save("job_page", fresh)
+            service.unit.save("job_page", fresh)
         return fresh
 
-    return retry_on_conflict(once, AlreadyExists(f"job {job.state.job_id} kept changing "
+    return service.unit.retrying(once, AlreadyExists(f"job {job.state.job_id} kept changing "
                                                  "under concurrent runs; run it again"))
 
 
@@ -201,11 +200,8 @@ def _changed(service: Commands, job: j.Job) -> bool:
 def drive(service: Commands, concurrency: int) -> Any:
     """Drive every due migration to completion as ``schedfence worker --until-idle
     --concurrency N`` does: a pool of N threads until a pass finds nothing, then a drain
-    that retries what backs off (the service's ``retry_for``)."""
-    if concurrency > 1:
-        stats = service.run_workers(threading.Event(), concurrency, until_idle=True)
-        service.worker.own_prefix = stats.identity  # its claims' calls have all returned
-    return service.run_until_idle()
+    that retries what backs off (the service's ``retry_for``), trusting the pool's claims."""
+    return service.drive(Drive(threads=concurrency if concurrency > 1 else None)).report
 
 
 def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
@@ -372,9 +368,9 @@ def cancel_job(service: Commands, job_id: str, actor: str,
         facts = j.decide_cancel(job.state, actor, reason)
         if facts:
             job.record(facts)
-            service.worker.save("job_cancel", job)
+            service.unit.save("job_cancel", job)
 
-    retry_on_conflict(once, AlreadyExists(f"job {job_id} kept changing; retry the cancel"))
+    service.unit.retrying(once, AlreadyExists(f"job {job_id} kept changing; retry the cancel"))
     return job_report(service, job_id)
 
 

@@ -7,16 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # types only: a job's start-up loads none of these
-    import threading
 
     from schedfence.domain.errors import DomainError
     from schedfence.domain.ports import Destination
     from schedfence.infra.adapters.store.aggregates import Aggregates
     from schedfence.infra.adapters.store.eventstore import FenceApplication
     from schedfence.infra.application.views import RollbackResult
-    from schedfence.infra.engines.batch import BatchWorker
-    from schedfence.infra.engines.drain import DrainReport
-    from schedfence.infra.engines.pool import PoolStats
+    from schedfence.infra.engines.drive import Drive, Driven
+    from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 
 class Commands(Protocol):
@@ -27,9 +25,7 @@ class Commands(Protocol):
     load: Aggregates
     destination: Destination
     worker_id: str
-
-    @property
-    def worker(self) -> BatchWorker: ...
+    unit: UnitOfWork
 
     def require_active(self) -> None: ...
 
@@ -46,7 +42,4 @@ class Commands(Protocol):
     def predict_forward(self, namespace: str, schedule_id: str,
                         request_id: str) -> tuple[str, tuple[str, str] | None]: ...
 
-    def run_workers(self, stop: threading.Event, concurrency: int = 1, *,
-                    until_idle: bool = False) -> PoolStats: ...
-
-    def run_until_idle(self) -> DrainReport: ...
+    def drive(self, how: Drive = ...) -> Driven: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Callable
 
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.rollback import recover as r
@@ -24,7 +24,7 @@ from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.infra.application.views import MigrationView
 
 
@@ -34,7 +34,7 @@ class Parts:
 
     load: Aggregates
     destination: Destination
-    save: Callable[..., Any]  # (label, *aggregates): the worker's save, one append
+    unit: UnitOfWork  # every save: one append per decision
     abort: Callable[[str, str, str, str], MigrationView]  # (namespace, id, reason, actor)
 
 
@@ -60,7 +60,7 @@ def recover(parts: Parts, kind: str, namespace: str, schedule_id: str, *,
         "rearm": partial(_rearm, *args, confirm_no_destination_run),
         "resolve": partial(_resolve, *args, resolution or "", first_run_id),
     }
-    return retry_on_conflict(steps[kind], RecoveryRefused(
+    return parts.unit.retrying(steps[kind], RecoveryRefused(
         "the migration kept changing under a running worker; retry"))
 
 
@@ -109,7 +109,7 @@ def _resolve(parts: Parts, namespace: str, schedule_id: str, actor: str,
 
 def _save(parts: Parts, label: str, change: h.Change, source: Schedule,
           mig: Migration | None) -> MigrationView:
-    parts.save(label, *change.apply(source, mig))  # one append, both aggregates
+    parts.unit.save(label, *change.apply(source, mig))  # one append, both aggregates
     assert mig is not None
     return MigrationView.of(mig.state, mig.version)
 

@@ -26,18 +26,19 @@ from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication, retry_on_conflict
+from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import ScheduleView
-from schedfence.infra.engines.scheduler import CrashHook, Scheduler, SchedulerReport, utc_now
+from schedfence.infra.engines.scheduler import Scheduler, SchedulerReport, utc_now
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
 KEEP = manual.KEEP
 
 
 class ScheduleCommands:
-    def __init__(self, app: FenceApplication, load: Aggregates, destination: Destination,
-                 require_active: Callable[[], None]) -> None:
-        self.app, self.load, self.destination = app, load, destination
+    def __init__(self, app: FenceApplication, load: Aggregates, unit: UnitOfWork,
+                 destination: Destination, require_active: Callable[[], None]) -> None:
+        self.app, self.load, self.unit, self.destination = app, load, unit, destination
         self.require_active = require_active
 
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
@@ -67,10 +68,10 @@ class ScheduleCommands:
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
                                        self.load.epoch(), program, now or utc_now(), previous)
-            self.app.save(key, schedule)
+            self.unit.append(key, schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
-        return retry_on_conflict(create, AlreadyExists(
+        return self.unit.retrying(create, AlreadyExists(
             f"schedule {namespace}/{schedule_id} is being created concurrently"))
 
     def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
@@ -135,10 +136,10 @@ class ScheduleCommands:
             # After a conflict (e.g. a rollback fenced it meanwhile) the next decision refuses.
             schedule = self.load.source(namespace, schedule_id)
             change(schedule)
-            self.app.save(schedule)
+            self.unit.append(schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
-        return retry_on_conflict(once, MigrationPending(
+        return self.unit.retrying(once, MigrationPending(
             "the schedule kept changing concurrently; retry later"))
 
     def run_scheduler(self, now: datetime | None = None,

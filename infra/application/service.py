@@ -4,6 +4,7 @@ forward.py, guards.py; bulk.py and recovery.py are handed theirs per call."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
@@ -19,11 +20,14 @@ from schedfence.domain.source.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication, retry_on_conflict
+from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.views import HistoryEntry, MigrationView, RollbackResult, operator_views
 from schedfence.infra.application.opening import default_worker_id, open_store_and_destination
-from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, drain
-from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, CrashHook
+from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
+from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.engines.drive import Drive, Driven, WorkParts, drive
+from schedfence.infra.engines.forward import ForwardWorker
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 from schedfence.infra.application.guards import ActiveStore
 from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
@@ -37,7 +41,6 @@ if TYPE_CHECKING:
     from schedfence.projections.records import MigrationRow, OnCallItem
     from schedfence.infra.engines.batch import BatchWorker
     from schedfence.infra.engines.due import DueWork
-    from schedfence.infra.engines.forward import ForwardWorker
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 # Imported where used: what a command such as `status` never runs (the invariant checker,
@@ -60,14 +63,15 @@ class MigrationService:
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
         self.load = Aggregates(app)
         self.crash_hook = crash_hook
+        self.unit = UnitOfWork.of(app, self.worker_id, crash_hook)  # every save (admin too)
         self._worker_args = (app, destination, self.worker_id, crash_hook, claim_grace)
         self._parts: dict[str, Any] = {}  # see _part
         self._building = threading.RLock()
         self._on_close = on_close
         self._store = ActiveStore(app)  # require_active
         active = self._store.require_active
-        self._schedules = ScheduleCommands(app, self.load, destination, active)
-        self._forward = ForwardCommands(app, self.load, destination, active, self.worker_id,
+        self._schedules = ScheduleCommands(app, self.load, self.unit, destination, active)
+        self._forward = ForwardCommands(app, self.load, self.unit, destination, active, self.worker_id,
                                         crash_hook)
 
     # Built on first use: `status` needs none of them, a rollback only the worker.
@@ -124,7 +128,7 @@ class MigrationService:
         if actor not in ("", None):
             validate_actor(actor)
         self.require_active()
-        return retry_on_conflict(
+        return self.unit.retrying(
             lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
             AlreadyExists("the schedule kept changing under concurrent rollbacks; retry"))
 
@@ -135,7 +139,7 @@ class MigrationService:
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import Parts, rollback_many
         parts = Parts(self.app, self.destination, self._store.require_active,
-                      lambda: self.worker, self.epoch, self.rollback)
+                      self.unit, self.epoch, self.rollback)
         return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
@@ -157,7 +161,7 @@ class MigrationService:
             assert existing is not None  # a refusal names the migration that decided it
             return RollbackResult(change.outcome, rid, existing.origin,
                                   change.migration_id)
-        self.worker.save("rollback", *change.apply(source, None))  # one append, both
+        self.unit.save("rollback", *change.apply(source, None))  # one append, both
         return RollbackResult("accepted", rid, origin, change.migration_id)
 
     def epoch(self) -> int:
@@ -178,17 +182,17 @@ class MigrationService:
         def record() -> int:
             store_epoch = self.app.find(STORE_EPOCH_ID) or StoreEpoch.start()
             epoch = store_epoch.record_failover(actor, reason, replica_positions(self.app))
-            self.app.save(store_epoch)
+            self.unit.append(store_epoch)
             return epoch
 
-        return retry_on_conflict(record, AlreadyExists("another promotion ran concurrently"))
+        return self.unit.retrying(record, AlreadyExists("another promotion ran concurrently"))
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
         """Cancel the open migration and restore the source, only where the protocol allows it (F9)."""
         validate_reason(reason)
         validate_actor(actor)
         self.require_active()
-        return retry_on_conflict(
+        return self.unit.retrying(
             lambda: self._abort_once(namespace, schedule_id, reason, actor),
             RecoveryRefused("the migration kept changing under a running worker; retry"))
 
@@ -198,7 +202,7 @@ class MigrationService:
         migration = self.load.migration(source.state.fence_migration_id)
         change = h.abort(source.state, migration.state if migration else None, actor, reason,
                          self.epoch())
-        self.worker.save("abort", *change.apply(source, migration))
+        self.unit.save("abort", *change.apply(source, migration))
         assert migration is not None  # h.abort refused to go on without one
         return MigrationView.of(migration.state, migration.version)
 
@@ -207,7 +211,7 @@ class MigrationService:
         """Operator recovery: rearm | abort | adopt | resolve (infra/application/recovery.py)."""
         from schedfence.infra.application.recovery import Parts, recover as recover_migration
         self.require_active()
-        parts = Parts(self.load, self.destination, lambda *a: self.worker.save(*a), self.abort)
+        parts = Parts(self.load, self.destination, self.unit, self.abort)
         return recover_migration(parts, kind, namespace, schedule_id, actor=actor,
                                  reason=reason, request_id=request_id, **options)
 
@@ -255,12 +259,11 @@ class MigrationService:
                     on_error: Callable[[int, str], None] | None = None) -> PoolStats:
         """What ``schedfence worker --concurrency N`` runs: N threads over the due index,
         safe beside any number of other workers on the same store."""
-        from schedfence.infra.engines.pool import WorkerPool
-        self.require_active()
-        self.leases  # noqa: B018 - built (its lease time checked) before any thread starts
-        pool = WorkerPool(self, concurrency, poll_interval=poll_interval, on_pass=on_pass,
-                          on_error=on_error)
-        return pool.run(stop, until_idle)
+        stats = self.drive(Drive(threads=concurrency, until_idle=until_idle, then_drain=False,
+                                 stop=stop, poll_interval=poll_interval, on_pass=on_pass,
+                                 on_error=on_error)).stats
+        assert stats is not None  # a pool ran
+        return stats
 
     def run_until_idle(self, max_attempts: int | None = None,
                        retry_for: float | None = None) -> DrainReport:
@@ -269,44 +272,23 @@ class MigrationService:
         seconds (default: the service's, 5 s; 0 = one try each). The result is the number of
         attempts (an int) that also names what is left: ``.blocked``, ``.exhausted``,
         ``.drained``."""
-        if max_attempts is not None and max_attempts < 1:
+        report = self.drive(Drive(max_attempts=max_attempts, retry_for=retry_for)).report
+        assert report is not None  # a drive without threads is a drain
+        return report
+
+    def drive(self, how: Drive = Drive()) -> Driven:
+        """Drive due work as ``how`` says (infra/engines/drive.py): the one way every driver
+        (the worker command, the HTTP API, a batch job) runs the worker."""
+        if how.max_attempts is not None and how.max_attempts < 1:
             raise_invalid("max_attempts must be at least 1")
-        wait = self.retry_for if retry_for is None else _valid_retry_for(retry_for)
+        retry_for = self.retry_for if how.retry_for is None else _valid_retry_for(how.retry_for)
         self.require_active()
-        batched = self._batch_pass(max_attempts)
-        unseen = set(batched)  # batched ones the drain never asked for (finished)
+        return drive(self._work_parts(), replace(how, retry_for=retry_for))
 
-        def attempt(mid: UUID) -> str:  # a batched migration's first attempt was the batch's
-            unseen.discard(mid)
-            return batched.pop(mid, None) or self.worker.attempt(mid)
-        report = drain(attempt, self.open_migration_ids, max_attempts, wait,  # 0: try once
-                       wait_for=self.worker.claim_grace if wait > 0 else 0.0)
-        report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
-        if not self.open_forward_ids():
-            return report
-        forward = drain(self.forward_worker.attempt, self.open_forward_ids, max_attempts, wait)
-        return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
-                           report.exhausted or forward.exhausted)
-
-    def _batch_pass(self, max_attempts: int | None) -> dict[UUID, str]:
-        """The due migrations' happy path in batches (infra/engines/batch.py), each one's
-        result; the drain counts it as that migration's first attempt and finishes the rest
-        one by one. Skipped when attempts are counted (``max_attempts``)."""
-        results: dict[UUID, str] = {}
-        if max_attempts is not None:
-            return results
-        from schedfence.infra.engines.batch import BATCH_SIZE, leased_batch
-        seen: set[UUID] = set()
-        while True:  # page by page: finished ones leave the due list, others are not re-read
-            due = [mid for mid, _ in self.due.due(BATCH_SIZE * 10) if mid not in seen]
-            if not due:
-                return results
-            seen.update(due)
-            for start in range(0, len(due), BATCH_SIZE):
-                # One another process holds is left to the drain (one by one, unleased:
-                # safety never rests on a lease, and a dead holder's may not have expired).
-                results.update(leased_batch(self.worker, self.leases,
-                                            due[start:start + BATCH_SIZE]))
+    def _work_parts(self) -> WorkParts:
+        return WorkParts(self.worker, lambda: self.due, lambda: self.leases,
+                         self.open_forward_ids, lambda worker_id: ForwardWorker(
+                             self.app, self.host, worker_id, self.crash_hook, self.epoch))
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:

@@ -7,6 +7,7 @@ import math
 import signal
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -18,7 +19,8 @@ from schedfence.infra.cli.base import (cli_state, destination_label, emit, exist
                                        service)
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
-from schedfence.infra.engines.drain import RETRY_FOR, NotDrained, reporting
+from schedfence.infra.engines.drain import RETRY_FOR, NotDrained
+from schedfence.infra.engines.drive import Drive
 from schedfence.infra.engines.pool import MAX_POLL_INTERVAL, unique_worker_id
 
 
@@ -96,21 +98,14 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
     svc = service()
-    svc.worker.claim_grace = claim_grace
     before = svc.event_count()
-    report = None
-    if until_idle and concurrency == 1:
-        svc.worker.worker_id = unique_worker_id(svc.worker_id)  # a pool does its own
-        report = _drain(svc, max_attempts, retry_for)
-        summary: dict[str, Any] = report.to_dict()
-    else:
-        stats = _run_pool(svc, stop, concurrency, until_idle, poll_interval, as_json)
-        summary = stats.to_dict()
-        if until_idle:  # what the pool backed off from: drained here, its claims all returned
-            svc.worker.worker_id = unique_worker_id(svc.worker_id)
-            svc.worker.own_prefix = stats.identity
-            report = _drain(svc, max_attempts, retry_for)
-            summary.update(report.to_dict(), attempts=stats.attempts + int(report))
+    # The drain's own identity (a pool's threads make theirs): WORKER_ID#RANDOM.
+    drained = Drive(max_attempts=max_attempts, retry_for=retry_for, claim_grace=claim_grace,
+                    worker_id=unique_worker_id(svc.worker_id))
+    pool = None if until_idle and concurrency == 1 else Drive(
+        threads=concurrency, until_idle=until_idle, then_drain=False, claim_grace=claim_grace,
+        poll_interval=poll_interval, stop=stop)
+    summary, report = _work(svc, pool, drained, as_json)
     doc = dict(summary, destination=destination_label(),
                events_written=svc.app.events_since(before),
                migrations=out.migration_states(svc))
@@ -134,14 +129,31 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
         raise failure
 
 
-def _drain(svc: MigrationService, max_attempts: int | None, retry_for: float) -> Any:
-    """``run_until_idle`` with a bar (settled migrations, rate, ETA) on a terminal's stderr."""
-    with out.progress("draining", "migrations") as update, reporting(update):
-        return svc.run_until_idle(max_attempts, retry_for)
+def _work(svc: MigrationService, pool: Drive | None, drained: Drive,
+          as_json: bool) -> tuple[dict[str, Any], Any]:
+    """The pool (``pool``; None: none), then with ``until_idle`` the drain: the summary, and
+    the drain's report (None without one)."""
+    if pool is None:
+        report = _drain(svc, drained)
+        return report.to_dict(), report
+    stats = _run_pool(svc, pool, as_json)
+    summary = stats.to_dict()
+    if not pool.until_idle:
+        return summary, None
+    # What the pool backed off from: drained here, its claims all returned.
+    report = _drain(svc, replace(drained, own_prefix=stats.identity))
+    summary.update(report.to_dict(), attempts=stats.attempts + int(report))
+    return summary, report
 
 
-def _run_pool(service: MigrationService, stop: threading.Event, concurrency: int,
-              until_idle: bool, interval: float, as_json: bool) -> Any:
+def _drain(svc: MigrationService, how: Drive) -> Any:
+    """The drain, with a bar (settled migrations, rate, ETA) on a terminal's stderr."""
+    with out.progress("draining", "migrations") as update:
+        return svc.drive(replace(how, progress=update)).report
+
+
+def _run_pool(service: MigrationService, how: Drive, as_json: bool) -> Any:
+    concurrency, until_idle, interval = how.threads, how.until_idle, how.poll_interval
     passes = itertools.count(1)
 
     def on_pass(thread: int, progressed: int) -> None:
@@ -164,5 +176,4 @@ def _run_pool(service: MigrationService, stop: threading.Event, concurrency: int
     elif not until_idle:
         click.echo(f"worker {service.worker_id}: {concurrency} thread(s), destination "
                    f"{destination_label()}, polling every {interval:g}s (Ctrl-C stops)")
-    return service.run_workers(stop, concurrency, until_idle=until_idle,
-                               poll_interval=interval, on_pass=on_pass)  # errors: logged
+    return service.drive(replace(how, on_pass=on_pass)).stats  # errors: logged

@@ -12,9 +12,7 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.base import destination_label, emit, json_option, service
-from schedfence.infra.adapters.observability.logs import get_logger
-
-LOG = get_logger("scheduler")
+from schedfence.infra.engines.scheduler import SchedulerReport, run_until_stopped
 
 
 @click.command()
@@ -49,22 +47,19 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
     else:
         click.echo(f"scheduler: destination {destination_label()}, a pass every "
                    f"{poll_interval:g}s (Ctrl-C stops)")
+    def busy(pass_report: SchedulerReport) -> None:
+        report = pass_report.to_dict()
+        if as_json:
+            out.emit_json_line("pass", report)
+        else:
+            click.echo(f"{time.strftime('%H:%M:%S')} started {report['started']}, "
+                       f"failed {report['failed']}, retrying {report['retrying']}, "
+                       f"closed {report['closed']}, stops {report['stops']}, "
+                       f"ticks {report['ticks']}, unavailable "
+                       f"{report['unavailable']}, errors {len(report['errors'])}")
+
     try:
-        while not stop.is_set():
-            report = svc.run_scheduler().to_dict()
-            if any(report[k] for k in ("ticks", "started", "failed", "retrying", "closed",
-                                       "stops", "errors")):
-                if as_json:
-                    out.emit_json_line("pass", report)
-                else:
-                    click.echo(f"{time.strftime('%H:%M:%S')} started {report['started']}, "
-                           f"failed {report['failed']}, retrying {report['retrying']}, "
-                               f"closed {report['closed']}, stops {report['stops']}, "
-                               f"ticks {report['ticks']}, unavailable "
-                               f"{report['unavailable']}, errors {len(report['errors'])}")
-                for error in report["errors"]:  # the line counts them; each is a record
-                    LOG.warning("scheduler: error: %s", error, extra={"worker": svc.worker_id})
-            stop.wait(poll_interval)
+        run_until_stopped(svc.run_scheduler, stop, poll_interval, busy, svc.worker_id)
     except KeyboardInterrupt:
         pass
     if as_json:

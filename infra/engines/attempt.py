@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Callable, cast
+from typing import Any, Callable, Self, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -28,13 +28,13 @@ from schedfence.domain.process import AttemptResult, Step, rest_result
 from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.observability.calls import latency_of
-from schedfence.infra.adapters.observability.logs import appending, get_logger
+from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
 # AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
 # a drain waits it out (drain.py).
-CrashHook = Callable[[str], None]
 # How long a claim consumed by *another* worker counts as in flight: its one start call may
 # still be under way (deadline 5 s), and reconciling before it lands would see no run and
 # park the migration head_missing while the start is about to commit.
@@ -54,26 +54,35 @@ class TaskWorker:
                  retention_margin: float = RETENTION_MARGIN_SECONDS) -> None:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.load = Aggregates(app)
-        self.crash_hook = crash_hook or (lambda point: None)
+        self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG)
         self.claim_grace = claim_grace
         self.retention_margin = retention_margin  # F16: retention less this proves absence
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
 
+    def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
+        """A worker like this one (store, destination, crash hook, claim grace, retention
+        margin) under another identity."""
+        return type(self)(self.app, self.destination, worker_id, self.crash_hook,
+                          self.claim_grace if claim_grace is None else claim_grace,
+                          self.retention_margin)
+
     # -- boundaries: every append and every destination call is a crash point -------------
+    @property
+    def crash_hook(self) -> CrashHook:
+        return self.unit.crash_hook
+
+    @crash_hook.setter
+    def crash_hook(self, hook: CrashHook | None) -> None:
+        self.unit = self.unit.hooked(hook)
+
     def save(self, label: str, *aggregates: Any) -> None:
-        self.crash_hook(f"{label}.before_append")
-        with appending(LOG, aggregates, self.worker_id):
-            self.app.save(*aggregates)
-        self.crash_hook(f"{label}.after_append")
+        self.unit.save(label, *aggregates)  # infra/engines/unit_of_work.py
 
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
-        self.crash_hook(f"{label}.before_call")
-        try:
-            return latency_of(self.destination).time(CALLS[label], fn)
-        finally:
-            self.crash_hook(f"{label}.after_call")
+        return self.unit.call(label, lambda: latency_of(self.destination).time(CALLS[label],
+                                                                               fn))
 
     def _commit(self, label: str, mig: Migration, change: h.Change,
                 source: Schedule | None = None) -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, cast
+from threading import Event
+from typing import Any, Iterator, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -198,6 +199,17 @@ class BatchWorker(TaskWorker):
             return  # nothing written: each closes in its own attempt
         for item in items:
             item.done = True
+
+
+def leased_batches(worker: BatchWorker, leases: Any, ids: list[UUID],
+                   stop: Event | None = None,
+                   size: int = BATCH_SIZE) -> Iterator[dict[UUID, AttemptResult]]:
+    """``leased_batch`` over ``ids``, ``size`` at a time; ``stop`` is checked before every
+    batch: once it is set no new claim is taken."""
+    for start in range(0, len(ids), size):
+        if stop is not None and stop.is_set():
+            return
+        yield leased_batch(worker, leases, ids[start:start + size])
 
 
 def leased_batch(worker: BatchWorker, leases: Any, ids: list[UUID]) -> dict[UUID, AttemptResult]:

@@ -18,8 +18,9 @@ from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
 from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.adapters.observability.calls import latency_of
-from schedfence.infra.adapters.observability.logs import appending, get_logger
-from schedfence.infra.engines.attempt import AttemptResult, CrashHook
+from schedfence.infra.adapters.observability.logs import get_logger
+from schedfence.infra.engines.attempt import AttemptResult
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
 MAX_STEPS = 10
 LOG = get_logger("worker.forward")
@@ -32,21 +33,22 @@ class ForwardWorker:
     def __init__(self, app: Any, host: ScheduleHost, worker_id: str,
                  crash_hook: CrashHook | None = None, epoch: Callable[[], int] = lambda: 0):
         self.app, self.host, self.worker_id = app, host, worker_id
-        self.crash_hook = crash_hook or (lambda point: None)
+        self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG, prefix="forward.")
         self.epoch = epoch
 
+    @property
+    def crash_hook(self) -> CrashHook:
+        return self.unit.crash_hook
+
+    @crash_hook.setter
+    def crash_hook(self, hook: CrashHook | None) -> None:
+        self.unit = self.unit.hooked(hook)
+
     def _save(self, label: str, *aggregates: Any) -> None:
-        self.crash_hook(f"forward.{label}.before_append")
-        with appending(LOG, aggregates, self.worker_id):
-            self.app.save(*aggregates)
-        self.crash_hook(f"forward.{label}.after_append")
+        self.unit.save(label, *aggregates)  # forward.<label>.before_append / after_append
 
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
-        self.crash_hook(f"forward.{label}.before_call")
-        try:
-            return latency_of(self.host).time(CALLS[label], fn)
-        finally:
-            self.crash_hook(f"forward.{label}.after_call")
+        return self.unit.call(label, lambda: latency_of(self.host).time(CALLS[label], fn))
 
     def _facts(self, facts: Facts) -> Facts:
         return [type(f)(f.event, dict(f.fields, worker=self.worker_id))

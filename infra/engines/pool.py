@@ -32,8 +32,7 @@ from uuid import UUID
 from schedfence.domain.errors import DomainError
 
 from schedfence.infra.adapters.observability.logs import get_logger
-from schedfence.infra.engines.forward import ForwardWorker
-from schedfence.infra.engines.batch import BATCH_SIZE, BatchWorker, leased_batch
+from schedfence.infra.engines.batch import BATCH_SIZE, BatchWorker, leased_batches
 
 BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
@@ -41,8 +40,8 @@ MAX_POLL_INTERVAL = 3600.0  # seconds; also the bound of ``--poll-interval``
 MAX_MESSAGE = 300  # characters of an exception's text kept in an error line
 LOG = get_logger("worker.pool")  # each failed pass: one warning record (infra/observability)
 
-if TYPE_CHECKING:  # the application drives the pool; the pool never imports it
-    from schedfence.infra.application.service import MigrationService
+if TYPE_CHECKING:  # the pool is given the parts it needs (drive.py), never the service
+    from schedfence.infra.engines.drive import WorkParts
 
 
 class WorkerThreadDied(RuntimeError):
@@ -81,7 +80,7 @@ class PoolStats:
 
 
 class WorkerPool:
-    def __init__(self, service: MigrationService, concurrency: int = 1, *, poll_interval: float = 1.0,
+    def __init__(self, parts: WorkParts, concurrency: int = 1, *, poll_interval: float = 1.0,
                  on_pass: Callable[[int, int], None] | None = None,
                  on_error: Callable[[int, str], None] | None = None) -> None:
         if concurrency < 1:
@@ -89,23 +88,21 @@ class WorkerPool:
         if not (isinstance(poll_interval, (int, float)) and math.isfinite(poll_interval)
                 and 0 <= poll_interval <= MAX_POLL_INTERVAL):
             raise ValueError(f"poll_interval must be from 0 to {MAX_POLL_INTERVAL:g} seconds")
-        self.service, self.concurrency, self.poll_interval = service, concurrency, poll_interval
+        self.parts, self.concurrency, self.poll_interval = parts, concurrency, poll_interval
         self.on_pass = on_pass or (lambda thread, progressed: None)
         self.on_error = on_error or (lambda thread, message: None)
         self.stats = PoolStats()
         self.token = secrets.token_hex(4)  # this pool's part of every thread's identity
-        self.stats.identity = unique_worker_id(service.worker.worker_id, None, self.token)
+        self.stats.identity = unique_worker_id(parts.worker.worker_id, None, self.token)
         self._lock = threading.Lock()
         self._rng = random.Random()
         self._pruned_at = 0.0
         self._deaths: dict[int, BaseException] = {}
 
     def _worker(self, index: int) -> BatchWorker:
-        base = self.service.worker
-        wid = unique_worker_id(base.worker_id, None if self.concurrency == 1 else index,
-                               self.token)
-        return BatchWorker(base.app, base.destination, wid, base.crash_hook, base.claim_grace,
-                           base.retention_margin)
+        base = self.parts.worker
+        return base.as_worker(unique_worker_id(
+            base.worker_id, None if self.concurrency == 1 else index, self.token))
 
     def run(self, stop: threading.Event, until_idle: bool = False) -> PoolStats:
         """Run until ``stop`` is set (or, with ``until_idle``, until a pass finds nothing).
@@ -169,7 +166,7 @@ class WorkerPool:
         return progressed
 
     def _report(self, index: int, exc: Exception) -> None:
-        message = error_message(self.service.app.store_error(exc) or exc)
+        message = error_message(self.parts.worker.app.store_error(exc) or exc)
         self._record_error(message)
         LOG.warning("worker thread %d: error: %s (retrying)", index, message,
                     extra={"worker": self.stats.identity, "worker_thread": index})
@@ -183,16 +180,14 @@ class WorkerPool:
         """Attempt this thread's due migrations once; returns (found, progressed).
 
         ``stop`` is checked before every batch: once it is set no new claim is taken."""
-        due = self.service.due
+        due = self.parts.due()
         ids = [(m, backed) for m, backed in due.due(BATCH) if self._mine(m, index)]
         self._rng.shuffle(ids)  # processes that read the same list start in different places
         backed = {m for m, b in ids if b}
         progressed = 0
-        for start in range(0, len(ids), BATCH_SIZE):
-            if stop is not None and stop.is_set():
-                break
-            chunk = [m for m, _ in ids[start:start + BATCH_SIZE]]
-            for mid, result in leased_batch(worker, self.service.leases, chunk).items():
+        for batch in leased_batches(worker, self.parts.leases(), [m for m, _ in ids], stop,
+                                    BATCH_SIZE):
+            for mid, result in batch.items():
                 progressed += self._account(mid, result, mid in backed)
         progressed += self._forward_pass(worker, index, stop)
         with self._lock:
@@ -203,7 +198,7 @@ class WorkerPool:
 
     def _account(self, mid: UUID, result: str, backed_off: bool) -> bool:
         """Record one attempt's result (the due-work backoff, the stats); whether it moved."""
-        due = self.service.due
+        due = self.parts.due()
         if result == "progress":
             if backed_off:
                 due.clear(mid)
@@ -217,11 +212,10 @@ class WorkerPool:
     def _forward_pass(self, worker: BatchWorker, index: int,
                       stop: threading.Event | None) -> int:
         """This thread's open forward migrations (domain/forward/aggregate.py), attempted once each."""
-        fids = [m for m in self.service.open_forward_ids() if self._mine(m, index)]
+        fids = [m for m in self.parts.forward_ids() if self._mine(m, index)]
         if not fids:
             return 0
-        forward = ForwardWorker(self.service.app, self.service.host, worker.worker_id,
-                                self.service.crash_hook, self.service.epoch)
+        forward = self.parts.forward_worker(worker.worker_id)
         progressed = 0
         for mid in fids:
             if stop is not None and stop.is_set():

@@ -10,6 +10,7 @@ a later pass (after a backoff) asks again with the same id, which the runner ded
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
@@ -24,14 +25,18 @@ from schedfence.domain.ports import (ActionRunner, Destination, DestinationError
 from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 
+from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
 
 Clock = Callable[[], datetime]
-# Called at each boundary of an action start (tests raise there to simulate a crash):
-# "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
+# The crash hook is called at each boundary of an action start (tests raise there to simulate
+# a crash): "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
 # (answered, answer not yet saved).
-CrashHook = Callable[[str], None]
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
+LOG = get_logger("scheduler")
+# A pass that did something: any of these counts, or an error.
+BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
 
 
 @dataclass
@@ -49,6 +54,10 @@ class SchedulerReport:
     def to_dict(self) -> dict[str, Any]:
         return dict(vars(self))
 
+    @property
+    def busy(self) -> bool:
+        return any(getattr(self, name) for name in BUSY)
+
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
@@ -58,7 +67,8 @@ class Scheduler:
     def __init__(self, load: Aggregates, runner: Destination, clock: Clock = utc_now,
                  crash_hook: CrashHook | None = None) -> None:
         self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
-        self.crash: CrashHook = crash_hook or (lambda point: None)
+        self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
+        self.crash = self.unit.crash
 
     def run_once(self, now: datetime | None = None) -> SchedulerReport:
         report = SchedulerReport()
@@ -86,7 +96,7 @@ class Scheduler:
                 return source, []
             source.record(facts)
             try:
-                self.app.save(source)
+                self.unit.append(source)  # a tick is not an append crash boundary
                 return source, facts
             except IntegrityError:
                 source = self.app.repository.get(source.id)
@@ -140,3 +150,19 @@ class Scheduler:
             report.unavailable += 1  # asked again next pass
         except DestinationError as exc:  # refused: said, and asked again next pass
             report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")
+
+
+def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.Event,
+                      poll_interval: float, on_busy: Callable[[SchedulerReport], None],
+                      worker_id: str = "") -> None:
+    """``schedfence scheduler``'s loop: a pass (``one_pass``: the service's, which checks the
+    store is active each time), then ``poll_interval`` seconds, until ``stop`` is set. A
+    pass that did something is given to ``on_busy`` (the command's line), and each of its
+    errors is a warning record."""
+    while not stop.is_set():
+        report = one_pass()
+        if report.busy:
+            on_busy(report)
+            for error in report.errors:  # the line counts them; each is a record
+                LOG.warning("scheduler: error: %s", error, extra={"worker": worker_id})
+        stop.wait(poll_interval)

@@ -14,6 +14,7 @@ from schedfence.infra.http.migrations import IdempotencyKey, one_request_id
 from schedfence.infra.http.calls import Admin, Operator, call, destination
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.drain import NotDrained
+from schedfence.infra.engines.drive import Drive
 from schedfence.infra.engines.pool import unique_worker_id
 
 router = APIRouter(prefix="/v1", tags=["operations"], responses=RESPONSES)
@@ -61,12 +62,10 @@ def drain(request: Request, principal: Operator, body: b.Drain) -> dict[str, Any
     CLI's summary; when work is left (``drained`` false) it also carries the CLI's
     ``not_drained`` error object: the events it wrote stay written."""
     def run(service: MigrationService) -> dict[str, Any]:
-        before, own = service.event_count(), service.worker.worker_id
-        service.worker.worker_id = unique_worker_id(principal.name)
-        try:
-            report = service.run_until_idle(body.max_attempts, body.retry_for)
-        finally:
-            service.worker.worker_id = own
+        before = service.event_count()
+        report = service.drive(Drive(max_attempts=body.max_attempts, retry_for=body.retry_for,
+                                     worker_id=unique_worker_id(principal.name))).report
+        assert report is not None  # a drive without threads is a drain
         doc = dict(report.to_dict(), destination=destination(request),
                    events_written=service.app.events_since(before),
                    migrations=_states(service))

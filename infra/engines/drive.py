@@ -1,0 +1,157 @@
+"""Driving due work: the one function every driver of the worker calls (``drive``).
+
+``schedfence worker`` (a pool, or one drain), the HTTP API's drain, ``run_until_idle``,
+``run_workers`` and a batch job's drive between pages all come here, each with its parameters
+(``Drive``): nothing is set on the service's worker beforehand.
+
+A drive is a pool of threads over the due index (infra/engines/pool.py) until it is stopped
+or, with ``until_idle``, until a pass finds nothing; then (``until_idle``) a drain
+(infra/engines/drain.py): the due migrations' happy path in leased batches
+(infra/engines/batch.py), each one's result counted as its first attempt, and every open
+migration attempted until nothing more can progress; then the open forward migrations alike.
+Without threads a drive is the drain alone.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+from uuid import UUID
+
+from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, Progress, drain
+from schedfence.infra.engines.forward import ForwardWorker
+
+if TYPE_CHECKING:  # the batch worker (SQLAlchemy) is imported on first use, as the service's
+    from schedfence.infra.engines.batch import BatchWorker
+    from schedfence.infra.engines.due import DueWork
+    from schedfence.infra.engines.lease import Leases
+    from schedfence.infra.engines.pool import PoolStats
+
+PassHook = Callable[[int, int], None]  # (thread, progressed) after each pass of a pool thread
+ErrorHook = Callable[[int, str], None]  # (thread, message) for each failed pass
+
+
+@dataclass(frozen=True)
+class WorkParts:
+    """What driving needs of a service, and no more (never the service itself). ``due``,
+    ``leases`` and a forward worker are built on first use: a drain that counts its attempts
+    takes no lease, and one on a store with no forward migration needs no Schedules API."""
+
+    worker: BatchWorker  # the service's: its store, destination, crash hook, grace, identity
+    due: Callable[[], DueWork]
+    leases: Callable[[], Leases]
+    forward_ids: Callable[[], list[UUID]]
+    forward_worker: Callable[[str], ForwardWorker]  # one working under the given identity
+
+
+@dataclass(frozen=True)
+class Drive:
+    """How one drive runs. ``threads``: None, the drain alone; N, a pool of N threads first
+    (until ``stop`` is set, or with ``until_idle`` until a pass finds nothing), then, with
+    ``until_idle`` and ``then_drain``, the drain, trusting the pool's claims as its own (their
+    start calls have all returned). ``retry_for``: None, ``RETRY_FOR`` (the service passes
+    its own). ``claim_grace``: None, the service worker's. ``worker_id``: the drain's
+    identity; None, the service's own worker (a pool's threads make their own).
+    ``own_prefix``: claims recorded under this identity (a finished pool's) are the drain's
+    own. ``progress``: the drain's (drain.py)."""
+
+    threads: int | None = None
+    until_idle: bool = True
+    then_drain: bool = True
+    max_attempts: int | None = None
+    retry_for: float | None = None
+    claim_grace: float | None = None
+    worker_id: str | None = None
+    own_prefix: str | None = None
+    progress: Progress | None = None
+    poll_interval: float = 1.0
+    stop: threading.Event | None = None
+    on_pass: PassHook | None = None
+    on_error: ErrorHook | None = None
+
+
+@dataclass(frozen=True)
+class Driven:
+    """What a drive did: the pool's stats (None without threads) and the drain's report
+    (None without a drain)."""
+
+    stats: PoolStats | None
+    report: DrainReport | None
+
+
+def drive(parts: WorkParts, how: Drive = Drive()) -> Driven:
+    """Drive due work as ``how`` says (see the module's docstring)."""
+    own = parts.worker
+    if how.claim_grace is not None:
+        parts = replace(parts, worker=parts.worker.as_worker(parts.worker.worker_id,
+                                                             how.claim_grace))
+    stats = None
+    if how.threads is not None:
+        from schedfence.infra.engines.pool import WorkerPool
+        parts.leases()  # built (its lease time checked) before any thread starts
+        pool = WorkerPool(parts, how.threads, poll_interval=how.poll_interval,
+                          on_pass=how.on_pass, on_error=how.on_error)
+        stats = pool.run(how.stop or threading.Event(), how.until_idle)
+        if not (how.until_idle and how.then_drain):
+            return Driven(stats, None)
+    worker = _drain_worker(parts, how.worker_id,
+                           stats.identity if stats is not None else how.own_prefix)
+    retry_for = RETRY_FOR if how.retry_for is None else how.retry_for
+    try:
+        return Driven(stats, drain_idle(parts, worker, how.max_attempts, retry_for,
+                                        how.progress))
+    finally:
+        if worker is not own:
+            worker.close()  # its start threads
+
+
+def _drain_worker(parts: WorkParts, worker_id: str | None,
+                  own_prefix: str | None) -> BatchWorker:
+    """The drain's worker: the service's own, or one under ``worker_id``; claims under
+    ``own_prefix`` (a finished pool's: its start calls all returned) count as its own. The
+    service's own worker keeps trusting them after (it outlives the drive)."""
+    worker = parts.worker
+    if worker_id is not None:
+        worker = worker.as_worker(worker_id)
+        worker.own_prefix = parts.worker.own_prefix  # what the service's worker trusts
+    if own_prefix is not None:
+        worker.own_prefix = own_prefix
+    return worker
+
+
+def drain_idle(parts: WorkParts, worker: BatchWorker, max_attempts: int | None,
+               retry_for: float, progress: Progress | None = None) -> DrainReport:
+    """Attempt every open migration as ``worker`` until nothing more can progress; what backs
+    off is retried for ``retry_for`` seconds (0: one try each)."""
+    batched = batch_pass(parts, worker) if max_attempts is None else {}
+    unseen = set(batched)  # batched ones the drain never asked for (finished)
+
+    def attempt(mid: UUID) -> str:  # a batched migration's first attempt was the batch's
+        unseen.discard(mid)
+        return batched.pop(mid, None) or worker.attempt(mid)
+    report = drain(attempt, parts.due().open_ids, max_attempts, retry_for,  # 0: try once
+                   progress=progress, wait_for=worker.claim_grace if retry_for > 0 else 0.0)
+    report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
+    if not parts.forward_ids():
+        return report
+    forward = drain(parts.forward_worker(parts.worker.worker_id).attempt, parts.forward_ids,
+                    max_attempts, retry_for, progress=progress)
+    return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
+                       report.exhausted or forward.exhausted)
+
+
+def batch_pass(parts: WorkParts, worker: BatchWorker) -> dict[UUID, str]:
+    """The due migrations' happy path in batches (infra/engines/batch.py), each one's result;
+    the drain counts it as that migration's first attempt and finishes the rest one by one."""
+    from schedfence.infra.engines.batch import BATCH_SIZE, leased_batches
+    results: dict[UUID, str] = {}
+    seen: set[UUID] = set()
+    while True:  # page by page: finished ones leave the due list, others are not re-read
+        due = [mid for mid, _ in parts.due().due(BATCH_SIZE * 10) if mid not in seen]
+        if not due:
+            return results
+        seen.update(due)
+        # One another process holds is left to the drain (one by one, unleased: safety
+        # never rests on a lease, and a dead holder's may not have expired).
+        for batch in leased_batches(worker, parts.leases(), due):
+            results.update(batch)
