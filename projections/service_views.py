@@ -16,7 +16,7 @@ from uuid import UUID
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
-from schedfence.domain.rollback.aggregate import PHASES
+from schedfence.domain.rollback.phases import PHASES
 
 from . import metrics as pm
 from . import queries as q

@@ -16,8 +16,8 @@ from schedfence.domain.failover import StoreEpoch
 from schedfence.domain.invariants.actions import ActionLedger
 from schedfence.domain.invariants.forward import ForwardLedger
 from schedfence.domain.forward.aggregate import FORWARD_TOPIC_PREFIX
-from schedfence.domain.rollback.aggregate import (CLOSED_PHASES, RECEIPTED_PARKS, Migration, MigrationState,
-                        evolve_migration)
+from schedfence.domain.rollback.aggregate import Migration, MigrationState, evolve_migration
+from schedfence.domain.rollback.phases import CLOSED_PHASES, RECEIPTED_PARKS
 from schedfence.domain.rollback.recover import confirmed_no_run
 from schedfence.domain.rollback.evidence import ClaimRecord, rearm_refusal
 from schedfence.domain.source.incarnation import destination_running
