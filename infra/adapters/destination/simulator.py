@@ -26,7 +26,8 @@ from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc
                                                             stop_current)
 from schedfence.infra.adapters.destination.sim_schedules import (Clock, SimSchedules, creates_schedule,
                                                         utc_now)
-from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
+from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx
+from schedfence.infra.adapters.destination.sim_sql import SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 
