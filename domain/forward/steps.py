@@ -17,7 +17,8 @@ from schedfence.domain.forward.boundary import boundary_cursor
 from schedfence.domain.rollback.handover import Handover
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.ports import ScheduleSnapshot
-from schedfence.domain.source.schedule import Schedule, ScheduleState
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.key import KeyState
 
 MAX_FENCE_ISSUES = 5  # re-readings after the token moved before the migration parks

@@ -23,7 +23,8 @@ from schedfence.domain.rollback.aggregate import Migration, MigrationState, evol
 from schedfence.domain.rollback.phases import CLOSED_PHASES, RECEIPTED_PARKS
 from schedfence.domain.rollback.recover import confirmed_no_run
 from schedfence.domain.source.incarnation import destination_running
-from schedfence.domain.source.schedule import Schedule, ScheduleState, evolve_schedule
+from schedfence.domain.source.schedule import Schedule, evolve_schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.invariants.violation import Violation as Violation  # re-exported: its home before
 
 M, S = Migration, Schedule

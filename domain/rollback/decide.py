@@ -20,7 +20,7 @@ from schedfence.domain.rollback import evidence as rt
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
 from schedfence.domain.source.scheduling import check_overlap_seen, check_phase
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 
 M = Migration
 RollbackOutcome = Literal["accept", "already_pending", "already_completed"]
