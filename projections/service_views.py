@@ -23,7 +23,8 @@ from . import queries as q
 from .projection import FenceProjection
 from .records import AuditPage, MigrationRow, OnCallItem  # noqa: F401 (re-exported)
 from .runner import ProjectionStopped, Projector
-from .view import FenceViews, RowWriter
+from .batch import RowWriter
+from .view import FenceViews
 
 STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
 MAX_ROWS = 1000
