@@ -26,7 +26,7 @@ from benchkit import median, sqlite_store
 
 from schedfence.domain.errors import Unavailable
 from schedfence.domain.ids import destination_workflow_id
-from schedfence.domain.rollback.aggregate import WORKER_PHASES
+from schedfence.domain.rollback.phases import WORKER_PHASES
 from schedfence.domain.ports import RunDescription, StartAccepted, StartWorkflow
 from schedfence.infra.application.service import MigrationService, open_service
 from schedfence.infra.adapters.destination.simulator import FaultRates, SimulatedDestination

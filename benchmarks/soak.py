@@ -80,7 +80,7 @@ def quarter_ratio(values: list[float]) -> float:
 def soak(store: str, total: int, every: int, traced: bool) -> list[dict[str, float]]:
     from schedfence.domain.ids import migration_aggregate_id  # noqa: F401 - imported before measuring
     from schedfence.infra.application.service import open_service
-    from schedfence.infra.adapters.destination.sim_store import SqlSimState
+    from schedfence.infra.adapters.destination.sim_sql import SqlSimState
     from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
     state = SqlSimState(store)

@@ -261,7 +261,7 @@ def unfenced_run(target: str, sids: list[str], raw: bool,
                  settle: Callable[[], float]) -> tuple[float, float]:
     """Migrations/s of the same requests sent with no store on a pool of the same bound (one
     pool over all of them, as a plain loop would); and the mean call in ms."""
-    from schedfence.infra.adapters.destination.temporal import start_error
+    from schedfence.infra.adapters.destination.temporal_wire import start_error
     from schedfence.infra.adapters.destination.temporal_schedule import create_request
     dest = _destination(target)
     requests = [plain_request(sid) for sid in sids]
@@ -319,7 +319,7 @@ def delete_all(target: str, sids: list[str]) -> None:
     otherwise keep the server busier run after run)."""
     from temporalio.api.workflowservice.v1 import DeleteScheduleRequest
 
-    from schedfence.infra.adapters.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal_wire import describe_error
     dest = _destination(target)
 
     def delete(sid: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from schedfence.domain.errors import InvalidArgument
 
 from .runner import Projector
-from .view import Batch
+from .batch import Batch
 
 MODES = ("auto", "subscribe", "poll")
 POLL_INTERVAL = 1.0  # seconds between checks when polling

@@ -12,7 +12,7 @@ import re
 from contextvars import ContextVar
 from typing import Any, Callable, NamedTuple
 
-from schedfence.domain.rollback.aggregate import PARK_MEANING
+from schedfence.domain.rollback.phases import PARK_MEANING
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # Cleared by ``narrate(..., full_ids=False)`` while it narrates. Ids are whole by default, on

@@ -12,7 +12,8 @@ from typing import Callable
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import recover as r
 from schedfence.domain.errors import DomainError
-from schedfence.domain.rollback.aggregate import PARK_MEANING, WORKER_PHASES, MigrationState
+from schedfence.domain.rollback.aggregate import MigrationState
+from schedfence.domain.rollback.phases import PARK_MEANING, WORKER_PHASES
 
 ALLOWED = "allowed"
 

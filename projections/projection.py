@@ -19,8 +19,9 @@ from schedfence.domain.rollback.aggregate import Migration, evolve_migration
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.source.key import ScheduleKey
 
+from .batch import FoldedMigration
 from .records import to_us
-from .view import FenceViews, FoldedMigration
+from .view import FenceViews
 
 
 def actor_of(event: Any) -> str | None:

@@ -16,8 +16,8 @@ from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.text import validate_id
-from schedfence.domain.rollback.aggregate import (OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES,
-                                         MigrationState)
+from schedfence.domain.rollback.aggregate import MigrationState
+from schedfence.domain.rollback.phases import OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES
 from schedfence.domain.read_shape import READ_FIELDS
 from schedfence.domain.source.key import ScheduleKey
 

@@ -17,8 +17,9 @@ from sqlalchemy.exc import DBAPIError
 from schedfence.domain.errors import DomainError
 from schedfence.domain.errors import UndecodableEvent
 
+from .batch import Batch
 from .projection import FenceProjection
-from .view import Batch, FenceViews, TrackingConflict
+from .view import FenceViews, TrackingConflict
 
 BATCH_SIZE = 500
 # A rebuild reads the whole log with nobody waiting on its first rows: bigger batches mean

@@ -16,14 +16,15 @@ from uuid import UUID
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
-from schedfence.domain.rollback.aggregate import PHASES
+from schedfence.domain.rollback.phases import PHASES
 
 from . import metrics as pm
 from . import queries as q
 from .projection import FenceProjection
 from .records import AuditPage, MigrationRow, OnCallItem  # noqa: F401 (re-exported)
 from .runner import ProjectionStopped, Projector
-from .view import FenceViews, RowWriter
+from .batch import RowWriter
+from .view import FenceViews
 
 STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
 MAX_ROWS = 1000

@@ -3,26 +3,24 @@
 A batch of events is staged in memory (``Batch``) and written with its tracking row in ONE
 transaction: rows and position commit together or not at all, which is what makes every event
 apply exactly once. The transaction also compares the stored position with the one the batch
-was built on, so two projectors racing over one store cannot both apply a batch.
+was built on, so two projectors racing over one store cannot both apply a batch. The batch
+itself, and the shape of its rows, are batch.py's.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
-from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
-from schedfence.domain.rollback.decide import due
 from schedfence.domain.rollback.aggregate import MigrationState
-from schedfence.domain.read_shape import read_shape
 
 from . import tables as t
+from .batch import Batch, FoldedMigration, RowWriter, folded_from_row, migration_row, set_floors
 
 CrashHook = Callable[[str], None]
 CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
@@ -31,49 +29,6 @@ KNOWN_LIMIT = 50_000  # folded rows kept between batches (see FenceViews._known)
 
 class TrackingConflict(Exception):
     """Another projector committed since this batch was read; it must be read again."""
-
-
-@dataclass
-class FoldedMigration:
-    state: MigrationState
-    created_us: int
-    created_position: int
-    updated_us: int = 0
-    last_position: int = 0
-    version: int = 0
-
-
-@dataclass
-class Batch:
-    application_name: str
-    base: int  # the tracked position this batch builds on (0: nothing applied yet)
-    position: int = 0
-    applied: int = 0
-    mono_us: int = 0  # running maximum of event times through ``position``
-    top_floor_us: int | None = None  # the highest stored floor_us (the last row's), if any
-    audit_rows: list[dict[str, Any]] = field(default_factory=list)
-    aggregates: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    new_aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
-    migrations: dict[str, FoldedMigration | None] = field(default_factory=dict)
-    stored_migrations: set[str] = field(default_factory=set)
-    dirty: set[str] = field(default_factory=set)
-    counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (namespace, phase)
-
-
-class RowWriter:
-    """How a batch's rows reach the tables, inside the batch's transaction: SQLAlchemy's
-    executemany, on any dialect. A store may supply a faster one (COPY on PostgreSQL).
-    ``rows``: dicts with the same keys, which are the columns written."""
-
-    def insert(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-        conn.execute(table.insert(), rows)
-
-    def replace(self, conn: Connection, table: Table, key: str,
-                rows: list[dict[str, Any]]) -> None:
-        """Overwrite the stored rows that have these ``key`` values with ``rows``."""
-        values: dict[str, Any] = {k: bindparam(k) for k in rows[0] if k != key}
-        conn.execute(update(table).where(table.c[key] == bindparam("b_key")).values(values),
-                     [{("b_key" if k == key else k): v for k, v in r.items()} for r in rows])
 
 
 class FenceViews(TrackingRecorder):
@@ -175,7 +130,7 @@ class FenceViews(TrackingRecorder):
         """The staged batch is complete: work out its audit floors and keep its rows for the
         next batch (``_known``); it can be committed, in any thread."""
         b = self._current()
-        _set_floors(b.audit_rows)
+        set_floors(b.audit_rows)
         self._remember(b)
         return b
 
@@ -208,7 +163,7 @@ class FenceViews(TrackingRecorder):
                     b.aggregates[stored["aggregate_id"]] = dict(stored)
                 for stored in conn.execute(select(t.migrations).where(
                         t.migrations.c.migration_id.in_(chunk))).mappings():
-                    b.migrations[stored["migration_id"]] = _folded(stored)
+                    b.migrations[stored["migration_id"]] = folded_from_row(stored)
                     b.stored_migrations.add(stored["migration_id"])
 
     def aggregate(self, aggregate_id: str) -> dict[str, Any] | None:
@@ -278,10 +233,10 @@ class FenceViews(TrackingRecorder):
             self.rows.insert(conn, t.aggregates, list(b.new_aggregates.values()))
         if b.audit_rows:
             self._write_audit(conn, b.audit_rows, b.top_floor_us)
-        new = [_migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]
+        new = [migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]
         if new:
             self.rows.insert(conn, t.migrations, new)
-        changed = [_migration_row(m, b.migrations[m])
+        changed = [migration_row(m, b.migrations[m])
                    for m in sorted(b.dirty & b.stored_migrations)]
         if changed:
             self.rows.replace(conn, t.migrations, "migration_id", changed)
@@ -370,32 +325,3 @@ class _WriteTransaction:
                 self.txn.rollback()
         finally:
             self.conn.close()
-
-
-def _set_floors(rows: list[dict[str, Any]]) -> None:
-    """Each audit row's ``floor_us``: the least event time from it to the batch's end (see
-    tables.py; earlier stored rows are lowered to the batch's least when they exceed it)."""
-    if rows:
-        floor = rows[-1]["ts_us"]
-        for row in reversed(rows):
-            floor = row["floor_us"] = min(floor, row["ts_us"])
-
-
-def _folded(row: Any) -> FoldedMigration:
-    return FoldedMigration(MigrationState(**json.loads(row["folded"])), row["created_us"],
-                           row["created_position"], row["updated_us"], row["last_position"],
-                           row["version"])
-
-
-def _migration_row(migration_id: str, f: FoldedMigration | None) -> dict[str, Any]:
-    """The migration's read shape, where and when it changed, and the whole folded state (and
-    the domain's due class of it): no field is derived here."""
-    assert f is not None, migration_id  # dirty: folded in this batch
-    s = f.state
-    row = read_shape(s)
-    row.pop("migration_id")
-    return dict(row, migration_id=migration_id, last_answer=(s.last_answer or {}).get("kind"),
-                created_us=f.created_us, updated_us=f.updated_us,
-                created_position=f.created_position, last_position=f.last_position,
-                version=f.version, epoch=s.epoch, due=due(s),
-                folded=json.dumps(vars(s), sort_keys=True))  # flat fields: no asdict copy

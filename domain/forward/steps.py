@@ -18,7 +18,8 @@ from schedfence.domain.rollback.handover import Handover
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.ports import ScheduleSnapshot
 from schedfence.domain.process import FORWARD_CALLS, Step
-from schedfence.domain.source.schedule import Schedule, ScheduleState
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.key import KeyState, check_not_forwarding
 
 MAX_FENCE_ISSUES = 5  # re-readings after the token moved before the migration parks

@@ -16,7 +16,7 @@ from schedfence.domain.source.action import parse_nominal
 from schedfence.domain.source.program import program_of
 from schedfence.domain.source.runs import (OBSERVATIONS, RUN_EVENTS, ActionStartIssued, BackfillProcessed,
                    TimesProcessed)
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import times_between
 
 Flag = Callable[[str, str, Iterable[int], str], None]

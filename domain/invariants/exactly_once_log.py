@@ -35,7 +35,8 @@ from schedfence.domain.rollback.handover import Handover, carried_slots
 from schedfence.domain.rollback.aggregate import Migration, MigrationState, evolve_migration
 from schedfence.domain.source.runs import (ActionStartFailed, ActionStartIssued, BackfillRequested, ProgramUpdated,
                    Triggered)
-from schedfence.domain.source.schedule import Schedule, ScheduleState, evolve_schedule
+from schedfence.domain.source.schedule import Schedule, evolve_schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import ScheduleSpec
 
 SECOND = timedelta(seconds=1)

@@ -8,52 +8,17 @@ replay and the invariant checker all fold with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 from uuid import UUID
 
 from pydantic import model_validator
 
-from schedfence.domain.source.action import upcast_handover_v1_v2
 from schedfence.domain.model import EvolvingAggregate, updated
+from schedfence.domain.rollback import upcasts as up
 from schedfence.domain.rollback.evidence import AbsenceObserved
-
-# The one phase vocabulary (domain, projections, due work, CLI and JSON all use these names).
-Phase = Literal[
-    "pending", "claimed", "receipted", "completed", "parked", "legacy_pending", "aborted"
-]
-PHASES: tuple[Phase, ...] = get_args(Phase)
-# Open, and a worker moves it on (if none does for long, it is stuck).
-WORKER_PHASES: tuple[Phase, ...] = ("pending", "claimed", "receipted")
-# Open, and only an operator (or, for a foreign park, the foreign run closing) moves it on.
-OPERATOR_PHASES: tuple[Phase, ...] = ("parked", "legacy_pending")
-OPEN_PHASES: tuple[Phase, ...] = WORKER_PHASES + OPERATOR_PHASES
-CLOSED_PHASES: tuple[Phase, ...] = ("completed", "aborted")
-# Park reasons that mean "starts may exist that this log does not show".
-UNVERIFIED_PARKS = ("adopted_unverified", "failover_unverified")
-# What each park reason means: the one wording for errors, narration and on-call advice.
-PARK_MEANING = {
-    "foreign_destination": "the chain head at the workflow id was not created by our "
-                           "request id",
-    "head_missing": "the chain's first run is gone (retention or delete), which cannot be "
-                    "told apart from a committed chain",
-    "no_first_run_identity": "the destination shows no first-run identity for the chain",
-    "start_rejected": "the destination rejected the start, so nothing committed",
-    "adopted_unverified": "adopted legacy migration: an older release may have started the "
-                          "destination with ids this log lacks",
-    "failover_unverified": "migration from before a failover: the tail the failover lost may "
-                           "have started the destination",
-    "deleted_unsettled": "the destination's schedule was deleted after the receipt and before "
-                         "the settle, and its scheduler workflow can no longer be read "
-                         "(retention passed): which boundary times came before the delete "
-                         "is unknown",
-}
-# A park after the receipt (the source stays fenced; only ``destination_owns`` ends it).
-RECEIPTED_PARKS = ("deleted_unsettled",)
-
-
-# What the destination answered to the one start (DestinationAnswered.kind, StartOutcome.kind).
-AnswerKind = Literal["created", "deduplicated", "already_started", "unavailable", "rejected",
-                     "not_sent"]
+from schedfence.domain.rollback.phases import (OPEN_PHASES, PARK_MEANING, UNVERIFIED_PARKS,
+                                               AnswerKind, Phase)
+from schedfence.domain.rollback.upcasts import Upcaster
 
 
 @dataclass(frozen=True)
@@ -117,9 +82,7 @@ class Migration(EvolvingAggregate):
     TOPIC = "schedfence.Migration"
     class_version: ClassVar[int] = 2  # snapshot state v2: the handover's action whole
 
-    @staticmethod
-    def upcast_v1_v2(state: dict[str, Any]) -> None:
-        upcast_handover_v1_v2(state.get("handover"))
+    upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.migration_state_v1_v2)
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a migration begins with one of the two subclasses below."""
@@ -162,21 +125,10 @@ class Migration(EvolvingAggregate):
         sentinel_check: dict[str, Any] | None = None
         handover: dict[str, Any] | None = None
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.update(request_id=None, origin="legacy", claim_armed=False, actor="")
-
-        @staticmethod
-        def upcast_v2_v3(state: dict[str, Any]) -> None:
-            state.update(epoch=0, sentinel_check=None)
-
-        @staticmethod
-        def upcast_v3_v4(state: dict[str, Any]) -> None:
-            state.update(handover=None)
-
-        @staticmethod
-        def upcast_v4_v5(state: dict[str, Any]) -> None:
-            upcast_handover_v1_v2(state.get("handover"))
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v1_v2)
+        upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v2_v3)
+        upcast_v3_v4: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v3_v4)
+        upcast_v4_v5: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v4_v5)
 
         @model_validator(mode="after")
         def _identity_consistent(self) -> Self:
@@ -201,9 +153,7 @@ class Migration(EvolvingAggregate):
         id_conflict_policy: str
         input: dict[str, Any]
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            upcast_handover_v1_v2((state.get("input") or {}).get("handover"))
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.start_issued_v1_v2)
 
     class DestinationAnswered(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.DestinationAnswered"
@@ -237,9 +187,7 @@ class Migration(EvolvingAggregate):
         claim_age: float | None = None
         claim_grace: float | None = None
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.update(head_create_request_id="")
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.chain_verified_v1_v2)
 
     class FailoverReconciled(_Event):
         """The first step of a migration accepted before the store's latest failover: its
@@ -278,17 +226,9 @@ class Migration(EvolvingAggregate):
         deleted_at: str | None = None
         over_limit: int | None = None
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.update(pin=None)
-
-        @staticmethod
-        def upcast_v2_v3(state: dict[str, Any]) -> None:
-            state.update(deleted_at=None)
-
-        @staticmethod
-        def upcast_v3_v4(state: dict[str, Any]) -> None:
-            state.update(over_limit=None)
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v1_v2)
+        upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v2_v3)
+        upcast_v3_v4: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v3_v4)
 
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"
@@ -334,9 +274,7 @@ class Migration(EvolvingAggregate):
         evidence: dict[str, Any] = {}
         absence: AbsenceObserved | None = None
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.update(absence=None)
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.claim_rearmed_v1_v2)
 
     class SourceClosed(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.SourceClosed"

@@ -13,14 +13,15 @@ from typing import Any, Literal
 
 from schedfence.domain.errors import AlreadyExists, Closed, RecoveryRefused, SentinelBlocked
 from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE
-from schedfence.domain.rollback.aggregate import CLOSED_PHASES, AnswerKind, Migration, MigrationState
+from schedfence.domain.rollback.aggregate import Migration, MigrationState
+from schedfence.domain.rollback.phases import CLOSED_PHASES, AnswerKind
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.rollback import evidence as rt
 from schedfence.domain.ports import (AlreadyStarted, DestinationNotReached, DestinationUnavailable,
                     RunDescription, StartAccepted, StartWorkflow)
 from schedfence.domain.process import Step
 from schedfence.domain.source.scheduling import check_overlap_seen, check_phase
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 
 M = Migration
 RollbackOutcome = Literal["accept", "already_pending", "already_completed"]

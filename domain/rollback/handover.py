@@ -49,7 +49,7 @@ from schedfence.domain.source.spec import (ScheduleSpec, check_same_on_temporal,
                    times_between, times_within)
 
 if TYPE_CHECKING:
-    from schedfence.domain.source.schedule import ScheduleState
+    from schedfence.domain.source.state import ScheduleState
 
 SECOND = timedelta(seconds=1)
 # The gap backfill ends this long before the destination is created (more than the clock skew

@@ -19,7 +19,8 @@ from typing import Any, Literal
 from schedfence.domain.rollback.decide import check_epoch
 from schedfence.domain.errors import InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
-from schedfence.domain.rollback.aggregate import RECEIPTED_PARKS, Migration, MigrationState
+from schedfence.domain.rollback.aggregate import Migration, MigrationState
+from schedfence.domain.rollback.phases import RECEIPTED_PARKS
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.ports import RunDescription
 

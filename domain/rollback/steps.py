@@ -26,8 +26,9 @@ from schedfence.domain.rollback.aggregate import Migration, MigrationState
 from schedfence.domain.model import EvolvingAggregate, Fact, Facts
 from schedfence.domain.ports import RunDescription
 from schedfence.domain.process import Step
-from schedfence.domain.source.schedule import (Schedule, ScheduleState, adopt_fence_facts, check_fence,
-                       close_source_facts, fence_facts, release_fence_facts)
+from schedfence.domain.source.schedule import (Schedule, adopt_fence_facts, close_source_facts,
+                                               fence_facts, release_fence_facts)
+from schedfence.domain.source.state import ScheduleState, check_fence
 
 M = Migration
 

@@ -11,7 +11,7 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.source.program import Program
 
 if TYPE_CHECKING:
-    from schedfence.domain.source.schedule import ScheduleState
+    from schedfence.domain.source.state import ScheduleState
 
 
 def carried_over(program: Program | None, now: datetime | None,

@@ -18,12 +18,12 @@ from schedfence.domain.source.invoker import OVERLAPS
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.source.program import Program, program_of
 from schedfence.domain.source.runs import ActionStartIssued, BackfillRequested, ProgramUpdated, Triggered
-from schedfence.domain.source.schedule import check_mutable
+from schedfence.domain.source.state import check_mutable
 from schedfence.domain.source.scheduling import tick
 from schedfence.domain.source.spec import utc_time
 
 if TYPE_CHECKING:
-    from schedfence.domain.source.schedule import ScheduleState
+    from schedfence.domain.source.state import ScheduleState
 
 MAX_BACKFILLS = 100  # in progress at once on one schedule
 

@@ -12,7 +12,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.source.spec import ScheduleSpec, check_spec, times_after
 
 if TYPE_CHECKING:
-    from schedfence.domain.source.schedule import ScheduleState
+    from schedfence.domain.source.state import ScheduleState
 
 MAX_LIMIT = 10**9  # remaining actions
 

@@ -20,7 +20,7 @@ from eventsourcing.utils import register_topic
 from schedfence.domain.model import EvolvingAggregate
 
 if TYPE_CHECKING:
-    from schedfence.domain.source.schedule import ScheduleState
+    from schedfence.domain.source.state import ScheduleState
 
 RECENT = 10  # recent actions kept in the state
 

@@ -33,7 +33,7 @@ from schedfence.domain.source.runs import (ActionClosed, ActionStarted, ActionSt
 from schedfence.domain.source.spec import ScheduleSpec
 
 if TYPE_CHECKING:
-    from schedfence.domain.source.schedule import ScheduleState
+    from schedfence.domain.source.state import ScheduleState
 
 MAX_BUFFER = 1000  # a backfill adds no more than the buffer has room for; the rest next tick
 MAX_BACKOFF = 60  # seconds between attempts at a start whose outcome is unknown

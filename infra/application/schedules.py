@@ -21,7 +21,8 @@ from schedfence.domain.ports import Destination
 from schedfence.domain.source.program import Program, program_of, upcoming
 from schedfence.domain.source.incarnation import check_creatable
 from schedfence.domain.source.key import check_not_forwarding
-from schedfence.domain.source.schedule import Schedule, ScheduleKey, ScheduleState, check_mutable
+from schedfence.domain.source.schedule import Schedule, ScheduleKey
+from schedfence.domain.source.state import ScheduleState, check_mutable
 from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 

@@ -9,7 +9,7 @@ from schedfence.domain.errors import NotFound
 from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.read_shape import ReadShape, read_shape
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 
 if TYPE_CHECKING:
     from schedfence.projections.service_views import OperatorViews

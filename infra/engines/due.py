@@ -19,7 +19,7 @@ from sqlalchemy import (BigInteger, Column, Integer, MetaData, String, Table, an
                         or_, select, update)
 from sqlalchemy.exc import IntegrityError
 
-from schedfence.domain.rollback.aggregate import CLOSED_PHASES, OPEN_PHASES
+from schedfence.domain.rollback.phases import CLOSED_PHASES, OPEN_PHASES
 from schedfence.projections.service_views import OperatorViews
 from schedfence.projections.tables import migrations
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import StringConstraints
 
 from schedfence.domain.errors import InvalidArgument
-from schedfence.domain.rollback.aggregate import Phase
+from schedfence.domain.rollback.phases import Phase
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
 from schedfence.domain.text import MAX_ID_LENGTH

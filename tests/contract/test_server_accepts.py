@@ -35,7 +35,7 @@ from schedfence.domain.ids import (MAX_SCHEDULE_ID_BYTES, SCHEDULER_WORKFLOW_TYP
 from schedfence.domain.source.payload import json_payload
 from schedfence.domain.ports import StartWorkflow
 from schedfence.domain.source.program import MAX_LIMIT, Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.text import MAX_NOTES_LENGTH, validate_notes
 from schedfence.infra.adapters.destination.action_proto import start_fields
 from schedfence.infra.adapters.destination.schedule_proto import to_temporal

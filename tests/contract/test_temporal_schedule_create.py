@@ -17,7 +17,7 @@ from schedfence.domain.rollback.handover import handover_of
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
 from schedfence.domain.ports import AlreadyStarted, StartWorkflow
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import make_spec
 from tests.contract.temporal_env import NS, wait_for
 

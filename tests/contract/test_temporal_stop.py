@@ -23,8 +23,8 @@ from temporalio.service import RPCStatusCode
 from schedfence.domain.ports import (DestinationNotFound, DestinationNotReached,
                                      DestinationUnavailable, InvalidStartRequest, NamespaceNotFound,
                                      StartWorkflow)
-from schedfence.infra.adapters.destination.temporal import (TemporalDestination, cancel_request_id,
-                                                   stop_error)
+from schedfence.infra.adapters.destination.temporal import TemporalDestination
+from schedfence.infra.adapters.destination.temporal_wire import cancel_request_id, stop_error
 from tests.contract.temporal_env import NS, TemporalEnv
 from tests.contract.worlds import rid
 from tests.infra.adapters.destination.test_temporal_adapter import rpc_error

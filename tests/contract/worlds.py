@@ -18,7 +18,7 @@ from temporalio.api.enums.v1 import WorkflowIdConflictPolicy
 
 from schedfence.domain.ports import AlreadyStarted, RunDescription, StartAccepted, StartWorkflow
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
-from schedfence.infra.adapters.destination.temporal import start_error, status_name
+from schedfence.infra.adapters.destination.temporal_wire import start_error, status_name
 from tests.contract.chain_workflow import (CHAIN_QUEUE, CHAIN_WORKFLOW_TYPE, COMPLETE_SIGNAL,
                                            FORCE_CAN_SIGNAL)
 from tests.contract.temporal_env import NS, TemporalEnv, wait_for

@@ -15,7 +15,8 @@ from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.rollback.aggregate import Migration, MigrationState, evolve_migration
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                                      StartAccepted)
-from schedfence.domain.source.schedule import Schedule, ScheduleState, check_fence, evolve_schedule
+from schedfence.domain.source.schedule import Schedule, evolve_schedule
+from schedfence.domain.source.state import ScheduleState, check_fence
 from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper
 
 NS, SID, RID, WORKER = "model", "explored", "rid-1", "explorer"

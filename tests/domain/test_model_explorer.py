@@ -20,7 +20,8 @@ from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.invariants.checker import check_history
 from schedfence.domain.rollback.aggregate import Migration, MigrationState, evolve_migration
 from schedfence.domain.ports import AlreadyStarted, StartAccepted
-from schedfence.domain.source.schedule import Schedule, ScheduleState, evolve_schedule
+from schedfence.domain.source.schedule import Schedule, evolve_schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.infra.demo.legacy import legacy_v1_record
 
 from tests.domain.explorer_model import (Dest, INPUTS, LEGACY_MAPPER, MAX_DEPTH, NS, RID, SID,

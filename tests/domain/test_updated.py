@@ -9,7 +9,8 @@ import pytest
 
 from schedfence.domain.rollback.aggregate import Migration, MigrationState
 from schedfence.domain.model import state_class_of, updated
-from schedfence.domain.source.schedule import Schedule, ScheduleState
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.key import ScheduleKey
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.infra.application.service import open_service
-from schedfence.infra.adapters.destination.sim_store import SqlSimState
+from schedfence.infra.adapters.destination.sim_sql import SqlSimState
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.pgtools import fresh_database
 

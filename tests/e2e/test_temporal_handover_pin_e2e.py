@@ -19,7 +19,7 @@ from schedfence.domain.rollback.handover import handover_of
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import make_spec, times_between
 from schedfence.infra.adapters.destination import temporal_schedule
 from schedfence.infra.adapters.destination.schedule_proto import pin_of, pin_stands

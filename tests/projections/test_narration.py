@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 
-from schedfence.domain.rollback.aggregate import PARK_MEANING, Migration
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.rollback.phases import PARK_MEANING
 from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.application.service import open_service
 from schedfence.projections import narration

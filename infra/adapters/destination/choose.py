@@ -172,7 +172,7 @@ def open_destination(spec: str | None, store: StoreURL, **options: Any) -> Opene
     global _used_temporal
     spec = check_spec(spec)
     if spec == SIM:
-        from schedfence.infra.adapters.destination.sim_store import SqlSimState, sim_state_for
+        from schedfence.infra.adapters.destination.sim_sql import SqlSimState, sim_state_for
         from schedfence.infra.adapters.destination.simulator import SimulatedDestination
         state = sim_state_for(store.url, store.kind == "sqlite-memory")
         close = state.dispose if isinstance(state, SqlSimState) else (lambda: None)

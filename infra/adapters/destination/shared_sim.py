@@ -4,7 +4,7 @@ By default the simulator lives beside the events, in the event store itself. A f
 the destination to outlive both the active and the standby store, as a real Temporal cluster
 does, so both sides must talk to the same one: ``sim+postgresql://USER@HOST:PORT/DB[?schema=S]``
 or ``sim+sqlite:///PATH`` keeps its state (rows per workflow id,
-``infra/sim_store.SqlSimState``) in that third store. The schema is created on first use; the
+``destination/sim_sql.SqlSimState``) in that third store. The schema is created on first use; the
 database must exist.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from schedfence.domain.ports import (DestinationNotReached, DestinationUnavailab
                                      RunDescription, Settled, StartAccepted, StartWorkflow,
                                      StopKind)
 
-from schedfence.infra.adapters.destination.sim_store import RolledBack, SqlSimState
+from schedfence.infra.adapters.destination.sim_sql import RolledBack, SqlSimState
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.adapters.store.eventstore import parse_store_url
 

@@ -4,7 +4,8 @@ RequestCancelWorkflowExecution and TerminateWorkflowExecution.
 It models docs/protocol.md, 'What the destination tells us': dedupe only against the current
 run's request ids (running or closed), conflict policy while running, reuse policy once closed,
 continue-as-new with a server-generated create request id, deletion freeing the id. Faults are
-scripted or seeded so runs replay exactly.
+scripted or seeded so runs replay exactly. The runs themselves, and what is read from them, are
+sim_runs.py's; where they are kept, sim_store.py's.
 """
 from __future__ import annotations
 
@@ -14,21 +15,22 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, get_args
-
 from schedfence.domain.source.action import StartWorkflowAction
-from schedfence.domain.ports import (AlreadyStarted, ConflictPolicy, DestinationNotFound,
-                                     DestinationUnavailable, InvalidStartRequest, ReusePolicy,
-                                     RunDescription, StartAccepted, StartWorkflow, StopKind)
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
+                                     InvalidStartRequest, RunDescription, StartAccepted,
+                                     StartWorkflow, StopKind)
 from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
+from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc, already_started,
+                                                            close_run, current_run, describe_run,
+                                                            find_run, request_problem,
+                                                            stop_current)
 from schedfence.infra.adapters.destination.sim_schedules import (Clock, SimSchedules, creates_schedule,
                                                         utc_now)
-from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx, SqlSimState
+from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx
+from schedfence.infra.adapters.destination.sim_sql import SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 
-REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
-CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
 CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
 FAULTS = ("unavailable", "fail_before_commit", "lose_response")
 FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_schedule")
@@ -45,85 +47,6 @@ class FaultRates:
     lose_response: float = 0.0
     fail_before_commit: float = 0.0
     unavailable: float = 0.0
-
-
-# --- helpers over the plain-JSON runs of one workflow id (infra/sim_store.SimTx) ---------------
-
-def _current(runs: list[dict]) -> dict | None:
-    # Deleting the latest run removes the id's current record, so older runs never become current.
-    if runs and not runs[-1]["deleted"]:
-        return runs[-1]
-    return None
-
-
-def _find(tx: SimTx, namespace: str, workflow_id: str, run_id: str | None) -> dict:
-    runs = tx.runs(namespace, workflow_id)
-    if run_id is None:
-        run = _current(runs)
-    else:
-        run = next((r for r in runs if r["run_id"] == run_id and not r["deleted"]), None)
-    if run is None:
-        which = "current run" if run_id is None else f"run {run_id}"
-        raise DestinationNotFound(f"{namespace}/{workflow_id}: no {which}")
-    return run
-
-
-def _stop_current(tx: SimTx, namespace: str, workflow_id: str, status: str, at: str) -> None:
-    """Close the current run with ``status`` if it is running; otherwise change nothing."""
-    try:
-        run = _find(tx, namespace, workflow_id, None)
-    except DestinationNotFound:
-        return  # never started, or its current run deleted: nothing to stop
-    if run["status"] == "running":
-        _close_run(run, status, at)
-
-
-def _close_run(run: dict, status: str, at: str) -> None:
-    """A running run closes with ``status`` at ``at`` (ISO 8601: its close time)."""
-    run["status"], run["closed_at"] = status, at
-
-
-def _description(run: dict) -> RunDescription:
-    return RunDescription(
-        run_id=run["run_id"],
-        first_execution_run_id=run["first_execution_run_id"],
-        workflow_type=run["workflow_type"],
-        status=run["status"],
-        request_ids=frozenset(run["request_ids"]),
-        create_request_id=run["create_request_id"],
-    )
-
-
-def _accepted(run: dict, started: bool) -> StartAccepted:
-    return StartAccepted(run["run_id"], run["first_execution_run_id"], run["status"], started)
-
-
-def _already_started(run: dict) -> AlreadyStarted:
-    return AlreadyStarted(
-        start_request_id=run["create_request_id"],
-        run_id=run["run_id"],
-        first_execution_run_id=run["first_execution_run_id"],
-    )
-
-
-def _doc(action: StartWorkflowAction | None) -> dict[str, Any] | None:
-    return None if action is None else action.model_dump(mode="json")
-
-
-def _validate(req: StartWorkflow) -> str | None:
-    """Request-validation errors, which Temporal returns before any dedupe."""
-    if not req.workflow_id:
-        return "workflow_id is empty"
-    if req.id_reuse_policy not in REUSE_POLICIES:
-        return f"unknown id_reuse_policy {req.id_reuse_policy!r}"
-    if req.id_conflict_policy not in CONFLICT_POLICIES:
-        return f"unknown id_conflict_policy {req.id_conflict_policy!r}"
-    if req.id_reuse_policy == "terminate_if_running" and req.id_conflict_policy != "fail":
-        return f"terminate_if_running cannot be combined with conflict policy {req.id_conflict_policy!r}"
-    if req.id_reuse_policy == "reject_duplicate" and req.id_conflict_policy == "terminate_existing":
-        # A real server refuses this pair too (INVALID_ARGUMENT; contract suite).
-        return "reject_duplicate cannot be combined with conflict policy 'terminate_existing'"
-    return None
 
 
 class SimulatedDestination(SimSchedules, SimScheduleHost):
@@ -191,7 +114,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             "input": copy.deepcopy(req.input),  # JSON: a schedule action's may be any
             # A schedule action's start applies the whole action, as the server would:
             # arguments (payloads whole), timeouts, retry policy, memo, search attributes.
-            "action": _doc(req.action),
+            "action": action_doc(req.action),
             "deleted": False,
             "by_start": first is None,
         }
@@ -218,7 +141,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
                     result = DestinationUnavailable("start committed but its response was lost")
             # A shallow copy: the request is frozen and its input is built per call (asdict's
             # deep copy was half of a start's cost in benchmarks/batch_throughput.py).
-            tx.append_log({"request": dict(vars(request), action=_doc(request.action)),
+            tx.append_log({"request": dict(vars(request), action=action_doc(request.action)),
                            "outcome": outcome})
         if isinstance(result, Exception):
             raise result
@@ -228,37 +151,37 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         self, tx: SimTx, req: StartWorkflow, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
         """StartWorkflowExecution; returns (log outcome, result or error to raise)."""
-        problem = _validate(req)
+        problem = request_problem(req)
         if problem is not None:
             return "invalid", InvalidStartRequest(problem)
         request_id = req.request_id or self._next_id(tx, "req")  # empty: the server makes one
-        current = _current(tx.runs(req.namespace, req.workflow_id))
+        current = current_run(tx.runs(req.namespace, req.workflow_id))
         if current is not None and request_id in current["request_ids"]:
             # A dedupe ignores type, input, policies. Like Temporal, ``started`` says whether the
             # id is the run's create id (a retry of the creating start), not an attached one.
             started = request_id == current["create_request_id"]
-            return "deduplicated", _accepted(current, started)
+            return "deduplicated", accepted(current, started)
         if current is not None and current["status"] == "running":
             return self._start_over_running(tx, req, request_id, current, attach)
         if current is not None and (
             req.id_reuse_policy == "reject_duplicate"
             or (req.id_reuse_policy == "allow_duplicate_failed_only" and current["status"] == "completed")
         ):
-            return "already_started", _already_started(current)
-        return "created", _accepted(self._add_run(tx, req, request_id, None), True)
+            return "already_started", already_started(current)
+        return "created", accepted(self._add_run(tx, req, request_id, None), True)
 
     def _start_over_running(
         self, tx: SimTx, req: StartWorkflow, request_id: str, current: dict, attach: bool
     ) -> tuple[str, StartAccepted | Exception]:
         if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
-            _close_run(current, "terminated", self.clock().isoformat())
-            return "created", _accepted(self._add_run(tx, req, request_id, None), True)
+            close_run(current, "terminated", self.clock().isoformat())
+            return "created", accepted(self._add_run(tx, req, request_id, None), True)
         if req.id_conflict_policy == "use_existing":
             if attach:  # later starts with this id dedupe to this run (started False)
                 current["request_ids"].append(request_id)
-                return "use_existing_attached", _accepted(current, False)
-            return "use_existing", _accepted(current, False)
-        return "already_started", _already_started(current)
+                return "use_existing_attached", accepted(current, False)
+            return "use_existing", accepted(current, False)
+        return "already_started", already_started(current)
 
     def describe(self, namespace: str, workflow_id: str, run_id: str | None = None) -> RunDescription:
         fault = self._next_fault("describe")
@@ -266,7 +189,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
         try:
             with self._state.session() as tx:
-                description = _description(_find(tx, namespace, workflow_id, run_id))
+                description = describe_run(find_run(tx, namespace, workflow_id, run_id))
         except DestinationNotFound:
             if fault != "lose_response":
                 raise
@@ -299,7 +222,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         if fault in _PRE_COMMIT_OUTCOME:
             raise DestinationUnavailable(f"stop_workflow: {_PRE_COMMIT_OUTCOME[fault]}")
         with self._state.session() as tx:
-            _stop_current(tx, namespace, workflow_id, STOP_STATUS[kind], self.clock().isoformat())
+            stop_current(tx, namespace, workflow_id, STOP_STATUS[kind], self.clock().isoformat())
         if fault == "lose_response":
             raise DestinationUnavailable("stop_workflow committed but its response was lost")
 
@@ -322,10 +245,10 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         there (measured on Temporal 1.32: the new run's request_id_infos hold one STARTED id).
         """
         with self._state.session() as tx:
-            current = _find(tx, namespace, workflow_id, None)
+            current = find_run(tx, namespace, workflow_id, None)
             if current["status"] != "running":
                 raise ValueError(f"cannot continue-as-new a {current['status']} run")
-            _close_run(current, "continued_as_new", self.clock().isoformat())
+            close_run(current, "continued_as_new", self.clock().isoformat())
             req = StartWorkflow(
                 namespace, workflow_id, "", current["workflow_type"],
                 current["input"] if input is None else input,
@@ -337,10 +260,10 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         if status not in CLOSED_STATUSES:
             raise ValueError(f"close status must be one of {CLOSED_STATUSES}, got {status!r}")
         with self._state.session() as tx:
-            run = _find(tx, namespace, workflow_id, run_id)
+            run = find_run(tx, namespace, workflow_id, run_id)
             if run["status"] != "running":
                 raise ValueError(f"run {run['run_id']} is already {run['status']}")
-            _close_run(run, status, self.clock().isoformat())
+            close_run(run, status, self.clock().isoformat())
 
     def complete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
         self.close(namespace, workflow_id, "completed", run_id)
@@ -351,9 +274,9 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
     def delete(self, namespace: str, workflow_id: str, run_id: str | None = None) -> None:
         """DeleteWorkflowExecution or retention; a running run is terminated first, as Temporal does."""
         with self._state.session() as tx:
-            run = _find(tx, namespace, workflow_id, run_id)
+            run = find_run(tx, namespace, workflow_id, run_id)
             if run["status"] == "running":
-                _close_run(run, "terminated", self.clock().isoformat())
+                close_run(run, "terminated", self.clock().isoformat())
             run["deleted"] = True
 
     def attach_request_id(
@@ -361,7 +284,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
     ) -> None:
         """Record an extra request id on a run (USE_EXISTING + attach_request_id in Temporal)."""
         with self._state.session() as tx:
-            run = _find(tx, namespace, workflow_id, run_id)
+            run = find_run(tx, namespace, workflow_id, run_id)
             if request_id not in run["request_ids"]:
                 run["request_ids"].append(request_id)
 
@@ -370,7 +293,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
     def runs(self, namespace: str, workflow_id: str) -> list[RunDescription]:
         with self._state.session() as tx:
             runs = tx.runs(namespace, workflow_id)
-            return [_description(r) for r in runs if not r["deleted"]]
+            return [describe_run(r) for r in runs if not r["deleted"]]
 
     def chains(self, namespace: str, workflow_id: str) -> list[str]:
         with self._state.session() as tx:

@@ -34,7 +34,7 @@ def _utc(ts: Any) -> datetime:
 
 
 def _update_error(exc: RPCError) -> Exception:
-    from schedfence.infra.adapters.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal_wire import describe_error
     if exc.status == RPCStatusCode.FAILED_PRECONDITION:
         return ConflictTokenMoved(exc.message)
     return describe_error(exc)
@@ -54,7 +54,7 @@ class TemporalScheduleHost:
         from temporalio.api.enums.v1 import IndexedValueType
         from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-        from schedfence.infra.adapters.destination.temporal import describe_error
+        from schedfence.infra.adapters.destination.temporal_wire import describe_error
         self._check_namespace(namespace)
 
         async def listing(client: Any) -> Any:
@@ -71,7 +71,7 @@ class TemporalScheduleHost:
 
     def list_schedules(self, namespace: str, page_token: bytes | None = None,
                        page_size: int = 100) -> tuple[list[str], bytes | None]:
-        from schedfence.infra.adapters.destination.temporal import describe_error
+        from schedfence.infra.adapters.destination.temporal_wire import describe_error
         self._check_namespace(namespace)
         resp = self._rpc("list schedules", "list_schedules", ListSchedulesRequest(
             namespace=namespace, maximum_page_size=page_size,
@@ -79,7 +79,7 @@ class TemporalScheduleHost:
         return [s.schedule_id for s in resp.schedules], (resp.next_page_token or None)
 
     def _raw_describe(self, namespace: str, schedule_id: str) -> Any:
-        from schedfence.infra.adapters.destination.temporal import describe_error
+        from schedfence.infra.adapters.destination.temporal_wire import describe_error
         self._check_namespace(namespace)
         return self._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
             namespace=namespace, schedule_id=schedule_id), describe_error)
@@ -157,7 +157,7 @@ class TemporalScheduleHost:
             request_id=f"fence-{conflict_token}-{int(paused)}"), _update_error)
 
     def delete_schedule(self, namespace: str, schedule_id: str) -> None:
-        from schedfence.infra.adapters.destination.temporal import describe_error
+        from schedfence.infra.adapters.destination.temporal_wire import describe_error
         self._check_namespace(namespace)
         self._rpc("delete schedule", "delete_schedule", DeleteScheduleRequest(
             namespace=namespace, schedule_id=schedule_id, identity=self.identity),

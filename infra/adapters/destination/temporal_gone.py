@@ -51,7 +51,7 @@ def settle_deleted(dest: TemporalDestination, request: StartWorkflow,
 
 
 def _gone_error(exc: RPCError) -> Exception:
-    from schedfence.infra.adapters.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal_wire import describe_error
     err = describe_error(exc)
     if isinstance(err, DestinationNotFound):
         return SchedulerGone(f"the deleted schedule's scheduler workflow cannot be read: {err}")

@@ -97,7 +97,7 @@ def create_request(request: StartWorkflow, identity: str, now: datetime) -> Crea
 
 def create_schedule(dest: TemporalDestination, request: StartWorkflow) -> StartAccepted:
     """Create the schedule by request id; answer as a start of its scheduler workflow would."""
-    from schedfence.infra.adapters.destination.temporal import start_error
+    from schedfence.infra.adapters.destination.temporal_wire import start_error
 
     def create_error(exc: RPCError) -> Exception:
         if exc.status == RPCStatusCode.ALREADY_EXISTS:
@@ -156,7 +156,7 @@ def _describe(dest: TemporalDestination, request: StartWorkflow,
               chain: str) -> DescribeScheduleResponse:
     """The schedule, if it is still the one handed over: its scheduler workflow's chain is
     checked after the read, so a delete and re-create before the read is seen."""
-    from schedfence.infra.adapters.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal_wire import describe_error
     desc = dest._rpc("describe schedule", "describe_schedule", DescribeScheduleRequest(
         namespace=request.namespace,
         schedule_id=request.workflow_id.removeprefix(WORKFLOW_ID_PREFIX)), describe_error)
@@ -178,7 +178,7 @@ def _check_chain(dest: TemporalDestination, request: StartWorkflow, chain: str) 
 
 def _patch(dest: TemporalDestination, request: StartWorkflow, chain: str,
            patch: SchedulePatch) -> None:
-    from schedfence.infra.adapters.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal_wire import describe_error
     _check_chain(dest, request, chain)  # just before the write (see docs/protocol.md)
     dest._rpc("patch schedule", "patch_schedule", PatchScheduleRequest(
         namespace=request.namespace,
@@ -307,7 +307,7 @@ def _update_until_applied(dest: TemporalDestination, request: StartWorkflow, cha
     describes again and decides again. A settle repeated after a crash or an unknown outcome
     finds it applied and writes nothing. The request id names the token, so a rewrite after
     a drop is a new signal."""
-    from schedfence.infra.adapters.destination.temporal import describe_error
+    from schedfence.infra.adapters.destination.temporal_wire import describe_error
 
     def update_error(exc: RPCError) -> Exception:
         if exc.status == RPCStatusCode.FAILED_PRECONDITION:

@@ -31,7 +31,7 @@ from prometheus_client.registry import Collector
 
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.job import Decision, Job, JobState
-from schedfence.domain.rollback.aggregate import PHASES as ROLLBACK_PHASES
+from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
 from schedfence.projections.metrics import COUNTERS, DIRECTIONS, MetricsSnapshot
 
 from .calls import latency_of

@@ -13,7 +13,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from .eventstore import FenceApplication, fold_events
+from .eventstore import FenceApplication
+from .fold import fold_events
 
 CHUNK = 500  # ids per query
 

@@ -1,6 +1,6 @@
 """From decoded events to an aggregate, fast: the read path's inner loop.
 
-``fold_events`` (infra/adapters/store/eventstore.py) applies each stored event through its ``mutate``:
+``fold_events`` (infra/adapters/store/fold.py) applies each stored event through its ``mutate``:
 the library's checks (same aggregate, next version), our ``apply`` (the aggregate's ``evolve``
 reducer), then the new version and modification time, several calls per event. On a long
 history that costs about as much again as the reducer itself (benchmarks/RESULTS.md, "Replay

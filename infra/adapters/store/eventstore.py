@@ -1,39 +1,41 @@
-"""Opening the event store from a URL (eventsourcing's own persistence)."""
+"""Opening the event store from a URL (eventsourcing's own persistence).
+
+Its loads fold with ``fold_events`` (fold.py) and its recorder is guarded against timeouts and
+lost commits (recorder_guard.py).
+"""
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, TypeVar, cast
+from typing import Any, Callable, Iterator, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import (AggregateNotFoundError, Application, ProcessingEvent,
                                        Repository)
-from eventsourcing.persistence import (IntegrityError, InterfaceError, OperationalError,
-                                       PersistenceError)
+from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import get_topic
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.source.schedule import Schedule
-from schedfence.infra.pacing import fixed, linear, retry_call
-from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
-from schedfence.infra.adapters.store.decode import fold_plain
+from schedfence.infra.pacing import linear, retry_call
+from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, lenient_uuid
+from schedfence.infra.adapters.store.fold import FenceRepository
 from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
                                        STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
                                        StoreUnavailable, parse_pg_url, session_options, timeout_of,
                                        unavailable_of)
+from schedfence.infra.adapters.store.recorder_guard import guard_recorder
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
 PG_RECORDER_TOPIC = "schedfence.infra.adapters.store.pg_recorder:ArrayInsertRecorder"
 PAGE = 1000
 OCC_RETRIES = 20
 SQLITE_LOCK_TIMEOUT = 30  # seconds a SQLite writer waits for another writer's lock
-STORE_RETRIES, STORE_RETRY_WAIT = 10, 0.2  # eventsourcing.postgres's own retry of its methods
 T = TypeVar("T")
 
 
@@ -103,136 +105,6 @@ def _parse_pg(url: str) -> PgTarget:
     if not 0 < target.port < 65536:
         raise InvalidArgument(f"store URL port {target.port} is not between 1 and 65535")
     return target
-
-
-class CorruptHistory(UndecodableEvent):
-    """An aggregate's stored history cannot be folded: a version is missing, or the reducer
-    rejects a stored event. The message names the aggregate, the version(s) and the event."""
-
-    code = "corrupt_history"
-
-
-def fold_events(aggregate: Any, events: Iterable[Any]) -> Any:
-    """Apply stored events in order, refusing a gap in their versions. The library's default
-    projector also asserts a runtime ``Protocol`` isinstance per event, which costs more than
-    our reducer itself; every event here is one of our own classes, whose ``mutate`` the
-    mapper has already resolved. Runs of ordinary events go through ``fold_plain``
-    (infra/adapters/store/decode.py), which leaves to this loop any event it cannot apply."""
-    expected = None if aggregate is None else aggregate.version + 1
-    pending = iter(events)
-    event = next(pending, None)
-    while event is not None:
-        version = event.originator_version
-        if expected is None:  # the first of the history: version 1, or a snapshot's
-            expected = version if isinstance(event, EvolvingAggregate.Snapshot) else 1
-        if version < expected:
-            raise CorruptHistory(
-                f"aggregate {event.originator_id}: version {version} ({_topic(event)}) is "
-                f"stored again after version {expected - 1} (repeated or out of order)")
-        if version != expected:
-            missing = f"version {expected} is" if version == expected + 1 else \
-                f"versions {expected}..{version - 1} are"
-            raise CorruptHistory(
-                f"aggregate {event.originator_id}: {missing} missing from its stored history "
-                f"(the next stored event is version {version}, {_topic(event)})")
-        try:
-            aggregate = event.mutate(aggregate)
-        except UndecodableEvent:
-            raise
-        except Exception as exc:  # the reducer rejects what is stored
-            text = str(exc)[:200]
-            raise CorruptHistory(f"aggregate {event.originator_id} version {version} "
-                                 f"({_topic(event)}) cannot be applied: {type(exc).__name__}"
-                                 f"{': ' + text if text else ''}") from exc
-        expected = version + 1
-        if isinstance(aggregate, EvolvingAggregate):
-            event = fold_plain(aggregate, pending)
-            expected = aggregate.version + 1
-        else:
-            event = next(pending, None)
-    return aggregate
-
-
-def _topic(event: Any) -> str:
-    return getattr(event, "TOPIC", None) or type(event).__name__
-
-
-class FenceRepository(Repository[UUID]):
-    def get(self, aggregate_id: UUID, **options: Any) -> Any:
-        options.setdefault("projector_func", fold_events)
-        return super().get(aggregate_id, **options)
-
-
-_READS = ("select_events", "select_notifications", "max_notification_id")
-
-
-def guard_recorder(recorder: Any, timeout: Callable[[BaseException], StoreTimeout | None]) -> Any:
-    """Make ``recorder`` report a lock or statement timeout as ``StoreTimeout`` (naming the
-    timeout), at once for a read, after eventsourcing's retries for a writer's insert-lock wait.
-    Other errors are retried exactly as eventsourcing's ``@retry`` would."""
-    for name in (*_READS, "insert_events"):
-        method = getattr(type(recorder), name, None)
-        if method is None:
-            continue
-        inner = getattr(method, "__wrapped__", None)  # eventsourcing's @retry, undone
-        attempts = STORE_RETRIES if inner is not None else 1
-        setattr(recorder, name, _guarded((inner or method).__get__(recorder), attempts,
-                                         name == "insert_events", timeout))
-    return recorder
-
-
-def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
-             timeout: Callable[[BaseException], StoreTimeout | None]) -> Callable[..., T]:
-    @functools.wraps(call)
-    def guarded(*args: Any, **kwargs: Any) -> T:
-        lost = _LostWrite(is_write)
-        try:
-            return retry_call(lambda: lost.call(call, *args, **kwargs), attempts=attempts,
-                              retry_on=(InterfaceError, OperationalError),
-                              retry_if=lambda exc: lost.retries(exc, timeout(exc)),
-                              pause=fixed(STORE_RETRY_WAIT))
-        except (InterfaceError, OperationalError) as exc:
-            timed_out = None if exc is lost.raised else timeout(exc)
-            if timed_out is None:
-                raise
-            if lost.tries > 1:
-                timed_out.message += f" (gave up after {lost.tries} attempts)"
-                timed_out.args = (timed_out.message,)
-            raise timed_out from None
-    return guarded
-
-
-class _LostWrite:
-    """One guarded call's tries: the first failure of a write that may have committed, so
-    that a retry meeting the same rows raises that failure (``raised``), never "someone else
-    wrote"."""
-
-    def __init__(self, is_write: bool) -> None:
-        self.is_write, self.tries = is_write, 0
-        self.failed: BaseException | None = None
-        self.raised: BaseException | None = None
-
-    def call(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        self.tries += 1
-        try:
-            return call(*args, **kwargs)
-        except IntegrityError:
-            if self.failed is None:
-                raise
-            # The failed attempt may have committed before its connection broke: the
-            # rows the retry met may be our own. Unknown, never "someone else wrote".
-            self.failed.add_note("its retry met the same rows: the insert may have committed")
-            self.raised = self.failed
-            raise self.failed  # its cause (psycopg's error) names the failure
-
-    def retries(self, exc: BaseException, timed_out: StoreTimeout | None) -> bool:
-        """Whether ``exc`` is tried again: not a timeout, except a writer's insert-lock wait."""
-        if exc is self.raised:
-            return False
-        if self.is_write and self.failed is None:
-            self.failed = exc  # the first that may have committed
-        lock_wait = timed_out is not None and "lock timeout" in timed_out.message
-        return timed_out is None or (self.is_write and lock_wait)
 
 
 class FenceApplication(Application[UUID]):

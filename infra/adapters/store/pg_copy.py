@@ -1,4 +1,4 @@
-"""Writing the operator views' rows on PostgreSQL with COPY (projections/view.py ``RowWriter``).
+"""Writing the operator views' rows on PostgreSQL with COPY (projections/batch.py ``RowWriter``).
 
 A batch's rows go in with one COPY per table on the batch's own psycopg connection, inside
 its open transaction: one round trip and no statement per row. Replacing rows is a DELETE of

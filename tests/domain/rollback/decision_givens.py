@@ -10,7 +10,7 @@ from schedfence.domain.rollback.decide import ChainObservation, StartOutcome
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.rollback.aggregate import Migration, evolve_migration
 from schedfence.domain.ports import RunDescription
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 
 M = Migration
 NS, SID, WID, RID = "default", "s1", "temporal-sys-scheduler:s1", "R1"

@@ -7,7 +7,7 @@ from datetime import datetime
 from schedfence.domain.source.action import make_action, nominal_text
 from schedfence.domain.rollback.handover import Handover, handover_of
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import make_spec
 
 

@@ -10,7 +10,7 @@ from schedfence.domain.source.action import make_action, make_policies, nominal_
 from schedfence.domain.rollback.handover import (GAP_MARGIN, boundary_gap, destination_slots,
                                         destination_starts, handover_of, patch_plan)
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import make_spec
 
 M = datetime(2026, 12, 4, 9, 19, tzinfo=timezone.utc)  # a nominal time (every minute)

@@ -15,7 +15,7 @@ from schedfence.domain.source.action import (MAX_ATTEMPTS, MAX_NAME_BYTES, Start
                                       check_registered, make_action, nominal_text)
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import MAX_CRON_NUMBER, ScheduleSpec, make_spec
 
 M = datetime(2026, 12, 3, 7, 0, tzinfo=timezone.utc)

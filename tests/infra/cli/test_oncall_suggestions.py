@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from schedfence.domain.rollback import decide as d
-from schedfence.domain.rollback.aggregate import PARK_MEANING, Migration
+from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.rollback.phases import PARK_MEANING
 from schedfence.domain.ports import DestinationUnavailable, InvalidStartRequest
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.demo.legacy import plant_legacy_v1

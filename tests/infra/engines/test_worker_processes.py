@@ -101,7 +101,7 @@ def test_sigterm_is_honoured_while_the_destination_hangs(tmp_path: Path) -> None
     batch's starts are in flight together)."""
     import signal
     from schedfence.infra.adapters.destination.shared_sim import open_shared_sim
-    from schedfence.infra.adapters.destination.sim_store import META_TABLE
+    from schedfence.infra.adapters.destination.sim_sql import META_TABLE
     from tests import pgtools
     with pgtools.fresh_database("schedfence_wt") as store, \
             pgtools.fresh_database("schedfence_wt_sim") as sim_url:

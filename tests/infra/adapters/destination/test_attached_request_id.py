@@ -19,7 +19,8 @@ from temporalio.api.workflowservice.v1 import (DescribeWorkflowExecutionResponse
 from schedfence.domain.ports import (AlreadyStarted, DestinationUnavailable, RunDescription,
                                      StartWorkflow)
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination, SqlSimState
-from schedfence.infra.adapters.destination.temporal import TemporalDestination, create_request_id
+from schedfence.infra.adapters.destination.temporal import TemporalDestination
+from schedfence.infra.adapters.destination.temporal_wire import create_request_id
 
 NS, WID = "default", "temporal-sys-scheduler:s1"
 STARTED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED

@@ -25,7 +25,7 @@ from schedfence.domain.rollback.handover import Handover, handover_of, patch_pla
 from schedfence.domain.source.invoker import OVERLAPS
 from schedfence.domain.source.payload import Payload, json_payload
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import make_spec, times_after
 from schedfence.infra.adapters.destination.schedule_proto import from_temporal, to_temporal
 

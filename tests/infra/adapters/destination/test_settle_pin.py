@@ -17,7 +17,7 @@ from schedfence.domain.ids import (SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX,
                                    destination_workflow_id)
 from schedfence.domain.ports import DestinationNotFound, RunDescription, StartWorkflow
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.schedule import ScheduleState
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.adapters.destination.schedule_proto import pin_stands, timestamp, to_temporal
 from schedfence.infra.adapters.destination.temporal_schedule import settle_handover

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event, text
 
 from schedfence.domain.ports import AlreadyStarted, StartWorkflow
-from schedfence.infra.adapters.destination.sim_store import TABLE_NAME, TOMBSTONE, SqlSimState
+from schedfence.infra.adapters.destination.sim_sql import TABLE_NAME, TOMBSTONE, SqlSimState
 from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
 
 NS = "ns"

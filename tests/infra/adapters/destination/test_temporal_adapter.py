@@ -21,8 +21,9 @@ from schedfence.domain.ports import (AlreadyStarted, DestinationNotFound, Destin
                                      DestinationUnavailable, InvalidStartRequest, NamespaceNotFound,
                                      StartWorkflow)
 from schedfence.infra.adapters.destination.choose import parse_destination
-from schedfence.infra.adapters.destination.temporal import (TemporalDestination, describe_error, policies,
-                                                   start_error)
+from schedfence.infra.adapters.destination.temporal import TemporalDestination
+from schedfence.infra.adapters.destination.temporal_wire import (describe_error, policies,
+                                                                 start_error)
 from tests.temporal_server import free_port, start_dev_server
 from tests.contract.temporal_env import NS, temporal_env  # noqa: F401
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from schedfence.domain.rollback import decide as decisions
-from schedfence.domain.rollback.aggregate import PHASES
+from schedfence.domain.rollback.phases import PHASES
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.adapters.observability.metrics import render_metrics
 from schedfence.projections.runner import ProjectionStopped

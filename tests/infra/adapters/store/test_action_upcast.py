@@ -21,7 +21,8 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.source.payload import Payload
 from schedfence.domain.source.program import program_of
-from schedfence.domain.source.schedule import Schedule, ScheduleState
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.state import ScheduleState
 from schedfence.domain.source.scheduling import start_request
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.application.service import open_service

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-import schedfence.infra.adapters.store.eventstore as fence_store
+import schedfence.infra.adapters.store.recorder_guard as fence_store
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.application.service import open_service
 from tests.helpers import Hooks

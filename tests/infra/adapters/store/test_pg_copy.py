@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from schedfence.infra.application.service import open_service
 from schedfence.infra.adapters.store.pg_copy import CopyRows
 from schedfence.infra.adapters.store.sql import row_writer_for, writing
-from schedfence.projections.view import RowWriter
+from schedfence.projections.batch import RowWriter
 
 TRICKY = ["tab\there", "new\nline", "back\\slash", "\\N", "quote'\"", "ünïcödé ✓", "", " ",
           "a,b;c|d", "\r\n"]
