@@ -23,7 +23,7 @@ from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgumen
                                       MigrationPending, NotFound)
 from schedfence.domain.forward.aggregate import forward_aggregate_id
 from schedfence.domain.ids import migration_aggregate_id, validate_destination_key
-from schedfence.domain.source.schedule import ScheduleKey
+from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket

@@ -19,7 +19,8 @@ from schedfence.domain.ids import validate_destination_key
 from schedfence.domain.model import Facts
 from schedfence.domain.source.program import Program, program_of, upcoming
 from schedfence.domain.source.incarnation import check_creatable
-from schedfence.domain.source.schedule import Schedule, ScheduleKey, ScheduleState, check_mutable
+from schedfence.domain.source.schedule import Schedule, ScheduleState, check_mutable
+from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 
