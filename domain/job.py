@@ -29,7 +29,7 @@ from schedfence.domain.text import validate_id
 Direction = Literal["workflow", "source"]
 DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
 Decision = Literal["requested", "skipped", "blocked"]
-# What the service answered to a request it took (RollbackResult.outcome): each counts once.
+# What the service answered to a request it took (MigrationResult.outcome): each counts once.
 REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
 # Refusals that may clear by themselves (retry later with a new job): reported as blocked.
 BLOCKED_CODES = ("sentinel_blocked", "phase_blocked", "migration_pending", "unavailable")

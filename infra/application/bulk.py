@@ -27,7 +27,7 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.text import validate_actor
 
 from schedfence.infra.adapters.store.bulk import load_many
-from schedfence.infra.application.views import RollbackResult
+from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.batch import CONCURRENCY
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ MAX_BATCH = 1000  # schedules per call
 
 def rollback_many(service: MigrationService, namespace: str, schedule_ids: list[str],
                   request_ids: list[str] | None = None,
-                  actor: str = "") -> list[RollbackResult | DomainError]:
-    """One answer per schedule, in order: its ``RollbackResult``, or the refusal (a
+                  actor: str = "") -> list[MigrationResult | DomainError]:
+    """One answer per schedule, in order: its ``MigrationResult``, or the refusal (a
     ``DomainError``) that one ``rollback`` of it would raise. Accepted ones land together."""
     _check(namespace, schedule_ids, request_ids, actor)
     service.require_active()
@@ -78,7 +78,7 @@ def _invalid(namespace: str, sid: str, rid: str | None) -> DomainError | None:
 
 
 def _one(service: MigrationService, namespace: str, sid: str, rid: str | None,
-         actor: str) -> RollbackResult | DomainError:
+         actor: str) -> MigrationResult | DomainError:
     try:
         return service.rollback(namespace, sid, rid, actor)
     except DomainError as exc:
@@ -136,7 +136,7 @@ def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
         if one is None:
             answers.append(NotFound(f"schedule {namespace}/{sid} not found"))
             continue
-        answer: RollbackResult | DomainError
+        answer: MigrationResult | DomainError
         try:
             answer, aggregates = _decide_one(service, namespace, sid, one, epoch, who)
         except DomainError as exc:
@@ -147,7 +147,7 @@ def _decide(service: MigrationService, namespace: str, schedule_ids: list[str],
 
 
 def _decide_one(service: MigrationService, namespace: str, sid: str, one: _Loaded, epoch: int,
-                actor: str) -> tuple[RollbackResult, list[Any]]:
+                actor: str) -> tuple[MigrationResult, list[Any]]:
     """As ``MigrationService._rollback_once`` decides, on what the batch read."""
     st, (rid, origin, mid) = one.source.state, one.identity
     if isinstance(one.sentinel, Exception):
@@ -157,8 +157,8 @@ def _decide_one(service: MigrationService, namespace: str, sid: str, one: _Loade
                         actor=actor)
     if change.outcome != "accepted":
         existing = one.same if one.same is not None else one.pending
-        return RollbackResult(change.outcome, rid, existing.origin, change.migration_id), []
-    return (RollbackResult("accepted", rid, origin, change.migration_id),
+        return MigrationResult(change.outcome, rid, existing.origin, change.migration_id), []
+    return (MigrationResult("accepted", rid, origin, change.migration_id),
             change.apply(one.source, None))
 
 

@@ -21,7 +21,7 @@ from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 from schedfence.projections import forward_oncall as fo
-from schedfence.infra.application.views import RollbackResult
+from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.forward import ForwardWorker
 
 FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
@@ -53,7 +53,7 @@ class ForwardCommands:
         return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.epoch)
 
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                actor: str = "") -> RollbackResult:
+                actor: str = "") -> MigrationResult:
         """Ask for a Temporal Schedule to be handed to the source. The request id (the
         caller's, or one derived from the Temporal Schedule taken over and its conflict token
         now, stable across the caller's retries) is recorded before anything is done to
@@ -81,7 +81,7 @@ class ForwardCommands:
             lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
             AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
 
-    def _derived_retry(self, namespace: str, schedule_id: str) -> RollbackResult | None:
+    def _derived_retry(self, namespace: str, schedule_id: str) -> MigrationResult | None:
         """A caller without an id asking again while its forward is pending: the id derived
         now names the migration that holds the key (same Temporal Schedule, same token), so
         the answer is that migration's, ``already_pending``. Otherwise None (decide anew)."""
@@ -97,7 +97,7 @@ class ForwardCommands:
                                         snap.identity)
         if str(forward_aggregate_id(namespace, schedule_id, rid)) != str(holder):
             return None  # another forward holds the key: refused as before
-        return RollbackResult("already_pending", rid, "derived", str(holder))
+        return MigrationResult("already_pending", rid, "derived", str(holder))
 
     def predict_forward(self, namespace: str, schedule_id: str,
                         request_id: str) -> tuple[str, tuple[str, str] | None]:
@@ -113,13 +113,13 @@ class ForwardCommands:
         return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
 
     def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
-                      actor: str, seen: ScheduleSnapshot | None) -> RollbackResult:
+                      actor: str, seen: ScheduleSnapshot | None) -> MigrationResult:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)
         same = self.app.find(mid)
         if same is not None:
             outcome = "already_completed" if same.state.phase == "completed" \
                 else "already_pending"
-            return RollbackResult(outcome, request_id, same.state.request_id_origin, str(mid))
+            return MigrationResult(outcome, request_id, same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
                                        actor or self.worker_id, self.epoch(),
@@ -127,7 +127,7 @@ class ForwardCommands:
                                        seen.conflict_token if seen else "")
         key.open_forward(str(mig.id))
         self.app.save(mig, key)
-        return RollbackResult("accepted", request_id, origin, str(mid))
+        return MigrationResult("accepted", request_id, origin, str(mid))
 
     def _check_key(self, namespace: str, schedule_id: str) -> ScheduleKey:
         """The key (new if none), once no migration holds it and no live source runs it."""

@@ -24,7 +24,7 @@ from schedfence.domain.text import validate_actor, validate_reason, validate_wor
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import (FenceApplication, open_application, parse_store_url,
                                                retry_on_conflict)
-from schedfence.infra.application.views import HistoryEntry, MigrationView, RollbackResult, operator_views
+from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
 from schedfence.infra.adapters.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, CrashHook
@@ -117,7 +117,7 @@ class MigrationService(ScheduleCommands, ForwardCommands):
 
     # -- admin (schedule commands: infra/application/schedules.py) --------------------------------
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                 actor: str = "") -> RollbackResult:
+                 actor: str = "") -> MigrationResult:
         validate_destination_key(namespace, schedule_id)
         if request_id is not None:
             validate_request_id(request_id)
@@ -130,14 +130,14 @@ class MigrationService(ScheduleCommands, ForwardCommands):
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
-                      actor: str = "") -> list[RollbackResult | DomainError]:
+                      actor: str = "") -> list[MigrationResult | DomainError]:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import rollback_many
         return rollback_many(self, namespace, schedule_ids, request_ids, actor)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
-                       actor: str) -> RollbackResult:
+                       actor: str) -> MigrationResult:
         source = self.load.source(namespace, schedule_id)
         st = source.state
         rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
@@ -152,10 +152,10 @@ class MigrationService(ScheduleCommands, ForwardCommands):
                             epoch=self.epoch(), actor=actor or self.worker_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
-            return RollbackResult(change.outcome, rid, existing.origin,
+            return MigrationResult(change.outcome, rid, existing.origin,
                                   change.migration_id)
         self.worker.save("rollback", *change.apply(source, None))  # one append, both
-        return RollbackResult("accepted", rid, origin, change.migration_id)
+        return MigrationResult("accepted", rid, origin, change.migration_id)
 
     def _destination_check(self, namespace: str, schedule_id: str,
                            what: str) -> dict[str, Any]:

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RollbackResult:
+class MigrationResult:
+    """What a request for a migration answered, in either direction (``rollback``,
+    ``forward`` and the bulk forms)."""
+
     outcome: str  # accepted | already_pending | already_completed
     request_id: str
     request_id_origin: str  # caller | derived
