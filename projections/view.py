@@ -24,6 +24,8 @@ from schedfence.domain.read_shape import read_shape
 
 from . import tables as t
 
+# The hook a test crashes the process through at a named point (``projection.committed``...).
+# The one definition: the engines, replication and the application import it from here.
 CrashHook = Callable[[str], None]
 CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
 KNOWN_LIMIT = 50_000  # folded rows kept between batches (see FenceViews._known)

@@ -27,7 +27,8 @@ from schedfence.infra.adapters.store.eventstore import (FenceApplication, open_a
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
 from schedfence.infra.adapters.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, drain
-from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, CrashHook
+from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
+from schedfence.projections.view import CrashHook
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
 

@@ -29,10 +29,10 @@ from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import appending, get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.projections.view import CrashHook
 
 # "wait": another start may still land (the claim grace); a drain waits it out (drain.py).
 AttemptResult = Literal["progress", "idle", "backoff", "wait"]
-CrashHook = Callable[[str], None]
 # How long a claim consumed by *another* worker counts as in flight: its one start call may
 # still be under way (deadline 5 s), and reconciling before it lands would see no run and
 # park the migration head_missing while the start is about to commit.

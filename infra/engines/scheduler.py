@@ -25,12 +25,12 @@ from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.projections.view import CrashHook
 
 Clock = Callable[[], datetime]
-# Called at each boundary of an action start (tests raise there to simulate a crash):
+# CrashHook: called at each boundary of an action start (tests raise there to simulate a crash):
 # "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
 # (answered, answer not yet saved).
-CrashHook = Callable[[str], None]
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
 
 

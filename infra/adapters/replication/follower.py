@@ -37,6 +37,7 @@ from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.pg import StoreUnavailable
 from schedfence.infra.adapters.replication.primary import primary_reader
+from schedfence.projections.view import CrashHook
 from schedfence.infra.adapters.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
 from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreURL, event_table,
                                                holds_event_log, open_application,
@@ -45,7 +46,6 @@ from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreU
 BATCH = 500
 CONFLICT_RETRIES = 3  # re-validations after a conflict before giving up
 OPEN_RETRIES = 3
-Hook = Callable[[str], None]
 
 
 class ReplicationRefused(DomainError):
@@ -108,7 +108,7 @@ class ReplicationFollower:
 
     def __init__(self, primary: FenceApplication, standby: FenceApplication, *,
                  primary_label: str = "source", standby_label: str = "standby",
-                 batch_size: int = BATCH, hook: Hook | None = None) -> None:
+                 batch_size: int = BATCH, hook: CrashHook | None = None) -> None:
         if batch_size < 1:
             raise InvalidArgument("batch size must be at least 1")
         self.primary, self.standby = primary, standby
@@ -299,7 +299,8 @@ def parse_pair(primary: str, standby: str) -> tuple[StoreURL, StoreURL]:
 
 
 @contextmanager
-def open_follower(primary: str, standby: str, *, batch_size: int = BATCH, hook: Hook | None = None
+def open_follower(primary: str, standby: str, *, batch_size: int = BATCH,
+                  hook: CrashHook | None = None
                   ) -> Iterator[tuple[ReplicationFollower, ReplicationReport]]:
     """A prepared follower from ``primary`` to ``standby`` (URLs), closed afterwards."""
     src, dst = parse_pair(primary, standby)
@@ -320,7 +321,7 @@ def open_follower(primary: str, standby: str, *, batch_size: int = BATCH, hook: 
 
 
 def replicate(primary: str, standby: str, *, stop_at: int | None = None,
-              batch_size: int = BATCH, hook: Hook | None = None,
+              batch_size: int = BATCH, hook: CrashHook | None = None,
               on_batch: Callable[[ReplicationReport], None] | None = None) -> ReplicationReport:
     """Copy everything available now (or up to source id ``stop_at``) and return."""
     with open_follower(primary, standby, batch_size=batch_size, hook=hook) as (follower, report):
