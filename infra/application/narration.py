@@ -11,16 +11,11 @@ import re
 from typing import Any
 
 from schedfence.domain.errors import NotFound
+from schedfence.domain.text import one_line
 from schedfence.projections import narration
 from schedfence.projections.narration import narrate  # noqa: F401 (re-exported)
 
 from schedfence.infra.application.service import MIGRATION_TOPICS, MigrationService
-
-def one_line(text: object) -> str:
-    """Make any message safe for a single terminal line (escape newlines and control chars)."""
-    s = str(text)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
-
 
 def yes_no(value: object) -> str:
     return "yes" if value else "no"

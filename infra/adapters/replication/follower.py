@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Sequence
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent, Tracking
 
 from schedfence.domain.errors import DomainError, InvalidArgument
+from schedfence.domain.text import error_line
 from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.pg import StoreUnavailable
 from schedfence.infra.adapters.replication.primary import primary_reader
@@ -131,9 +132,7 @@ class ReplicationFollower:
             if isinstance(exc, IntegrityError):
                 raise
             label = self.labels[0] if side == "source" else self.labels[1]
-            text = str(exc).strip().splitlines()
-            raise StoreUnavailable(f"{side} store {label}: {type(exc).__name__}: "
-                                   f"{text[0] if text else ''}") from None
+            raise StoreUnavailable(f"{side} store {label}: {error_line(exc)}") from None
 
     # -- proving the standby is ours and the source continues it -----------------------------
     def prepare(self) -> None:
@@ -282,9 +281,8 @@ def _open_once(url: StoreURL, role: str) -> FenceApplication:
     except DomainError:
         raise
     except Exception as exc:  # e.g. a file that is not a SQLite database
-        text = str(exc).strip().splitlines()
         raise InvalidArgument(f"cannot open the {role} store {url.redacted}: "
-                              f"{type(exc).__name__}: {text[0] if text else ''}") from None
+                              f"{error_line(exc)}") from None
 
 
 def parse_pair(primary: str, standby: str) -> tuple[StoreURL, StoreURL]:
