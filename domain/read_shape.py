@@ -32,15 +32,11 @@ class ReadShape:
 
 
 READ_FIELDS = tuple(f.name for f in fields(ReadShape))
+# Where the reducer's name differs: read shape name -> MigrationState field.
+STATE_NAMES = {"state": "phase", "request_id_origin": "origin",
+               "destination_first_run_id": "receipt"}
 
 
 def read_shape(state: MigrationState) -> dict[str, Any]:
     """The read shape's fields of a migration state, by the read shape's names."""
-    s = state
-    return {"migration_id": s.migration_id, "namespace": s.namespace,
-            "schedule_id": s.schedule_id, "incarnation": s.incarnation, "state": s.phase,
-            "request_id": s.request_id, "request_id_origin": s.origin,
-            "park_reason": s.park_reason, "park_detail": s.park_detail,
-            "destination_first_run_id": s.receipt, "claim_armed": s.claim_armed,
-            "starts_issued": s.starts_issued, "attempts": s.attempts,
-            "last_worker": s.last_worker}
+    return {name: getattr(state, STATE_NAMES.get(name, name)) for name in READ_FIELDS}

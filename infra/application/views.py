@@ -10,6 +10,7 @@ from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.read_shape import ReadShape, read_shape
 from schedfence.domain.source.schedule import ScheduleState
+from schedfence.projections.narration import narrate, short_type
 
 if TYPE_CHECKING:
     from schedfence.projections.service_views import OperatorViews
@@ -96,6 +97,28 @@ class HistoryEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# -- the documents `status`, `list` and `history` print with --json (and the HTTP API serves) --
+def status_doc(service: Any, namespace: str, schedule_id: str) -> dict[str, Any]:
+    view = service.schedule(namespace, schedule_id).to_dict()
+    try:
+        migration: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
+    except NotFound:
+        migration = None
+    return {"schedule": view, "migration": migration}
+
+
+def history_doc(service: Any, namespace: str, schedule_id: str) -> dict[str, Any]:
+    """Every event of the key, each with its type's name and its narration (``summary``)."""
+    events = []
+    for entry in service.history(namespace, schedule_id):
+        doc = entry.to_dict()
+        doc["short_type"] = short_type(entry.type)
+        line = narrate(doc["short_type"], entry.data)
+        doc["summary"] = None if line is None else line.text
+        events.append(doc)
+    return {"namespace": namespace, "schedule_id": schedule_id, "events": events}
 
 
 def schedule_list(service: Any, namespace: str | None = None, limit: int = 1000,

@@ -1,24 +1,24 @@
-"""How values and verdicts read to a person, shared by the CLI and the demo; events read as
-``projections/narration.py`` narrates them (re-exported here).
+"""How values and verdicts read on a terminal, shared by the CLI and the demo.
 
-The CLI's output module re-exports these, so its commands and the demo narrate alike, and the
-demo needs no import of the CLI.
+Events read as the project's one narration, ``projections/narration.py``: its ``narrate``,
+``short_type`` and ``yes_no`` are re-exported here with ``one_line`` (domain/text.py), so the
+CLI's output module and the demo format alike and the demo needs no import of the CLI. The
+documents ``status``, ``list`` and ``history`` print (and the HTTP API serves) are the read
+shape's: infra/application/views.py.
 """
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from schedfence.domain.errors import NotFound
 from schedfence.domain.text import one_line
 from schedfence.projections import narration
-from schedfence.projections.narration import narrate  # noqa: F401 (re-exported)
+from schedfence.projections.narration import narrate, short_type, yes_no
 
 from schedfence.infra.application.service import MIGRATION_TOPICS, MigrationService
 
-def yes_no(value: object) -> str:
-    return "yes" if value else "no"
+__all__ = ["narrate", "one_line", "short", "short_type", "show", "verdict", "verdict_lines",
+           "yes_no"]
 
 
 def show(value: object) -> str:
@@ -29,11 +29,6 @@ def show(value: object) -> str:
     if isinstance(value, (dict, list)):
         return one_line(json.dumps(value, separators=(",", ":"), default=str))
     return one_line(value)
-
-
-def short_type(topic: str) -> str:
-    """``schedfence.migration.StartClaimConsumed`` (or ``module:Class.Event``) → last part."""
-    return re.split(r"[.:]", topic)[-1]
 
 
 def verdict_lines(doc: dict[str, Any]) -> list[str]:
@@ -68,36 +63,3 @@ def short(value: object) -> str:
     """A value for one terminal line (``show``); ids whole (UUIDv7 ids share their first 8
     hex digits, so a prefix would print two runs alike)."""
     return narration.short(show(value))
-
-
-# -- the documents `status`, `list` and `history` print with --json (and the HTTP API serves) --
-def status_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
-    view = service.schedule(namespace, schedule_id).to_dict()
-    try:
-        migration: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
-    except NotFound:
-        migration = None
-    return {"schedule": view, "migration": migration}
-
-
-def list_doc(service: MigrationService) -> dict[str, Any]:
-    rows = []
-    for view in service.list_schedules():
-        row = view.to_dict()
-        try:
-            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
-        except NotFound:
-            row["migration_state"] = None
-        rows.append(row)
-    return {"schedules": rows}
-
-
-def history_doc(service: MigrationService, namespace: str, schedule_id: str) -> dict[str, Any]:
-    events = []
-    for entry in service.history(namespace, schedule_id):
-        doc = entry.to_dict()
-        doc["short_type"] = short_type(entry.type)
-        line = narrate(doc["short_type"], entry.data)
-        doc["summary"] = None if line is None else line.text
-        events.append(doc)
-    return {"namespace": namespace, "schedule_id": schedule_id, "events": events}
