@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
 from sqlalchemy import Table, bindparam, delete, select, update
@@ -18,15 +18,13 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
+from schedfence.domain.ports import CrashHook
 from schedfence.domain.rollback.decide import due
 from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.read_shape import read_shape
 
 from . import tables as t
 
-# The hook a test crashes the process through at a named point (``projection.committed``...).
-# The one definition: the engines, replication and the application import it from here.
-CrashHook = Callable[[str], None]
 CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
 KNOWN_LIMIT = 50_000  # folded rows kept between batches (see FenceViews._known)
 

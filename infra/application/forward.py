@@ -21,7 +21,7 @@ from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 from schedfence.projections import forward_oncall as fo
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.forward import ForwardWorker
 

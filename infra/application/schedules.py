@@ -27,7 +27,7 @@ from schedfence.domain.text import validate_notes
 from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 from schedfence.infra.application.views import ScheduleView
 from schedfence.infra.engines.scheduler import Scheduler, SchedulerReport, utc_now
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 
 KEEP = manual.KEEP
 

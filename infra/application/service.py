@@ -28,7 +28,7 @@ from schedfence.infra.application.views import HistoryEntry, MigrationView, Migr
 from schedfence.infra.adapters.destination.choose import CHOOSE_API, check_spec, open_destination
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, drain
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
 

@@ -29,7 +29,7 @@ from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import appending, get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 
 # "wait": another start may still land (the claim grace); a drain waits it out (drain.py).
 AttemptResult = Literal["progress", "idle", "backoff", "wait"]

@@ -19,7 +19,7 @@ from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import appending, get_logger
 from schedfence.infra.engines.attempt import AttemptResult
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 
 MAX_STEPS = 10
 LOG = get_logger("worker.forward")

@@ -25,7 +25,7 @@ from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 
 Clock = Callable[[], datetime]
 # CrashHook: called at each boundary of an action start (tests raise there to simulate a crash):

@@ -38,7 +38,7 @@ from schedfence.domain.text import error_line
 from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.pg import StoreUnavailable
 from schedfence.infra.adapters.replication.primary import primary_reader
-from schedfence.projections.view import CrashHook
+from schedfence.domain.ports import CrashHook
 from schedfence.infra.adapters.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
 from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreURL, event_table,
                                                holds_event_log, open_application,
