@@ -2,7 +2,7 @@
 row, the service's view, the CLI and the JSON documents)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from schedfence.domain.rollback.aggregate import MigrationState
@@ -29,6 +29,10 @@ class ReadShape:
     starts_issued: int
     attempts: int
     last_worker: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document: every field of the reader's shape, the read shape's first."""
+        return asdict(self)
 
 
 READ_FIELDS = tuple(f.name for f in fields(ReadShape))

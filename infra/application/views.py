@@ -81,9 +81,6 @@ class MigrationView(ReadShape):
     def of(cls, m: MigrationState, version: int) -> MigrationView:
         return cls(**read_shape(m), last_answer=m.last_answer, version=version)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class HistoryEntry:
