@@ -31,9 +31,10 @@ from . import tables as t
 from .records import to_us
 
 
-# (direction (domain/direction.py), counter, the event that counts one). A migration starts with its creation; it
-# completes when the source is closed (rollback) or released (forward); ``parked`` counts
-# every park (a migration re-armed after a park and parked again counts twice).
+# (direction: domain/direction.py, counter, the event that counts one). A migration starts
+# with its creation; it completes when the source is closed (rollback) or released (forward);
+# ``parked`` counts every park (a migration re-armed after a park and parked again counts
+# twice).
 COUNTED: tuple[tuple[str, str, type], ...] = (
     (ROLLBACK, "started", Migration.RequestIdAssigned),  # v1 (legacy) records share it
     (ROLLBACK, "completed", Migration.SourceClosed),
