@@ -27,7 +27,8 @@ from schedfence.domain.rollback import decide as d  # noqa: E402
 from schedfence.domain.ids import (derive_request_id, destination_workflow_id,  # noqa: E402
                         migration_aggregate_id)
 from schedfence.domain.rollback.aggregate import Migration  # noqa: E402
-from schedfence.domain.source.schedule import Schedule, ScheduleKey  # noqa: E402
+from schedfence.domain.source.schedule import Schedule  # noqa: E402
+from schedfence.domain.source.key import ScheduleKey  # noqa: E402
 from schedfence.infra.application.service import open_service  # noqa: E402
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination  # noqa: E402
 

@@ -4,8 +4,8 @@ against the paged listing (projection-indexed keys, one aggregate load per liste
     .venv/bin/python benchmarks/cli_list.py [--keys 2001] [--namespaces 4] [--repeat 5]
                                             [--store sqlite:///PATH | postgresql://...]
 
-Before: ``list_doc`` (infra/application/narration.py), which loads every key, its incarnations and its
-migration from the log. After: ``schedule_list`` (infra/application/views.py), what ``list`` and
+Before: ``list_doc`` (below: what ``list`` ran before paging), which loads every key, its
+incarnations and its migration from the log. After: ``schedule_list`` (infra/application/views.py), what ``list`` and
 ``GET /v1/schedules`` run: a first page of 1,000, a walk over every page, a page of 100, and
 one namespace. Each figure is the median of ``--repeat`` in-process calls (the projection
 caught up first), plus one ``schedfence list`` process for the wall time an operator sees.
@@ -23,9 +23,22 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from schedfence.infra.application.narration import list_doc  # noqa: E402
 from schedfence.infra.application.service import open_service  # noqa: E402
 from schedfence.infra.application.views import schedule_list  # noqa: E402
+
+
+def list_doc(service: Any) -> dict[str, Any]:
+    """The listing before paging: every schedule, each with its migration's state."""
+    from schedfence.domain.errors import NotFound
+    rows = []
+    for view in service.list_schedules():
+        row = view.to_dict()
+        try:
+            row["migration_state"] = service.migration(view.namespace, view.schedule_id).state
+        except NotFound:
+            row["migration_state"] = None
+        rows.append(row)
+    return {"schedules": rows}
 
 
 def ms(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:

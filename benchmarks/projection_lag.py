@@ -7,8 +7,8 @@
 Lag: from the moment an append returns (its transaction committed) to the moment the batch
 holding it has committed to the operator views (rows visible to any reader). Each run takes a
 fresh schema; one service appends (a schedule created: 3 events in one transaction), a
-``Follower`` (projections/follow.py) on a second service follows the log in a thread of the
-same process (one clock for both ends). Appends are spaced by a random pause (0-1 s, a fixed
+``ProjectionFollower`` (projections/follow.py) on a second service follows the log in a thread of
+the same process (one clock for both ends). Appends are spaced by a random pause (0-1 s, a fixed
 seed), each after the previous one is visible, so polling's phase is uniform. Figures: per
 mode, the median over runs of each run's median and 90th percentile lag, in milliseconds.
 Then the log stays idle (10 s; ``--idle``) and the follower's catch-ups (each a few reads of the
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.benchkit import DEFAULT_PG, machine, pg_store, sqlite_store  # noqa: E402
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination  # noqa: E402
 from schedfence.infra.application.service import open_service  # noqa: E402
-from schedfence.projections.follow import Applied, Follower  # noqa: E402
+from schedfence.projections.follow import Applied, ProjectionFollower  # noqa: E402
 
 WAIT = 30.0  # seconds an append may take to become visible before the run fails
 
@@ -80,8 +80,8 @@ def one_run(url: str, mode: str, events: int, seed: int, idle: float
         writer = stack.enter_context(open_service(url, dest, worker_id="bench"))
         reader = stack.enter_context(open_service(url, dest, worker_id="follower"))
         seen, calls = Seen(), [0]
-        follower = Follower(lambda: counted(reader, calls), reader.app.recorder, mode=mode,
-                            on_batch=seen.batch)
+        follower = ProjectionFollower(lambda: counted(reader, calls), reader.app.recorder,
+                                      mode=mode, on_batch=seen.batch)
         thread = threading.Thread(target=follower.run, daemon=True)
         thread.start()
         time.sleep(0.5)  # the follower has caught up (nothing) and is waiting

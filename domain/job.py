@@ -21,15 +21,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, get_args
 
 from schedfence.domain.bounds import check_rate
+from schedfence.domain.direction import SIDES, Side
 from schedfence.domain.errors import AlreadyExists, DomainError, InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
 from schedfence.domain.model import EvolvingAggregate, Fact, Facts
 from schedfence.domain.text import validate_id
 
-Direction = Literal["workflow", "source"]
-DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
 Decision = Literal["requested", "skipped", "blocked"]
-# What the service answered to a request it took (RollbackResult.outcome): each counts once.
+# What the service answered to a request it took (MigrationResult.outcome): each counts once.
 REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
 # Refusals that may clear by themselves (retry later with a new job): reported as blocked.
 BLOCKED_CODES = ("sentinel_blocked", "phase_blocked", "migration_pending", "unavailable")
@@ -89,8 +88,8 @@ def make_selection(namespace: object, direction: object, schedule_ids: Any = Non
                    match: object = None) -> Selection:
     """A checked, canonical selection (the same schedules in another order are the same)."""
     ns = validate_id("namespace", namespace)
-    if direction not in DIRECTIONS:
-        raise InvalidArgument(f"direction must be one of {', '.join(DIRECTIONS)}")
+    if direction not in SIDES:
+        raise InvalidArgument(f"direction must be one of {', '.join(SIDES)}")
     ids = None
     if schedule_ids:
         if isinstance(schedule_ids, str) or len(schedule_ids) > MAX_SELECTED_IDS:
@@ -149,7 +148,7 @@ class Job(EvolvingAggregate):
         class_version: ClassVar[int] = 1
         job_id: str
         namespace: str
-        direction: Direction
+        direction: Side
         schedule_ids: list[str] | None = None
         match: str | None = None
         actor: str = ""

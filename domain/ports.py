@@ -6,7 +6,7 @@ fields are stable. Adapters live in ``infra`` (the simulator, a real Temporal se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from schedfence.domain.source.action import StartWorkflowAction
 from schedfence.domain.errors import DomainError, NotFound, Unavailable
@@ -274,3 +274,10 @@ class ScheduleHost(Protocol):
                               paused: bool, notes: str) -> None: ...
 
     def delete_schedule(self, namespace: str, schedule_id: str) -> None: ...
+
+
+# -- the crash hook: where a test stops the process ---------------------------------------------
+# Called with a named point (``projection.committed``, ``forward.fence.after_append``...) at each
+# boundary a crash must be survivable; a test raises there. The one definition: the projection,
+# replication, the engines and the application import it from here.
+CrashHook = Callable[[str], None]

@@ -2,7 +2,7 @@
 row, the service's view, the CLI and the JSON documents)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from schedfence.domain.rollback.aggregate import MigrationState
@@ -30,17 +30,17 @@ class ReadShape:
     attempts: int
     last_worker: str
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document: every field of the reader's shape, the read shape's first."""
+        return asdict(self)
+
 
 READ_FIELDS = tuple(f.name for f in fields(ReadShape))
+# Where the reducer's name differs: read shape name -> MigrationState field.
+STATE_NAMES = {"state": "phase", "request_id_origin": "origin",
+               "destination_first_run_id": "receipt"}
 
 
 def read_shape(state: MigrationState) -> dict[str, Any]:
     """The read shape's fields of a migration state, by the read shape's names."""
-    s = state
-    return {"migration_id": s.migration_id, "namespace": s.namespace,
-            "schedule_id": s.schedule_id, "incarnation": s.incarnation, "state": s.phase,
-            "request_id": s.request_id, "request_id_origin": s.origin,
-            "park_reason": s.park_reason, "park_detail": s.park_detail,
-            "destination_first_run_id": s.receipt, "claim_armed": s.claim_armed,
-            "starts_issued": s.starts_issued, "attempts": s.attempts,
-            "last_worker": s.last_worker}
+    return {name: getattr(state, STATE_NAMES.get(name, name)) for name in READ_FIELDS}

@@ -99,6 +99,26 @@ def validate_notes(value: object) -> str:
     return validate_text("notes", value, MAX_NOTES_LENGTH, multiline=True, required=False)
 
 
+# -- any text made to fit one line of a message (shown, never stored) -------------------------
+def one_line(text: object, limit: int | None = None) -> str:
+    """Any text on one line: the one definition for every message, terminal and log line.
+
+    Without ``limit``: every character kept, the non-printable ones escaped (a newline reads
+    ``\\n``), for a value echoed whole. With ``limit``: an exception's text, whose line breaks
+    carry nothing (a driver error spreads SQL and values over many lines), flattened (each run
+    of white space one space) and cut after ``limit`` characters with `` ...``."""
+    if limit is None:
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[:limit] + " ..."
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as one line: its type and the first line of its text."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
 # -- the same rules as regular expressions, for the HTTP API's schema ----------------------------
 # (the JSON Schema ``pattern`` of each field; tests/domain/test_bounds.py checks that a
 # string matches exactly when ``validate_text`` takes it). A lone surrogate is not in them: no

@@ -77,7 +77,7 @@ class SubscriptionWaker:
         self._thread.join(timeout=10)
 
 
-class Follower:
+class ProjectionFollower:
     """Applies ``recorder``'s log through the projector until ``stop`` is set (``stop_now``).
 
     ``projector``: the projector, or a function making it (called once the mode is settled,

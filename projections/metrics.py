@@ -23,26 +23,27 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from schedfence.domain.direction import FORWARD, ROLLBACK
 from schedfence.domain.forward.aggregate import ForwardMigration
 from schedfence.domain.rollback.aggregate import Migration
 
 from . import tables as t
 from .records import to_us
 
-DIRECTIONS = ("rollback", "forward")  # source → destination; a Temporal Schedule → source
 
-# (direction, counter, the event that counts one). A migration starts with its creation; it
-# completes when the source is closed (rollback) or released (forward); ``parked`` counts
-# every park (a migration re-armed after a park and parked again counts twice).
+# (direction: domain/direction.py, counter, the event that counts one). A migration starts
+# with its creation; it completes when the source is closed (rollback) or released (forward);
+# ``parked`` counts every park (a migration re-armed after a park and parked again counts
+# twice).
 COUNTED: tuple[tuple[str, str, type], ...] = (
-    ("rollback", "started", Migration.RequestIdAssigned),  # v1 (legacy) records share it
-    ("rollback", "completed", Migration.SourceClosed),
-    ("rollback", "parked", Migration.MigrationParked),
-    ("rollback", "aborted", Migration.MigrationAborted),
-    ("forward", "started", ForwardMigration.ForwardRequested),
-    ("forward", "completed", ForwardMigration.ForwardCompleted),
-    ("forward", "parked", ForwardMigration.ForwardParked),
-    ("forward", "aborted", ForwardMigration.ForwardAborted),
+    (ROLLBACK, "started", Migration.RequestIdAssigned),  # v1 (legacy) records share it
+    (ROLLBACK, "completed", Migration.SourceClosed),
+    (ROLLBACK, "parked", Migration.MigrationParked),
+    (ROLLBACK, "aborted", Migration.MigrationAborted),
+    (FORWARD, "started", ForwardMigration.ForwardRequested),
+    (FORWARD, "completed", ForwardMigration.ForwardCompleted),
+    (FORWARD, "parked", ForwardMigration.ForwardParked),
+    (FORWARD, "aborted", ForwardMigration.ForwardAborted),
 )
 COUNTERS = ("started", "completed", "parked", "aborted")
 

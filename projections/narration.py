@@ -66,8 +66,14 @@ def _settled(d: dict[str, Any]) -> str:
         (f" ({d['detail']})" if d.get("detail") else "")
 
 
-def _flag(value: object) -> str:
+def yes_no(value: object) -> str:
     return "yes" if value else "no"
+
+
+def short_type(topic: str) -> str:
+    """An event's type name: ``schedfence.migration.StartClaimConsumed`` (or
+    ``module:Class.Event``, or the name itself) → ``StartClaimConsumed``."""
+    return re.split(r"[.:]", topic)[-1]
 
 
 def _boundary(boundary: dict[str, Any] | None) -> str:
@@ -107,7 +113,7 @@ def _requested(d: dict[str, Any]) -> Line:
         return Line("legacy", "pending migration written by an older release (v1): no "
                               "request id, every worker attempt fails closed")
     return Line("admin", f"rollback accepted, request id {short(d['request_id'])} "
-                         f"({d['origin']}); pre-migration paused={_flag(d['pre_paused'])}; "
+                         f"({d['origin']}); pre-migration paused={yes_no(d['pre_paused'])}; "
                          "source paused and fenced in the same append")
 
 
@@ -129,7 +135,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "DestinationStartIssued": lambda d: Line(
         "worker", f"start issued at {d['workflow_id']}, request id {short(d['request_id'])}, "
                   f"{d['id_reuse_policy']}/{d['id_conflict_policy']}, input paused="
-                  f"{_flag(d['input'].get('paused'))}" + _handover(d['input'])),
+                  f"{yes_no(d['input'].get('paused'))}" + _handover(d['input'])),
     "DestinationAnswered": lambda d: Line("dest", _answer(d)),
     "BoundarySettled": lambda d: Line("worker", _settled(d)),
     "ChainVerified": _chain,
@@ -154,7 +160,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
         "worker", f"source closed; receipt {short(d['destination_first_run_id'])}"),
     "MigrationAborted": lambda d: Line(
         "admin", f"migration aborted by {d['actor']} ({d['reason']}); source restored to "
-                 f"paused={_flag(d['restored_paused'])}"),
+                 f"paused={yes_no(d['restored_paused'])}"),
     # the source
     "FencedForMigration": lambda d: Line(
         "source", f"source paused and fenced by request id {short(d['request_id'])}"),
@@ -164,8 +170,8 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "FenceAdopted": lambda d: Line(
         "source", f"fence now holds the adopted request id {short(d['request_id'])}"),
     "FenceReleased": lambda d: Line(
-        "source", f"fence released; source restored to paused={_flag(d['restored_paused'])}"),
-    "Paused": lambda d: Line("source", f"paused={_flag(d['paused'])}"),
+        "source", f"fence released; source restored to paused={yes_no(d['restored_paused'])}"),
+    "Paused": lambda d: Line("source", f"paused={yes_no(d['paused'])}"),
     # the source scheduler's actions
     "TimesProcessed": lambda d: Line(
         "source", f"scheduler ticked to {d['cursor']}: {len(d['skipped'])} time(s) skipped, "
@@ -204,7 +210,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                  f"{short(d['request_id'])} ({d['request_id_origin']})"),
     "TemporalFenceIssued": lambda d: Line(
         "worker", f"fence issued on the Temporal schedule (token {d['conflict_token']}; before "
-                  f"it paused={_flag(d['pre_paused'])})"),
+                  f"it paused={yes_no(d['pre_paused'])})"),
     "TemporalFenced": lambda d: Line(
         "worker", f"Temporal schedule fenced and read; the source resumes after "
                   f"{d['handover'].get('cursor') or '-'}{_boundary(d.get('boundary'))}"),
@@ -216,12 +222,12 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                                               f"({d['detail']})"),
     "ForwardAborted": lambda d: Line(
         "admin", f"forward migration aborted by {d['actor']} ({d['reason']}); Temporal "
-                 f"schedule restored={_flag(d['temporal_restored'])}"),
+                 f"schedule restored={yes_no(d['temporal_restored'])}"),
     "CreatedByMigration": lambda d: Line(
         "source", f"created dormant from a Temporal schedule by request id "
                   f"{short(d['request_id'])}"),
     "OwnershipTaken": lambda d: Line(
-        "source", f"took the schedule over; restored paused={_flag(d['restored_paused'])}"),
+        "source", f"took the schedule over; restored paused={yes_no(d['restored_paused'])}"),
     "TakeoverAbandoned": lambda d: Line("source", "closed without acting: its forward "
                                                   "migration was aborted"),
 }
@@ -229,8 +235,9 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
 
 def narrate(event_type: str, fields: dict[str, Any], *, full_ids: bool = True) -> Line | None:
     """The event's line, or None for a type this release does not narrate (or whose fields
-    do not fit: a record of a later release, say). ``full_ids=False``: uuids cut to 8 digits."""
-    fn = _NARRATE.get(event_type)
+    do not fit: a record of a later release, say). ``event_type``: the type's name or its
+    topic. ``full_ids=False``: uuids cut to 8 digits."""
+    fn = _NARRATE.get(short_type(event_type))
     if fn is None:
         return None
     token = _FULL_IDS.set(full_ids)

@@ -62,9 +62,6 @@ class MigrationRow(ReadShape):
     age_seconds: float
     idle_seconds: float  # since the migration's last event
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class OnCallItem:

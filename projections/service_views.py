@@ -21,7 +21,7 @@ from schedfence.domain.rollback.phases import PHASES
 from . import metrics as pm
 from . import queries as q
 from .projection import FenceProjection
-from .records import AuditPage, MigrationRow, OnCallItem  # noqa: F401 (re-exported)
+from .records import MigrationRow, OnCallItem
 from .runner import ProjectionStopped, Projector
 from .batch import RowWriter
 from .view import FenceViews

@@ -9,7 +9,7 @@ itself, and the shape of its rows, are batch.py's.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
 from sqlalchemy import bindparam, delete, select, update
@@ -17,12 +17,12 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import IntegrityError as SqlIntegrityError
 
+from schedfence.domain.ports import CrashHook
 from schedfence.domain.rollback.aggregate import MigrationState
 
 from . import tables as t
 from .batch import Batch, FoldedMigration, RowWriter, folded_from_row, migration_row, set_floors
 
-CrashHook = Callable[[str], None]
 CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
 KNOWN_LIMIT = 50_000  # folded rows kept between batches (see FenceViews._known)
 

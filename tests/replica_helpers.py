@@ -87,7 +87,8 @@ def populate(url: str, count: int, prefix: str = "s", complete: bool = True) -> 
 
 def bulk_schedules(url: str, count: int, per_save: int = 500) -> None:
     """Many schedule creations quickly (3 events each), ``per_save`` per transaction."""
-    from schedfence.domain.source.schedule import Schedule, ScheduleKey
+    from schedfence.domain.source.schedule import Schedule
+    from schedfence.domain.source.key import ScheduleKey
 
     app = open_application(parse_store_url(url))
     try:

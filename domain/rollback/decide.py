@@ -7,7 +7,7 @@ the source's side and the fence rechecks, so each command is one decision over b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -159,7 +159,9 @@ def claim_facts(state: MigrationState, attempt: int, worker: str) -> Facts:
 
 @dataclass(frozen=True)
 class StartOutcome:
-    """The start's answer as the decisions read it (recorded as DestinationAnswered)."""
+    """The start's answer as the decisions read it: the answer fields of its record,
+    ``Migration.DestinationAnswered`` (the event adds the step's context and
+    ``proves_no_commit``), recorded from this by ``decide_start_outcome`` alone."""
 
     kind: AnswerKind
     run_id: str = ""
@@ -194,10 +196,7 @@ def decide_start_outcome(state: MigrationState, out: StartOutcome, attempt: int,
     same_id = out.kind == "already_started" and out.start_request_id == state.request_id
     no_commit = out.kind in ("rejected", "not_sent") or (out.kind == "already_started" and
                                                           not same_id)
-    answered = Fact(M.DestinationAnswered, dict(
-        ctx, kind=out.kind, run_id=out.run_id, first_execution_run_id=out.first_execution_run_id,
-        start_request_id=out.start_request_id, status=out.status, detail=out.detail,
-        proves_no_commit=no_commit))
+    answered = Fact(M.DestinationAnswered, dict(ctx, **asdict(out), proves_no_commit=no_commit))
     first = out.first_execution_run_id or out.run_id
     if out.kind == "created" or same_id:
         # A creation, or AlreadyStarted naming our id as the running run's *create* id.

@@ -18,8 +18,6 @@ from schedfence.domain.model import EvolvingAggregate, Fact, Facts, updated
 from schedfence.domain.source.program import Program
 from schedfence.domain.source.runs import evolve_runs
 from schedfence.domain.source.state import ScheduleState, check_fence, check_mutable
-from schedfence.domain.source.key import KeyState as KeyState  # re-exported: their home before
-from schedfence.domain.source.key import ScheduleKey as ScheduleKey
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
 FORWARD_NOTE = "dormant: taking over from a Temporal Schedule"

@@ -30,7 +30,7 @@ from schedfence.domain.text import validate_actor
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
-from schedfence.infra.application.views import RollbackResult
+from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.batch import CONCURRENCY
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -46,13 +46,13 @@ class Parts:
     require_active: Callable[[], None]
     unit: UnitOfWork  # every save: one append per decision
     epoch: Callable[[], int]
-    rollback: Callable[[str, str, str | None, str], RollbackResult]  # one, as ``rollback``
+    rollback: Callable[[str, str, str | None, str], MigrationResult]  # one, as ``rollback``
 
 
 def rollback_many(parts: Parts, namespace: str, schedule_ids: list[str],
                   request_ids: list[str] | None = None,
-                  actor: str = "") -> list[RollbackResult | DomainError]:
-    """One answer per schedule, in order: its ``RollbackResult``, or the refusal (a
+                  actor: str = "") -> list[MigrationResult | DomainError]:
+    """One answer per schedule, in order: its ``MigrationResult``, or the refusal (a
     ``DomainError``) that one ``rollback`` of it would raise. Accepted ones land together."""
     _check(namespace, schedule_ids, request_ids, actor)
     parts.require_active()
@@ -91,7 +91,7 @@ def _invalid(namespace: str, sid: str, rid: str | None) -> DomainError | None:
 
 
 def _one(parts: Parts, namespace: str, sid: str, rid: str | None,
-         actor: str) -> RollbackResult | DomainError:
+         actor: str) -> MigrationResult | DomainError:
     try:
         return parts.rollback(namespace, sid, rid, actor)
     except DomainError as exc:
@@ -149,7 +149,7 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
         if one is None:
             answers.append(NotFound(f"schedule {namespace}/{sid} not found"))
             continue
-        answer: RollbackResult | DomainError
+        answer: MigrationResult | DomainError
         try:
             answer, aggregates = _decide_one(namespace, sid, one, epoch, who)
         except DomainError as exc:
@@ -160,7 +160,7 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
 
 
 def _decide_one(namespace: str, sid: str, one: _Loaded, epoch: int,
-                actor: str) -> tuple[RollbackResult, list[Any]]:
+                actor: str) -> tuple[MigrationResult, list[Any]]:
     """As ``MigrationService._rollback_once`` decides, on what the batch read."""
     st, (rid, origin, mid) = one.source.state, one.identity
     if isinstance(one.sentinel, Exception):
@@ -170,8 +170,8 @@ def _decide_one(namespace: str, sid: str, one: _Loaded, epoch: int,
                         actor=actor)
     if change.outcome != "accepted":
         existing = one.same if one.same is not None else one.pending
-        return RollbackResult(change.outcome, rid, existing.origin, change.migration_id), []
-    return (RollbackResult("accepted", rid, origin, change.migration_id),
+        return MigrationResult(change.outcome, rid, existing.origin, change.migration_id), []
+    return (MigrationResult("accepted", rid, origin, change.migration_id),
             change.apply(one.source, None))
 
 

@@ -26,9 +26,10 @@ from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
-from schedfence.infra.application.views import RollbackResult
+from schedfence.domain.ports import CrashHook
+from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.forward import ForwardWorker
-from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
 CLOSED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
@@ -56,7 +57,7 @@ class ForwardCommands:
         return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.load.epoch)
 
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                actor: str = "") -> RollbackResult:
+                actor: str = "") -> MigrationResult:
         """Ask for a Temporal Schedule to be handed to the source. The request id (the
         caller's, or one derived from the Temporal Schedule taken over and its conflict token
         now, stable across the caller's retries) is recorded before anything is done to
@@ -84,7 +85,7 @@ class ForwardCommands:
             lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
             AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
 
-    def _derived_retry(self, namespace: str, schedule_id: str) -> RollbackResult | None:
+    def _derived_retry(self, namespace: str, schedule_id: str) -> MigrationResult | None:
         """A caller without an id asking again while its forward is pending: the id derived
         now names the migration that holds the key (same Temporal Schedule, same token), so
         the answer is that migration's, ``already_pending``. Otherwise None (decide anew)."""
@@ -100,7 +101,7 @@ class ForwardCommands:
                                         snap.identity)
         if str(forward_aggregate_id(namespace, schedule_id, rid)) != str(holder):
             return None  # another forward holds the key: refused as before
-        return RollbackResult("already_pending", rid, "derived", str(holder))
+        return MigrationResult("already_pending", rid, "derived", str(holder))
 
     def predict_forward(self, namespace: str, schedule_id: str,
                         request_id: str) -> tuple[str, tuple[str, str] | None]:
@@ -115,11 +116,11 @@ class ForwardCommands:
         return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
 
     def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
-                      actor: str, seen: ScheduleSnapshot | None) -> RollbackResult:
+                      actor: str, seen: ScheduleSnapshot | None) -> MigrationResult:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)
         same = self.app.find(mid)
         if same is not None:
-            return RollbackResult(retry_outcome(same.state.phase), request_id,
+            return MigrationResult(retry_outcome(same.state.phase), request_id,
                                   same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
@@ -128,7 +129,7 @@ class ForwardCommands:
                                        seen.conflict_token if seen else "")
         key.open_forward(str(mig.id))
         self.unit.append(mig, key)
-        return RollbackResult("accepted", request_id, origin, str(mid))
+        return MigrationResult("accepted", request_id, origin, str(mid))
 
     def _check_key(self, namespace: str, schedule_id: str) -> ScheduleKey:
         """The key (new if none), once no migration holds it and no live source runs it."""

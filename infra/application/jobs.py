@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, cast
 
 from schedfence.domain import job as j
+from schedfence.domain.direction import TO_SOURCE, TO_WORKFLOW
 from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument,
                                       MigrationPending, NotFound)
 from schedfence.domain.forward.aggregate import forward_aggregate_id
 from schedfence.domain.ids import migration_aggregate_id
 from schedfence.domain.process import retry_outcome
-from schedfence.domain.source.schedule import ScheduleKey
+from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket
@@ -66,7 +67,7 @@ def read_page(service: Commands, sel: j.Selection, cursor: str | None,
               size: int) -> Page:
     if sel.schedule_ids is not None:
         return sel.named_page(cursor, size)
-    if sel.direction == "workflow":
+    if sel.direction == TO_WORKFLOW:
         return _source_page(service, sel, cursor, size)
     return _temporal_page(service, sel, cursor, size)
 
@@ -103,7 +104,7 @@ def selection_size(service: Commands, sel: j.Selection) -> int | None:
     progress bar's ETA); None for the Temporal side's listing."""
     if sel.schedule_ids is not None:
         return sum(1 for s in sel.schedule_ids if sel.matches(s))
-    if sel.direction != "workflow":
+    if sel.direction != TO_WORKFLOW:
         return None
     total = 0
     for note in service.app.notifications((ScheduleKey.Created.TOPIC,)):
@@ -119,7 +120,7 @@ def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: s
     rid = j.job_request_id(job_id, sel.direction, schedule_id)
     ns = sel.namespace
     try:
-        if sel.direction == "workflow":
+        if sel.direction == TO_WORKFLOW:
             outcome = (predict_rollback(service.load, service.destination, ns, schedule_id, rid)
                        if dry_run else
                        service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome)
@@ -139,7 +140,7 @@ def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: s
 def _held_by_another(service: Commands, sel: j.Selection, schedule_id: str,
                      exc: AlreadyExists) -> DomainError:
     """Another migration holds the source's fence: blocked (it clears), not skipped."""
-    if sel.direction == "workflow":
+    if sel.direction == TO_WORKFLOW:
         source = service.load.source(sel.namespace, schedule_id).state
         if source.migration_pending:
             return MigrationPending(exc.message)
@@ -148,7 +149,7 @@ def _held_by_another(service: Commands, sel: j.Selection, schedule_id: str,
 
 def migration_id(direction: str) -> Callable[[str, str, str], Any]:
     """(namespace, schedule id, request id) -> the migration's aggregate id."""
-    return migration_aggregate_id if direction == "workflow" else forward_aggregate_id
+    return migration_aggregate_id if direction == TO_WORKFLOW else forward_aggregate_id
 
 
 # -- the job's aggregate -------------------------------------------------------------------------
@@ -213,7 +214,7 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
     validate_id("job id", job_id)
     sel = j.make_selection(namespace, direction, schedule_ids, match)
     options.check()
-    if sel.direction == "source" and not callable(getattr(service, "forward", None)):
+    if sel.direction == TO_SOURCE and not callable(getattr(service, "forward", None)):
         raise InvalidArgument(NO_FORWARD)
     if not options.dry_run:
         service.require_active()
@@ -274,7 +275,7 @@ class _Runner:
 
     def _request_page(self, ids: list[str]) -> list[dict[str, str]]:
         todo = [sid for sid in ids if sid not in self.job.state.decided]
-        if self.bucket is None and self.sel.direction == "workflow" and len(todo) > 1:
+        if self.bucket is None and self.sel.direction == TO_WORKFLOW and len(todo) > 1:
             return self._rollback_page(todo)
         decisions: list[dict[str, str]] = []
         looked = time.monotonic()
@@ -296,7 +297,7 @@ class _Runner:
     def _rollback_page(self, sids: list[str]) -> list[dict[str, str]]:
         """No rate limit: the page's rollbacks in one append (MigrationService.rollback_many),
         each answer the decision its own ``rollback`` would have given."""
-        rids = [j.job_request_id(self.job.state.job_id, "workflow", sid) for sid in sids]
+        rids = [j.job_request_id(self.job.state.job_id, TO_WORKFLOW, sid) for sid in sids]
         answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor)
         decisions = [j.requested(sid, rid, a.outcome) if not isinstance(a, DomainError) else
                      j.refused(sid, rid, _held_by_another(self.service, self.sel, sid, a)

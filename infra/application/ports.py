@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # types only: a job's start-up loads none of these
     from schedfence.domain.ports import Destination
     from schedfence.infra.adapters.store.aggregates import Aggregates
     from schedfence.infra.adapters.store.eventstore import FenceApplication
-    from schedfence.infra.application.views import RollbackResult
+    from schedfence.infra.application.views import MigrationResult
     from schedfence.infra.engines.drive import Drive, Driven
     from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -30,14 +30,14 @@ class Commands(Protocol):
     def require_active(self) -> None: ...
 
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                 actor: str = "") -> RollbackResult: ...
+                 actor: str = "") -> MigrationResult: ...
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
-                      actor: str = "") -> list[RollbackResult | DomainError]: ...
+                      actor: str = "") -> list[MigrationResult | DomainError]: ...
 
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                actor: str = "") -> RollbackResult: ...
+                actor: str = "") -> MigrationResult: ...
 
     def predict_forward(self, namespace: str, schedule_id: str,
                         request_id: str) -> tuple[str, tuple[str, str] | None]: ...

@@ -20,8 +20,8 @@ from schedfence.domain.model import Facts
 from schedfence.domain.ports import Destination
 from schedfence.domain.source.program import Program, program_of, upcoming
 from schedfence.domain.source.incarnation import check_creatable
-from schedfence.domain.source.key import check_not_forwarding
-from schedfence.domain.source.schedule import Schedule, ScheduleKey
+from schedfence.domain.source.key import ScheduleKey, check_not_forwarding
+from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.source.state import ScheduleState, check_mutable
 from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
@@ -31,7 +31,8 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import ScheduleView
 from schedfence.infra.engines.scheduler import Scheduler, SchedulerReport, utc_now
-from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
+from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 KEEP = manual.KEEP
 

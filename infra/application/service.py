@@ -21,13 +21,14 @@ from schedfence.domain.text import validate_actor, validate_reason, validate_wor
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
-from schedfence.infra.application.views import HistoryEntry, MigrationView, RollbackResult, operator_views
+from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
 from schedfence.infra.application.opening import default_worker_id, open_store_and_destination
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.engines.drive import Drive, Driven, WorkParts, drive
 from schedfence.infra.engines.forward import ForwardWorker
-from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
+from schedfence.infra.engines.unit_of_work import UnitOfWork
+from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.guards import ActiveStore
 from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
@@ -121,7 +122,7 @@ class MigrationService:
 
     # -- rollbacks, failover and recovery (bulk.py, guards.py, recovery.py) ---------------------
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                 actor: str = "") -> RollbackResult:
+                 actor: str = "") -> MigrationResult:
         validate_destination_key(namespace, schedule_id)
         if request_id is not None:
             validate_request_id(request_id)
@@ -134,7 +135,7 @@ class MigrationService:
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
-                      actor: str = "") -> list[RollbackResult | DomainError]:
+                      actor: str = "") -> list[MigrationResult | DomainError]:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import Parts, rollback_many
@@ -143,7 +144,7 @@ class MigrationService:
         return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
-                       actor: str) -> RollbackResult:
+                       actor: str) -> MigrationResult:
         source = self.load.source(namespace, schedule_id)
         st = source.state
         rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
@@ -159,10 +160,10 @@ class MigrationService:
         if change.outcome != "accepted":
             existing = same if same is not None else pending
             assert existing is not None  # a refusal names the migration that decided it
-            return RollbackResult(change.outcome, rid, existing.origin,
+            return MigrationResult(change.outcome, rid, existing.origin,
                                   change.migration_id)
         self.unit.save("rollback", *change.apply(source, None))  # one append, both
-        return RollbackResult("accepted", rid, origin, change.migration_id)
+        return MigrationResult("accepted", rid, origin, change.migration_id)
 
     def epoch(self) -> int:
         """The store's epoch: how many failovers were recorded on it (domain/failover.py)."""

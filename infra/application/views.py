@@ -10,6 +10,7 @@ from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.read_shape import ReadShape, read_shape
 from schedfence.domain.source.state import ScheduleState
+from schedfence.projections.narration import narrate, short_type
 
 if TYPE_CHECKING:
     from schedfence.projections.service_views import OperatorViews
@@ -18,7 +19,10 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RollbackResult:
+class MigrationResult:
+    """What a request for a migration answered, in either direction (``rollback``,
+    ``forward`` and the bulk forms)."""
+
     outcome: str  # accepted | already_pending | already_completed
     request_id: str
     request_id_origin: str  # caller | derived
@@ -77,9 +81,6 @@ class MigrationView(ReadShape):
     def of(cls, m: MigrationState, version: int) -> MigrationView:
         return cls(**read_shape(m), last_answer=m.last_answer, version=version)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -93,6 +94,28 @@ class HistoryEntry:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# -- the documents `status`, `list` and `history` print with --json (and the HTTP API serves) --
+def status_doc(service: Any, namespace: str, schedule_id: str) -> dict[str, Any]:
+    view = service.schedule(namespace, schedule_id).to_dict()
+    try:
+        migration: dict[str, Any] | None = service.migration(namespace, schedule_id).to_dict()
+    except NotFound:
+        migration = None
+    return {"schedule": view, "migration": migration}
+
+
+def history_doc(service: Any, namespace: str, schedule_id: str) -> dict[str, Any]:
+    """Every event of the key, each with its type's name and its narration (``summary``)."""
+    events = []
+    for entry in service.history(namespace, schedule_id):
+        doc = entry.to_dict()
+        doc["short_type"] = short_type(entry.type)
+        line = narrate(doc["short_type"], entry.data)
+        doc["summary"] = None if line is None else line.text
+        events.append(doc)
+    return {"namespace": namespace, "schedule_id": schedule_id, "events": events}
 
 
 def schedule_list(service: Any, namespace: str | None = None, limit: int = 1000,

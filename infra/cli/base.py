@@ -130,9 +130,10 @@ class FenceGroup(click.Group):
         except DomainError as exc:
             self._fail(ctx, exc.code, exc.message)
         except Exception as exc:  # anything unexpected: still one line, never a traceback
-            from schedfence.infra.engines.pool import one_line
+            from schedfence.domain.text import one_line
+            from schedfence.infra.engines.pool import MAX_MESSAGE
             # Bounded: a driver error can carry kilobytes of SQL and values, over many lines.
-            self._fail(ctx, "internal", one_line(f"{type(exc).__name__}: {exc}"))
+            self._fail(ctx, "internal", one_line(f"{type(exc).__name__}: {exc}", MAX_MESSAGE))
 
     @staticmethod
     def _fail(ctx: click.Context, code: str, message: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from schedfence.domain.direction import SIDES
 from schedfence.domain.job import Selection, describe, parse_rate
 
 from schedfence.infra.application import jobs
@@ -30,7 +31,7 @@ EXAMPLES = 5  # schedule ids shown per reason in text
               help="Only these schedules (repeatable; default: every schedule of the side "
                    "the job migrates from).")
 @click.option("--match", default=None, help="Only schedule ids matching this glob (* ? [..]).")
-@click.option("--to", "direction", type=click.Choice(["workflow", "source"]), required=True,
+@click.option("--to", "direction", type=click.Choice(SIDES), required=True,
               help="workflow: rollbacks of source schedules; source: forward migrations of "
                    "the Temporal side's schedules.")
 @click.option("--job-id", required=True, help="Names the job: rerun with it to resume.")

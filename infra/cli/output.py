@@ -16,8 +16,8 @@ import click
 
 # Re-exported: the CLI's commands and the demo narrate with the same functions.
 from schedfence.domain.source.action import SchedulePolicies
-from schedfence.infra.application.narration import (narrate, one_line, short, short_type,  # noqa: F401
-                                        show, verdict, verdict_lines, yes_no)
+from schedfence.infra.application.display import (narrate, one_line, short, short_type,  # noqa: F401
+                                                  show, verdict, verdict_lines, yes_no)
 from schedfence.infra.application.service import MigrationService
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).

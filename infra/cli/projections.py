@@ -18,7 +18,7 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.projections.follow import (MODES, POLL_INTERVAL, SAFETY_INTERVAL, Applied,
-                                           Follower)
+                                           ProjectionFollower)
 from schedfence.projections.forward_oncall import oncall_doc
 from schedfence.projections import service_views as pv
 
@@ -170,8 +170,8 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
         if interval is not None and not math.isfinite(interval):
             raise InvalidArgument("--interval must be a number of seconds")
         svc = service()
-        follower = Follower(lambda: svc.views.projector, svc.app.recorder, mode=mode,
-                            interval=interval, on_batch=lambda a: _batch_line(as_json, a))
+        follower = ProjectionFollower(lambda: svc.views.projector, svc.app.recorder, mode=mode,
+                                      interval=interval, on_batch=lambda a: _batch_line(as_json, a))
         _run_until_signalled(follower, lambda: _started(as_json, follower))
         if as_json:
             out.emit_json_line("stopped", {"position": follower.applied_through})
@@ -181,7 +181,7 @@ def _projection(json_option: Decorator, service: Callable[[], Any], emit: Any) -
     return projection
 
 
-def _started(as_json: bool, follower: Follower) -> None:
+def _started(as_json: bool, follower: ProjectionFollower) -> None:
     mode = "subscribe" if follower.waker is not None else "poll"
     if as_json:
         out.emit_json_line("started", {"mode": mode, "interval": follower.interval})
@@ -199,7 +199,7 @@ def _batch_line(as_json: bool, applied: Applied) -> None:
         sys.stdout.flush()
 
 
-def _run_until_signalled(follower: Follower, started: Callable[[], None]) -> None:
+def _run_until_signalled(follower: ProjectionFollower, started: Callable[[], None]) -> None:
     """``follower.run`` in a thread; SIGINT and SIGTERM stop it after its batch in hand. The
     handlers only set the follower's events: this thread never holds their locks."""
     failed: list[BaseException] = []

@@ -56,7 +56,7 @@ class _Progress:
 
 
 @click.command("replicate")
-@click.option("--from", "source", required=True, metavar="URL",
+@click.option("--from", "primary", required=True, metavar="URL",
               help="The active store (sqlite:///PATH or postgresql://...).")
 @click.option("--to", "standby", required=True, metavar="URL",
               help="The standby store: empty, or written only by this follower.")
@@ -67,7 +67,7 @@ class _Progress:
 @click.option("--batch-size", type=click.IntRange(1, 10_000), default=BATCH,
               show_default=True, help="Events per standby transaction.")
 @json_option
-def replicate(source: str, standby: str, keep_following: bool, poll_interval: float,
+def replicate(primary: str, standby: str, keep_following: bool, poll_interval: float,
               batch_size: int, as_json: bool) -> None:
     """Copy the event log to a standby store, in order, exactly once.
 
@@ -86,17 +86,17 @@ def replicate(source: str, standby: str, keep_following: bool, poll_interval: fl
                 progress.batch(report)
                 update(report.position - report.from_position,
                        max(report.source_head - report.from_position, 0))
-            report = copy_log(source, standby, batch_size=batch_size, on_batch=on_batch)
+            report = copy_log(primary, standby, batch_size=batch_size, on_batch=on_batch)
         if as_json:
             out.emit_json_line("copied", report.to_dict())
         else:
             for line in _summary(report):
                 click.echo(line)
         return
-    _follow(source, standby, poll_interval, batch_size, progress, as_json)
+    _follow(primary, standby, poll_interval, batch_size, progress, as_json)
 
 
-def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
+def _follow(primary: str, standby: str, poll_interval: float, batch_size: int,
             progress: _Progress, as_json: bool) -> None:
     state: dict[str, ReplicationReport] = {}
 
@@ -113,10 +113,10 @@ def _follow(source: str, standby: str, poll_interval: float, batch_size: int,
         click.echo(f"warning: {message} (retrying)", err=True)
 
     if not as_json:
-        click.echo(f"following {parse_store_url(source).redacted} every {poll_interval:g}s "
+        click.echo(f"following {parse_store_url(primary).redacted} every {poll_interval:g}s "
                    "(Ctrl-C stops)")
     try:
-        follow(source, standby, poll_interval=poll_interval, batch_size=batch_size,
+        follow(primary, standby, poll_interval=poll_interval, batch_size=batch_size,
                should_stop=should_stop, on_batch=on_batch, on_error=warn)
     except KeyboardInterrupt:
         # Every batch commits with its position, so stopping anywhere loses nothing.

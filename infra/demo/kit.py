@@ -8,7 +8,7 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
 
-from schedfence.infra.application import narration as out
+from schedfence.infra.application import display as out
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 
@@ -78,7 +78,7 @@ class DemoRun:
         assert sc is not None
         entries = [e for sid in sc.schedule_ids for e in self._history(sid) if e.position > sc.seen]
         for entry in sorted(entries, key=lambda e: e.position):
-            line = out.narrate(out.short_type(entry.type), entry.data)
+            line = out.narrate(entry.type, entry.data)
             if entry.aggregate == "migration" and line is not None:
                 self.step(line.actor, out.one_line(line.text))
         sc.seen = self.service.event_count()

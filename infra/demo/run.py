@@ -20,7 +20,7 @@ from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
 
 from schedfence.domain.source.spec import make_spec
 
-from schedfence.infra.application import narration as out
+from schedfence.infra.application import display as out
 from schedfence.infra.demo.handover import s2
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.application.service import MigrationService, open_service

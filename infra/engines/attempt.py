@@ -31,7 +31,8 @@ from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
-from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
+from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 # AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
 # a drain waits it out (drain.py).

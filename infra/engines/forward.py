@@ -20,7 +20,8 @@ from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import AttemptResult
-from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
+from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_STEPS = 10
 LOG = get_logger("worker.forward")

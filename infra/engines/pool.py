@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
 from schedfence.domain.errors import DomainError
+from schedfence.domain.text import one_line
 
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.batch import BATCH_SIZE, BatchWorker, leased_batches
@@ -54,16 +55,10 @@ def unique_worker_id(base: str, index: int | None = None, token: str | None = No
     return wid if index is None else f"{wid}/{index}"
 
 
-def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
-    """An exception's text as one bounded line (driver errors carry SQL over several lines)."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[:limit] + " ..."
-
-
 def error_message(exc: BaseException) -> str:
     if isinstance(exc, DomainError):
-        return one_line(f"{exc.code}: {exc.message}")
-    return one_line(f"internal: {type(exc).__name__}: {exc}")
+        return one_line(f"{exc.code}: {exc.message}", MAX_MESSAGE)
+    return one_line(f"internal: {type(exc).__name__}: {exc}", MAX_MESSAGE)
 
 
 @dataclass

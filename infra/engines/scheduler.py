@@ -27,11 +27,12 @@ from schedfence.domain.source.schedule import Schedule
 
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.engines.unit_of_work import CrashHook, UnitOfWork
+from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 Clock = Callable[[], datetime]
-# The crash hook is called at each boundary of an action start (tests raise there to simulate
-# a crash): "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
+# CrashHook: called at each boundary of an action start (tests raise there to simulate a crash):
+# "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
 # (answered, answer not yet saved).
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
 LOG = get_logger("scheduler")

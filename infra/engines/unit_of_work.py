@@ -17,11 +17,10 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
 
+from schedfence.domain.ports import CrashHook
 from schedfence.infra.adapters.observability.logs import appending, get_logger
 from schedfence.infra.adapters.store.eventstore import retry_on_conflict
 
-# Called with a boundary's name at each crash point (tests raise there to simulate a crash).
-CrashHook = Callable[[str], None]
 T = TypeVar("T")
 LOG = get_logger("worker")
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schedfence.domain.source.action import DEFAULT_CATCHUP_WINDOW, make_action, make_policies
 from schedfence.domain.bounds import bounded_time
+from schedfence.domain.direction import Side
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.job import MAX_SELECTED_IDS
 from schedfence.domain.source.spec import MAX_ENTRIES, make_spec
@@ -200,7 +201,7 @@ class Migrate(Body):
     page; workers (``worker/drain``, ``schedfence worker``) drive them."""
 
     namespace: Id
-    to: Literal["workflow", "source"]
+    to: Side
     job_id: Id
     schedule_ids: list[Id] | None = Field(None, max_length=MAX_SELECTED_IDS)
     match: Id | None = Field(None, description="A glob on the schedule id (* ? [..]).")

@@ -20,8 +20,8 @@ from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
 from schedfence.infra.http.fields import KEY_PATTERN, UUID_PATTERN, QueryId
-from schedfence.infra.application.narration import history_doc, status_doc, verdict
-from schedfence.infra.application.views import schedule_list
+from schedfence.infra.application.display import verdict
+from schedfence.infra.application.views import history_doc, schedule_list, status_doc
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
 Namespace = QueryId

@@ -17,11 +17,10 @@ from typing import Any, Iterable, Iterator
 from uuid import UUID
 
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.projections.narration import narrate
+from schedfence.projections.narration import narrate, short_type
 from schedfence.projections.queries import parse_time
 from schedfence.projections.records import to_us
 
-from schedfence.infra.application.narration import short_type
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.application.views import HistoryEntry
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.domain.source.schedule import ScheduleKey
+from schedfence.domain.source.key import ScheduleKey
 from schedfence.infra.application.service import open_service
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.projections.histories import OTHER_NS, Histories, build

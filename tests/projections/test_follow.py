@@ -15,7 +15,8 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.application.service import MigrationService, open_service
 from schedfence.infra.adapters.store.codec import UndecodableEvent
-from schedfence.projections.follow import POLL_INTERVAL, SAFETY_INTERVAL, Applied, Follower
+from schedfence.projections.follow import (POLL_INTERVAL, SAFETY_INTERVAL, Applied,
+                                           ProjectionFollower)
 from schedfence.projections.runner import ProjectionGap
 
 WAIT = 15.0  # seconds: far below any interval these tests set where it matters
@@ -36,8 +37,8 @@ class Running:
         self.batches: list[Applied] = []
         self.catch_ups = 0
         self.error: BaseException | None = None
-        self.follower = Follower(self._counted(service), service.app.recorder,
-                                 on_batch=self.batches.append, **options)
+        self.follower = ProjectionFollower(self._counted(service), service.app.recorder,
+                                           on_batch=self.batches.append, **options)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -120,7 +121,7 @@ def test_sqlite_falls_back_to_polling(tmp_path) -> None:
         wait_until(lambda: run.position == tip(writer), "the append polled in")
         wait_until(lambda: run.catch_ups >= 6, "it keeps polling, every 0.05 s")
         run.stop()
-        assert Follower(lambda: reader.views.projector, reader.app.recorder).interval \
+        assert ProjectionFollower(lambda: reader.views.projector, reader.app.recorder).interval \
             == POLL_INTERVAL
 
 

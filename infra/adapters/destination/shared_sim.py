@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.text import error_line
 from schedfence.domain.ports import (DestinationNotReached, DestinationUnavailable,
                                      RunDescription, Settled, StartAccepted, StartWorkflow,
                                      StopKind)
@@ -61,7 +62,7 @@ class SharedSimDestination:
         except RolledBack as exc:  # before COMMIT: provably nothing started, the claim re-arms
             raise DestinationNotReached(
                 f"start on {self.label}: nothing committed, the transaction failed before "
-                f"COMMIT: {_one_line(exc.__cause__ or exc)}") from None
+                f"COMMIT: {error_line(exc.__cause__ or exc)}") from None
         except SQLAlchemyError as exc:
             raise self._unavailable("start", exc) from None
 
@@ -92,7 +93,7 @@ class SharedSimDestination:
             raise self._unavailable("settle", exc) from None
 
     def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
-        return DestinationUnavailable(f"{call} on {self.label}: {_one_line(exc)}")
+        return DestinationUnavailable(f"{call} on {self.label}: {error_line(exc)}")
 
     def close(self) -> None:
         self.state.dispose()
@@ -102,12 +103,6 @@ class SharedSimDestination:
         if name == "simulator":  # not set yet: __init__ failed
             raise AttributeError(name)
         return getattr(self.simulator, name)
-
-
-def _one_line(exc: BaseException) -> str:
-    """A database error as one line: its type and the first line of its text."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def open_shared_sim(url: str) -> SharedSimDestination:

@@ -29,10 +29,11 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from schedfence.domain.direction import DIRECTIONS, FORWARD, ROLLBACK
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.job import Decision, Job, JobState
 from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
-from schedfence.projections.metrics import COUNTERS, DIRECTIONS, MetricsSnapshot
+from schedfence.projections.metrics import COUNTERS, MetricsSnapshot
 
 from .calls import latency_of
 from .logs import get_logger
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # types only: the application hands its parts in (it is never
     from schedfence.projections.service_views import OperatorViews
 
 PREFIX = "schedfence_"
-STATES = {"rollback": ROLLBACK_PHASES, "forward": FORWARD_PHASES}
+STATES: dict[str, tuple[str, ...]] = {ROLLBACK: ROLLBACK_PHASES, FORWARD: FORWARD_PHASES}
 DUE_CLASSES = ("now", "after_failover", "operator")  # domain.decisions.due, open ones
 LOG = get_logger("metrics")
 
@@ -102,9 +103,9 @@ def _by_state(snap: MetricsSnapshot, forward: list[Any]) -> Metric:
                                labels=("direction", "namespace", "state"))
     counts: dict[tuple[str, str, str], int] = {}
     for (namespace, state), n in snap.by_state.items():
-        counts[("rollback", namespace, state)] = n
+        counts[(ROLLBACK, namespace, state)] = n
     for st in forward:
-        key = ("forward", st.namespace, st.phase)
+        key = (FORWARD, st.namespace, st.phase)
         counts[key] = counts.get(key, 0) + 1
     seen = sorted({(direction, ns) for direction, ns, _ in counts})
     for direction, namespace in seen:
@@ -124,8 +125,8 @@ def _counters(snap: MetricsSnapshot, forward: list[Any]) -> Iterator[Metric]:
     attempts = CounterMetricFamily(
         f"{PREFIX}migration_attempts", "Worker attempts recorded on migrations (each "
         "migration's highest attempt number), by direction.", labels=("direction",))
-    attempts.add_metric(("rollback",), snap.attempts)
-    attempts.add_metric(("forward",), sum(st.attempts for st in forward))
+    attempts.add_metric((ROLLBACK,), snap.attempts)
+    attempts.add_metric((FORWARD,), sum(st.attempts for st in forward))
     yield attempts
 
 

@@ -1,3 +1,4 @@
 """Replication to a standby: the follower that copies the event log byte for byte in whole
-transactions (``follower``), reading the active's log (``source``) and writing the standby with its
-position (``standby``). Imported by the application and the CLI; imports the domain and the store."""
+transactions (``follower``), reading the active store's log (``primary``) and writing the
+standby with its position (``standby``). Imported by the application and the CLI; imports the
+domain and the store."""

@@ -5,6 +5,9 @@ same stored events (originator id and version, topic, state bytes: copied verbat
 decoded or re-encoded) to the standby, with the new position in the same transaction
 (``replica_store``). Hence exactly once and resumable after a crash at any point.
 
+The active store is the *primary* in the code (``--from``, and "source" in messages and in the
+report's fields, which stay as users read them).
+
 What the standby's tracking row names is the source *log*, not its URL: ``replica-of:`` and a
 digest of the source's first stored event. Before copying, the follower proves that the standby
 is its own and that the source continues what was copied:
@@ -31,9 +34,11 @@ from typing import Any, Callable, Iterator, Sequence
 from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent, Tracking
 
 from schedfence.domain.errors import DomainError, InvalidArgument
+from schedfence.domain.text import error_line
 from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.pg import StoreUnavailable
-from schedfence.infra.adapters.replication.source import source_reader
+from schedfence.infra.adapters.replication.primary import primary_reader
+from schedfence.domain.ports import CrashHook
 from schedfence.infra.adapters.replication.standby import PREFIX, Standby, StandbyChanged, standby_recorder
 from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreURL, event_table,
                                                holds_event_log, open_application,
@@ -42,7 +47,6 @@ from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreU
 BATCH = 500
 CONFLICT_RETRIES = 3  # re-validations after a conflict before giving up
 OPEN_RETRIES = 3
-Hook = Callable[[str], None]
 
 
 class ReplicationRefused(DomainError):
@@ -100,21 +104,21 @@ def _same(a: Any, b: Any) -> bool:
         (b.originator_id, b.originator_version, b.topic, bytes(b.state))
 
 
-class Follower:
-    """Copies ``source``'s log into ``standby``. One instance, one thread."""
+class ReplicationFollower:
+    """Copies ``primary``'s log (the active store) into ``standby``. One instance, one thread."""
 
-    def __init__(self, source: FenceApplication, standby: FenceApplication, *,
-                 source_label: str = "source", standby_label: str = "standby",
-                 batch_size: int = BATCH, hook: Hook | None = None) -> None:
+    def __init__(self, primary: FenceApplication, standby: FenceApplication, *,
+                 primary_label: str = "source", standby_label: str = "standby",
+                 batch_size: int = BATCH, hook: CrashHook | None = None) -> None:
         if batch_size < 1:
             raise InvalidArgument("batch size must be at least 1")
-        self.source, self.standby = source, standby
-        self.labels = (source_label, standby_label)
+        self.primary, self.standby = primary, standby
+        self.labels = (primary_label, standby_label)
         self.batch_size = batch_size
         self.hook = hook or (lambda point: None)
         with self._on("standby"):
             self.recorder: Standby = standby_recorder(standby)
-        self.reader = source_reader(source)
+        self.reader = primary_reader(primary)
         self.name: str | None = None
         self.position = 0  # last source notification id copied
         self.tail = 0  # the standby's last notification id, as this follower left it
@@ -128,9 +132,7 @@ class Follower:
             if isinstance(exc, IntegrityError):
                 raise
             label = self.labels[0] if side == "source" else self.labels[1]
-            text = str(exc).strip().splitlines()
-            raise StoreUnavailable(f"{side} store {label}: {type(exc).__name__}: "
-                                   f"{text[0] if text else ''}") from None
+            raise StoreUnavailable(f"{side} store {label}: {error_line(exc)}") from None
 
     # -- proving the standby is ours and the source continues it -----------------------------
     def prepare(self) -> None:
@@ -139,8 +141,8 @@ class Follower:
             tracked = self.recorder.tracked()
             tail = self.standby.recorder.max_notification_id() or 0
         with self._on("source"):
-            first = self.source.recorder.select_notifications(start=None, limit=1)
-        source_name = log_name(first[0]) if first else None
+            first = self.primary.recorder.select_notifications(start=None, limit=1)
+        primary_name = log_name(first[0]) if first else None
         if len(tracked) > 1:
             raise ReplicationRefused(f"the standby {self.labels[1]} tracks several sources "
                                      f"({', '.join(sorted(tracked))}); it must have one")
@@ -150,20 +152,20 @@ class Follower:
                     f"the standby {self.labels[1]} already holds events (its log ends at "
                     f"#{tail}) that were not copied from {self.labels[0]}: a standby must be "
                     "written only by its follower; use an empty store")
-            self.name, self.position, self.tail = source_name, 0, 0
+            self.name, self.position, self.tail = primary_name, 0, 0
             return
         (name, position), = tracked.items()
-        if name != source_name:
+        if name != primary_name:
             raise ReplicationRefused(
                 f"the standby {self.labels[1]} copies another log ({name}), not "
-                f"{self.labels[0]} ({source_name or 'empty'})")
+                f"{self.labels[0]} ({primary_name or 'empty'})")
         self._check_continues(position, tail)
         self.name, self.position, self.tail = name, position, tail
 
     def _check_continues(self, position: int, tail: int) -> None:
         with self._on("source"):
-            at = self.source.recorder.select_notifications(start=position, limit=1)
-            head = self.source.recorder.max_notification_id() or 0
+            at = self.primary.recorder.select_notifications(start=position, limit=1)
+            head = self.primary.recorder.max_notification_id() or 0
         if not at or at[0].id != position:
             raise ReplicationRefused(
                 f"the source's log does not continue what was copied: the standby holds "
@@ -225,7 +227,7 @@ class Follower:
             on_batch: Callable[[ReplicationReport], None] | None = None) -> ReplicationReport:
         """Copy until caught up with the source's head as seen now (or ``stop_at``)."""
         with self._on("source"):
-            head = self.source.recorder.max_notification_id() or 0
+            head = self.primary.recorder.max_notification_id() or 0
         target = head if stop_at is None else min(head, stop_at)
         report.source_head = head
         while self.position < target:
@@ -255,7 +257,7 @@ def _same_store(a: StoreURL, b: StoreURL) -> bool:
     return False
 
 
-def _require_source_log(url: StoreURL) -> None:
+def _require_primary_log(url: StoreURL) -> None:
     """Reading must not create: a source that has no event log is a wrong URL."""
     if holds_event_log(url):
         return
@@ -279,13 +281,12 @@ def _open_once(url: StoreURL, role: str) -> FenceApplication:
     except DomainError:
         raise
     except Exception as exc:  # e.g. a file that is not a SQLite database
-        text = str(exc).strip().splitlines()
         raise InvalidArgument(f"cannot open the {role} store {url.redacted}: "
-                              f"{type(exc).__name__}: {text[0] if text else ''}") from None
+                              f"{error_line(exc)}") from None
 
 
-def parse_pair(source: str, standby: str) -> tuple[StoreURL, StoreURL]:
-    src, dst = parse_store_url(source), parse_store_url(standby)
+def parse_pair(primary: str, standby: str) -> tuple[StoreURL, StoreURL]:
+    src, dst = parse_store_url(primary), parse_store_url(standby)
     for url, role in ((src, "source"), (dst, "standby")):
         if url.kind == "sqlite-memory":
             raise InvalidArgument(f"the {role} store {url.redacted} is in memory: it cannot "
@@ -296,17 +297,18 @@ def parse_pair(source: str, standby: str) -> tuple[StoreURL, StoreURL]:
 
 
 @contextmanager
-def open_follower(source: str, standby: str, *, batch_size: int = BATCH,
-                  hook: Hook | None = None) -> Iterator[tuple[Follower, ReplicationReport]]:
-    """A prepared follower from ``source`` to ``standby`` (URLs), closed afterwards."""
-    src, dst = parse_pair(source, standby)
-    _require_source_log(src)
+def open_follower(primary: str, standby: str, *, batch_size: int = BATCH,
+                  hook: CrashHook | None = None
+                  ) -> Iterator[tuple[ReplicationFollower, ReplicationReport]]:
+    """A prepared follower from ``primary`` to ``standby`` (URLs), closed afterwards."""
+    src, dst = parse_pair(primary, standby)
+    _require_primary_log(src)
     apps: list[FenceApplication] = []
     try:
         apps.append(_open(src, "source"))
         apps.append(_open(dst, "standby"))
-        follower = Follower(apps[0], apps[1], source_label=src.redacted,
-                            standby_label=dst.redacted, batch_size=batch_size, hook=hook)
+        follower = ReplicationFollower(apps[0], apps[1], primary_label=src.redacted,
+                                       standby_label=dst.redacted, batch_size=batch_size, hook=hook)
         follower.prepare()
         report = ReplicationReport(src.redacted, dst.redacted, follower.name,
                                    from_position=follower.position, position=follower.position)
@@ -316,15 +318,15 @@ def open_follower(source: str, standby: str, *, batch_size: int = BATCH,
             app.close()
 
 
-def replicate(source: str, standby: str, *, stop_at: int | None = None,
-              batch_size: int = BATCH, hook: Hook | None = None,
+def replicate(primary: str, standby: str, *, stop_at: int | None = None,
+              batch_size: int = BATCH, hook: CrashHook | None = None,
               on_batch: Callable[[ReplicationReport], None] | None = None) -> ReplicationReport:
     """Copy everything available now (or up to source id ``stop_at``) and return."""
-    with open_follower(source, standby, batch_size=batch_size, hook=hook) as (follower, report):
+    with open_follower(primary, standby, batch_size=batch_size, hook=hook) as (follower, report):
         return follower.run(report, stop_at=stop_at, on_batch=on_batch)
 
 
-def follow(source: str, standby: str, *, poll_interval: float = 1.0,
+def follow(primary: str, standby: str, *, poll_interval: float = 1.0,
            batch_size: int = BATCH, should_stop: Callable[[], bool] = lambda: False,
            on_batch: Callable[[ReplicationReport], None] | None = None,
            on_error: Callable[[str], None] | None = None) -> ReplicationReport:
@@ -332,7 +334,7 @@ def follow(source: str, standby: str, *, poll_interval: float = 1.0,
 
     A store that cannot be reached is reported through ``on_error`` and retried on the next
     poll; a refusal ends the follower (it needs an operator)."""
-    with open_follower(source, standby, batch_size=batch_size) as (follower, report):
+    with open_follower(primary, standby, batch_size=batch_size) as (follower, report):
         while not should_stop():
             try:
                 follower.run(report, on_batch=on_batch)
@@ -347,5 +349,5 @@ def follow(source: str, standby: str, *, poll_interval: float = 1.0,
 def open_copy(store: str) -> FenceApplication:
     """Another copy of a store, opened to read (``verify --also``): it must hold a log."""
     url = parse_store_url(store)
-    _require_source_log(url)
+    _require_primary_log(url)
     return _open(url, "other")

@@ -12,8 +12,9 @@ from schedfence.domain.errors import NotFound
 from schedfence.domain.failover import STORE_EPOCH_ID
 from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id, validate_id
 from schedfence.domain.rollback.aggregate import Migration, MigrationState
-from schedfence.domain.source.schedule import Schedule, ScheduleKey
+from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.source.state import ScheduleState
+from schedfence.domain.source.key import ScheduleKey
 
 from .eventstore import FenceApplication
 

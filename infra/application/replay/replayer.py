@@ -18,7 +18,8 @@ from schedfence.domain.invariants.checker import Checker, Violation
 from schedfence.domain.rollback.aggregate import MigrationState, evolve_migration
 from schedfence.domain.forward.aggregate import evolve_forward
 from schedfence.domain.source.incarnation import latest_migration_id
-from schedfence.domain.source.schedule import ScheduleKey, evolve_schedule
+from schedfence.domain.source.schedule import evolve_schedule
+from schedfence.domain.source.key import ScheduleKey
 
 from schedfence.infra.application.replay.explain import explain, next_step
 from schedfence.infra.adapters.store.eventstore import FenceApplication

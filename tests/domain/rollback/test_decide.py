@@ -200,3 +200,16 @@ def test_start_rejected_parks_with_proof_of_no_commit():
     after = g.then(facts).state
     assert (after.phase, after.park_reason, after.no_commit_proven) == ("parked",
                                                                         "start_rejected", True)
+
+
+def test_the_start_outcome_is_the_recorded_answer_field_for_field() -> None:
+    # One idea, one field list: the outcome is what DestinationAnswered records of the answer
+    # (the event adds the step's context and its own verdict, proves_no_commit).
+    from dataclasses import fields
+
+    from schedfence.domain.rollback.aggregate import Migration
+    recorded = list(Migration.DestinationAnswered.model_fields)
+    context = ["originator_id", "originator_version", "timestamp", "request_id", "attempt",
+               "worker"]
+    assert [f.name for f in fields(StartOutcome)] == \
+        [n for n in recorded if n not in context and n != "proves_no_commit"]

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from schedfence.projections.narration import narrate
-from schedfence.infra.application.narration import short_type
+from schedfence.projections.narration import short_type
 from schedfence.infra.web.pages import COOKIE, url
 from tests.helpers import NS, World, new_world, nothing_written
 from tests.replay import scenarios

@@ -10,7 +10,8 @@ from eventsourcing.utils import get_topic, register_topic, resolve_topic
 
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import DomainEvent, EvolvingAggregate
-from schedfence.domain.source.schedule import Schedule, ScheduleKey
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.key import ScheduleKey
 from schedfence.infra.adapters.store.codec import UndecodableEvent
 from schedfence.infra.application.service import open_service
 

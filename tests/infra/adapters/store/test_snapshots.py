@@ -16,7 +16,8 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import destination_workflow_id
 from schedfence.domain.rollback.aggregate import Migration, MigrationState
 from schedfence.domain.model import EvolvingAggregate, state_fields
-from schedfence.domain.source.schedule import Schedule, ScheduleKey
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.key import ScheduleKey
 from schedfence.infra.application.service import MigrationService, open_service
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.adapters.store.eventstore import FenceApplication, open_application, parse_store_url

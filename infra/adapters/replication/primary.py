@@ -1,4 +1,5 @@
-"""The source side of replication: reading the log in whole source transactions.
+"""The primary side of replication (the active store, called the source in messages and
+``--from``): reading its log in whole transactions.
 
 One ``save()`` may append several events at once (a rollback appends the source's fence and the
 new migration together). A standby that stopped copying in the middle of such a save would hold
@@ -30,7 +31,7 @@ MAX_TRANSACTION = 50_000  # events; a larger "transaction" is a bulk load: it ma
 Page = Sequence[Notification]
 
 
-class PostgresSource:
+class PostgresPrimary:
     def __init__(self, app: FenceApplication) -> None:
         self.datastore: Any = app.factory.datastore  # type: ignore[attr-defined]  # only SQL factories hold one
         table = app.recorder.events_table_name  # type: ignore[attr-defined]  # only SQL recorders name a table
@@ -69,7 +70,7 @@ class PostgresSource:
                                 state=bytes(r["state"])) for r in cut]
 
 
-class SQLiteSource:
+class SQLitePrimary:
     def __init__(self, app: FenceApplication) -> None:
         self.recorder: Any = app.recorder
 
@@ -88,10 +89,10 @@ class SQLiteSource:
             after = page[-1].id
 
 
-Source = PostgresSource | SQLiteSource
+Primary = PostgresPrimary | SQLitePrimary
 
 
-def source_reader(app: FenceApplication) -> Source:
+def primary_reader(app: FenceApplication) -> Primary:
     if isinstance(app.factory, PostgresFactory):
-        return PostgresSource(app)
-    return SQLiteSource(app)
+        return PostgresPrimary(app)
+    return SQLitePrimary(app)
