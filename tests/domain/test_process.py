@@ -11,7 +11,7 @@ from schedfence.domain import process as p
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.process import Step
 from schedfence.domain.rollback import decide as d
-from schedfence.domain.rollback.aggregate import PHASES as ROLLBACK_PHASES
+from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
 from tests.domain.rollback import decision_givens as g
 
 LEGACY_NAMES = ["drop", "fail_closed", "idle", "wait", "claim_and_start", "reconcile",
