@@ -1,5 +1,7 @@
-"""Workers: one task attempt with a crash point at every boundary (``attempt``), the due-work index
-and its shared backoff (``due``), the worker pool with its threads and stop rules (``pool``), and
-the drain behind ``run_until_idle`` (``drain``). Each step is a ``domain.handoff`` decision; the
-worker only loads, asks the destination and saves. Imported by the application; imports the
-domain, the store and the projections (the due-work index is the projection's table)."""
+"""Engines: what drives due work. Every save goes through the unit of work
+(``unit_of_work``: one append per decision, crash points, logs, retry on conflict); the one
+drive (``drive``) runs the pool and the drain with parameters; the rollback engine
+(``attempt``, batched starts in ``batch``) and the forward engine (``forward``) dispatch on the
+one step vocabulary of ``domain/process.py``; the due-work index and leases (``due``,
+``lease``); the source scheduler and its loop (``scheduler``). Imported by the application;
+imports the domain, the adapters and the projections."""

@@ -1,5 +1,5 @@
 """Destination call latency, by call and outcome: process-local (unlike the counters, which the
-projection keeps), measured where the workers make their calls (infra/worker).
+projection keeps), measured where the workers make their calls (infra/engines).
 
 One histogram per destination object, so two services in one process (tests, an embedding
 application) never mix their numbers, and nothing is registered in prometheus_client's global
