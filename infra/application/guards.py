@@ -1,13 +1,13 @@
-"""What a command checks before it acts: that this store is the active one (domain/failover.py),
-what the destination shows at a schedule's workflow id (the sentinel gate, I12; a source
-create, I1), and what a rollback would answer (a batch job's dry run). The application service
-(infra/application/service.py) hands them to the use cases that need them; none knows it.
+"""What a command checks before it acts (whether this store is the active one: asked of
+replication/standby.py): what the destination shows at a schedule's workflow id (the
+sentinel gate, I12; a source create, I1), and what a rollback would answer (a batch job's
+dry run). The application service (infra/application/service.py) hands them to the use
+cases that need them; none knows it.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from schedfence.domain.failover import STORE_EPOCH_ID, check_active
 from schedfence.domain.ids import (destination_workflow_id, migration_aggregate_id,
                                    validate_destination_key)
 from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
@@ -15,27 +15,6 @@ from schedfence.domain.ports import (Destination, DestinationNotFound, Destinati
 from schedfence.domain.rollback import decide as d
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication
-
-
-class ActiveStore:
-    """Whether this store may act: not an unpromoted standby (proven once, then remembered)."""
-
-    def __init__(self, app: FenceApplication) -> None:
-        self.app = app
-        self.active = False  # proven not to be an unpromoted standby (require_active)
-
-    def require_active(self) -> None:
-        """Refuse to act on a standby that was not promoted since its last copy: its claims
-        may have been used on the active already (domain/failover.py)."""
-        if self.active:
-            return
-        from schedfence.infra.adapters.replication.standby import PREFIX, replica_positions
-        found = self.app.read_retrying(lambda: self.app.find(STORE_EPOCH_ID))
-        copied = self.app.read_retrying(lambda: replica_positions(self.app))
-        check_active(copied, found.state if found is not None else None,
-                     shown=lambda name: name.removeprefix(PREFIX))
-        self.active = True
 
 
 def destination_check(destination: Destination, namespace: str, schedule_id: str,

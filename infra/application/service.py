@@ -29,7 +29,6 @@ from schedfence.infra.engines.drive import Drive, Driven, WorkParts, drive
 from schedfence.infra.engines.forward import ForwardWorker
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
-from schedfence.infra.application.guards import ActiveStore
 from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
@@ -69,13 +68,20 @@ class MigrationService:
         self._parts: dict[str, Any] = {}  # see _part
         self._building = threading.RLock()
         self._on_close = on_close
-        self._store = ActiveStore(app)  # require_active
-        active = self._store.require_active
-        self._schedules = ScheduleCommands(app, self.load, self.unit, destination, active)
-        self._forward = ForwardCommands(app, self.load, self.unit, destination, active, self.worker_id,
-                                        crash_hook)
+        self._active = False  # proven not to be an unpromoted standby (require_active)
 
     # Built on first use: `status` needs none of them, a rollback only the worker.
+    @property
+    def _schedules(self) -> ScheduleCommands:
+        return self._part("schedules", lambda: ScheduleCommands(
+            self.app, self.load, self.unit, self.destination, self.require_active))
+
+    @property
+    def _forward(self) -> ForwardCommands:
+        return self._part("forward", lambda: ForwardCommands(
+            self.app, self.load, self.unit, self.destination, self.require_active,
+            self.worker_id, self.crash_hook))
+
     @property
     def worker(self) -> BatchWorker:
         from schedfence.infra.engines.batch import BatchWorker
@@ -139,7 +145,7 @@ class MigrationService:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import Parts, rollback_many
-        parts = Parts(self.app, self.destination, self._store.require_active,
+        parts = Parts(self.app, self.destination, self.require_active,
                       self.unit, self.epoch, self.rollback)
         return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
 
@@ -170,8 +176,12 @@ class MigrationService:
         return self.load.epoch()
 
     def require_active(self) -> None:
-        """Refuse to act on a standby not promoted since its last copy (guards.py)."""
-        self._store.require_active()
+        """Refuse to act on a standby not promoted since its last copy: its claims may have
+        been used on the active already (replication/standby.py; proven once, remembered)."""
+        if not self._active:
+            from schedfence.infra.adapters.replication.standby import require_active
+            require_active(self.app)
+            self._active = True
 
     def promote(self, actor: str, reason: str) -> int:
         """Record that this store is now the active one after a failover; returns the new

@@ -160,11 +160,17 @@ class FenceApplication(Application[UUID]):
     def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
         """A read that a dropped connection (a server restart, a killed backend) fails once
         is tried again on a fresh one, after a short pause; other failures are raised."""
-        def dropped(exc: BaseException) -> bool:
-            named = self.store_error(exc)
-            return isinstance(named, StoreUnavailable) and not isinstance(named, StoreTimeout)
-        return retry_call(read, attempts=attempts, retry_on=Exception, retry_if=dropped,
-                          pause=linear(0.2))
+        return retry_call(read, **self.read_retry(attempts))
+
+    def read_retry(self, attempts: int = 3) -> dict[str, Any]:
+        """``read_retrying``'s arguments to ``pacing.retry_call``: a module above the store
+        retries its own reads with them, so the store never calls back up into its code."""
+        return {"attempts": attempts, "retry_on": Exception, "retry_if": self._dropped,
+                "pause": linear(0.2)}
+
+    def _dropped(self, exc: BaseException) -> bool:
+        named = self.store_error(exc)
+        return isinstance(named, StoreUnavailable) and not isinstance(named, StoreTimeout)
 
     def store_error(self, exc: BaseException) -> StoreUnavailable | None:
         """What a failure of any read or write on this store (events, projections, the
