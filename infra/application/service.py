@@ -22,7 +22,8 @@ from schedfence.domain.text import validate_actor, validate_reason, validate_wor
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
-from schedfence.infra.application.opening import default_worker_id, open_store_and_destination
+from schedfence.infra.adapters.destination.choose import (default_worker_id,
+                                                          open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.engines.drive import Drive, Driven, WorkParts, drive
@@ -95,7 +96,7 @@ class MigrationService:
     @property
     def due(self) -> DueWork:
         from schedfence.infra.engines.due import DueWork
-        return self._part("due", lambda: DueWork(self.views, self.epoch))
+        return self._part("due", lambda: DueWork(self.views, self.load.epoch))
 
     @property
     def leases(self) -> Leases:
@@ -298,8 +299,8 @@ class MigrationService:
 
     def _work_parts(self) -> WorkParts:
         return WorkParts(self.worker, lambda: self.due, lambda: self.leases,
-                         self.open_forward_ids, lambda worker_id: ForwardWorker(
-                             self.app, self.host, worker_id, self.crash_hook, self.epoch))
+                         self._forward.open_forward_ids, lambda worker_id: ForwardWorker(
+                             self.app, self.host, worker_id, self.crash_hook, self.load.epoch))
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:

@@ -148,6 +148,8 @@ def _work(svc: MigrationService, pool: Drive | None, drained: Drive,
 
 def _drain(svc: MigrationService, how: Drive) -> Any:
     """The drain, with a bar (settled migrations, rate, ETA) on a terminal's stderr."""
+    if not out.stderr_is_terminal():  # no bar to draw: the drain reports to no one
+        return svc.drive(how).report
     with out.progress("draining", "migrations") as update:
         return svc.drive(replace(how, progress=update)).report
 

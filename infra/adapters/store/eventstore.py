@@ -1,6 +1,6 @@
 """Opening the event store from a URL (eventsourcing's own persistence).
 
-Its loads fold with ``fold_events`` (fold.py) and its recorder is guarded against timeouts and
+Its loads fold with ``fold_events`` (codec.py) and its recorder is guarded against timeouts and
 lost commits (recorder_guard.py).
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.pacing import linear, retry_call
-from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, lenient_uuid
-from schedfence.infra.adapters.store.fold import FenceRepository
+from schedfence.infra.adapters.store.codec import (FenceRepository, JSONBytes, PydanticMapper,
+                                                    lenient_uuid)
 from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
                                        STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
                                        StoreUnavailable, parse_pg_url, session_options, timeout_of,
