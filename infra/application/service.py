@@ -67,6 +67,7 @@ class MigrationService:
         self.unit = UnitOfWork.of(app, self.worker_id, crash_hook)  # every save (admin too)
         self._worker_args = (app, destination, self.worker_id, crash_hook, claim_grace)
         self._parts: dict[str, Any] = {}  # see _part
+        self._commands: dict[str, Any] = {}  # the use cases' parts (no I/O), also on first use
         self._building = threading.RLock()
         self._on_close = on_close
         self._active = False  # proven not to be an unpromoted standby (require_active)
@@ -75,13 +76,14 @@ class MigrationService:
     @property
     def _schedules(self) -> ScheduleCommands:
         return self._part("schedules", lambda: ScheduleCommands(
-            self.app, self.load, self.unit, self.destination, self.require_active))
+            self.app, self.load, self.unit, self.destination, self.require_active),
+            self._commands)
 
     @property
     def _forward(self) -> ForwardCommands:
         return self._part("forward", lambda: ForwardCommands(
             self.app, self.load, self.unit, self.destination, self.require_active,
-            self.worker_id, self.crash_hook))
+            self.worker_id, self.crash_hook), self._commands)
 
     @property
     def worker(self) -> BatchWorker:
@@ -103,14 +105,16 @@ class MigrationService:
         from schedfence.infra.engines.lease import Leases
         return self._part("leases", lambda: Leases(self.views.engine))
 
-    def _part(self, name: str, build: Callable[[], Any]) -> Any:
+    def _part(self, name: str, build: Callable[[], Any],
+              parts: dict[str, Any] | None = None) -> Any:
         """``name``, built once (also when a worker pool's threads ask at the same moment)."""
-        part = self._parts.get(name)
+        parts = self._parts if parts is None else parts
+        part = parts.get(name)
         if part is None:
             with self._building:  # reentrant: building the due index builds the views
-                part = self._parts.get(name)
+                part = parts.get(name)
                 if part is None:
-                    part = self._parts[name] = build()
+                    part = parts[name] = build()
         return part
 
     def close(self) -> None:

@@ -15,8 +15,8 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import (cli_state, destination_label, emit, existing, json_option,
-                                       service)
+from schedfence.infra.cli.commands import (cli_state, destination_label, emit, existing,
+                                           json_option, service)
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.engines.drain import RETRY_FOR, NotDrained
