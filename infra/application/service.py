@@ -1,6 +1,6 @@
 """The application service: admin commands, the worker loop and read views over one store.
-It composes its parts, each given what it uses and none knowing the service: schedules.py,
-forward.py, guards.py; bulk.py and recovery.py are handed theirs per call."""
+It composes its parts, each given what it uses and none knowing the service (schedules.py,
+forward.py: built on first use; bulk.py and recovery.py are handed theirs per call)."""
 from __future__ import annotations
 
 import threading
@@ -20,7 +20,8 @@ from schedfence.domain.source.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.adapters.store.eventstore import FenceApplication, conflict_retry
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
@@ -140,9 +141,9 @@ class MigrationService:
         if actor not in ("", None):
             validate_actor(actor)
         self.require_active()
-        return self.unit.retrying(
-            lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
-            AlreadyExists("the schedule kept changing under concurrent rollbacks; retry"))
+        racing = AlreadyExists("the schedule kept changing under concurrent rollbacks; retry")
+        return retry_call(lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
+                          **conflict_retry(racing))
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
@@ -201,16 +202,17 @@ class MigrationService:
             self.unit.append(store_epoch)
             return epoch
 
-        return self.unit.retrying(record, AlreadyExists("another promotion ran concurrently"))
+        return retry_call(record, **conflict_retry(AlreadyExists("another promotion ran "
+                                                                 "concurrently")))
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
         """Cancel the open migration and restore the source, only where the protocol allows it (F9)."""
         validate_reason(reason)
         validate_actor(actor)
         self.require_active()
-        return self.unit.retrying(
-            lambda: self._abort_once(namespace, schedule_id, reason, actor),
-            RecoveryRefused("the migration kept changing under a running worker; retry"))
+        racing = RecoveryRefused("the migration kept changing under a running worker; retry")
+        return retry_call(lambda: self._abort_once(namespace, schedule_id, reason, actor),
+                          **conflict_retry(racing))
 
     def _abort_once(self, namespace: str, schedule_id: str, reason: str,
                     actor: str) -> MigrationView:

@@ -45,10 +45,13 @@ def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
     Each run re-reads what it needs and decides again on what the winner wrote; ``exhausted``
     is raised if the aggregates keep changing under it.
     """
-    try:
-        return retry_call(step, attempts=OCC_RETRIES, retry_on=IntegrityError)
-    except IntegrityError:
-        raise exhausted from None
+    return retry_call(step, **conflict_retry(exhausted))
+
+
+def conflict_retry(exhausted: Exception) -> dict[str, Any]:
+    """``retry_on_conflict``'s arguments to ``pacing.retry_call``: a module above the store
+    runs its own steps with them, so the store never calls back up into its code."""
+    return {"attempts": OCC_RETRIES, "retry_on": IntegrityError, "exhausted": exhausted}
 
 
 @dataclass(frozen=True)
