@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
@@ -27,8 +28,8 @@ from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
-from schedfence.infra.engines.drive import Drive, Driven, WorkParts, drive
-from schedfence.infra.engines.forward import ForwardWorker
+from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive
+from schedfence.infra.engines.forward import ForwardWorker, open_forward_ids
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.compose import Through
@@ -45,9 +46,8 @@ if TYPE_CHECKING:
     from schedfence.infra.engines.due import DueWork
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
-# Imported where used: what a command such as `status` never runs (the invariant checker,
-# recovery, replay, replication, the worker pool) stays out of its start-up; so are the batch
-# worker, the operator views, the due index and the leases (SQLAlchemy), built on first use.
+# Imported where used: what `status` never runs (the invariant checker, recovery, replay,
+# replication, the worker pool; the batch worker, views, due index, leases) stays out of it.
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 VIEWS_DEFAULT: Any = object()  # an argument left to the operator views' own default
@@ -59,26 +59,22 @@ class MigrationService:
                  on_close: Callable[[], None] | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS,
                  retry_for: float = RETRY_FOR) -> None:
-        self.app = app
+        self.app, self.destination = app, destination
         self.retry_for = _valid_retry_for(retry_for)  # run_until_idle's default
-        self.destination = destination
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
-        self.load = Aggregates(app)
-        self.crash_hook = crash_hook
+        self.load, self.crash_hook = Aggregates(app), crash_hook
         self.unit = UnitOfWork.of(app, self.worker_id, crash_hook)  # every save (admin too)
         self._worker_args = (app, destination, self.worker_id, crash_hook, claim_grace)
         self._parts: dict[str, Any] = {}  # see _part
         self._commands: dict[str, Any] = {}  # the use cases' parts (no I/O), also on first use
-        self._building = threading.RLock()
-        self._on_close = on_close
+        self._building, self._on_close = threading.RLock(), on_close
         self._active = False  # proven not to be an unpromoted standby (require_active)
 
     # Built on first use: `status` needs none of them, a rollback only the worker.
     @property
     def _schedules(self) -> ScheduleCommands:
         return self._part("schedules", lambda: ScheduleCommands(
-            self.app, self.load, self.unit, self.destination, self.require_active),
-            self._commands)
+            self.app, self.load, self.unit, self.destination, self.require_active), self._commands)
 
     @property
     def _forward(self) -> ForwardCommands:
@@ -98,13 +94,19 @@ class MigrationService:
 
     @property
     def due(self) -> DueWork:
-        from schedfence.infra.engines.due import DueWork
-        return self._part("due", lambda: DueWork(self.views, self.load.epoch))
+        return self._ready()[0]()
 
     @property
     def leases(self) -> Leases:
+        return self._ready()[1]()
+
+    def _ready(self) -> tuple[Once[DueWork], Once[Leases]]:
+        """The due index and the leases, ready to be built below on first call (a drive is
+        handed them: drive.py's ``Once``, never a call back up into this service)."""
+        from schedfence.infra.engines.due import DueWork
         from schedfence.infra.engines.lease import Leases
-        return self._part("leases", lambda: Leases(self.views.engine))
+        return self._part("ready", lambda: (Once(partial(DueWork, self.views, self.load.epoch)),
+                                            Once(partial(Leases, self.views.engine))))
 
     def _part(self, name: str, build: Callable[[], Any],
               parts: dict[str, Any] | None = None) -> Any:
@@ -304,8 +306,8 @@ class MigrationService:
         return drive(self._work_parts(), replace(how, retry_for=retry_for))
 
     def _work_parts(self) -> WorkParts:
-        return WorkParts(self.worker, lambda: self.due, lambda: self.leases,
-                         self._forward.open_forward_ids, lambda worker_id: ForwardWorker(
+        return WorkParts(self.worker, *self._ready(),
+                         partial(open_forward_ids, self.app), lambda worker_id: ForwardWorker(
                              self.app, self.host, worker_id, self.crash_hook, self.load.epoch))
 
     # -- views ------------------------------------------------------------------------------

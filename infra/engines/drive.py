@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
 from uuid import UUID
 
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, Progress, drain
@@ -27,8 +27,27 @@ if TYPE_CHECKING:  # the batch worker (SQLAlchemy) is imported on first use, as 
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 
+T = TypeVar("T")
 PassHook = Callable[[int, int], None]  # (thread, progressed) after each pass of a pool thread
 ErrorHook = Callable[[int, str], None]  # (thread, message) for each failed pass
+
+
+class Once(Generic[T]):
+    """``build()``, built on the first call and the same after (also when a pool's threads
+    call at the same moment): a part handed down ready to build, whose ``build`` is code of
+    this layer or below (a ``partial`` of a constructor), never a call back up into the
+    service that made it."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build, self._lock = build, threading.Lock()
+        self._built: list[T] = []
+
+    def __call__(self) -> T:
+        if not self._built:
+            with self._lock:
+                if not self._built:
+                    self._built.append(self._build())
+        return self._built[0]
 
 
 @dataclass(frozen=True)
