@@ -28,8 +28,8 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
-from schedfence.infra.engines.forward import (CLOSED_TOPICS, PARKED_TOPICS, ForwardWorker,
-                                              open_forward_ids)
+from schedfence.infra.engines.drive import open_forward_ids
+from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardWorker
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 
@@ -151,7 +151,7 @@ class ForwardCommands:
 
     def open_forward_ids(self) -> list[UUID]:
         """Forward migrations a worker may move: requested, not completed, aborted or parked
-        (read from the log's topics; no aggregate is loaded: infra/engines/forward.py)."""
+        (read from the log's topics; no aggregate is loaded: infra/engines/drive.py)."""
         return open_forward_ids(self.app)
 
     def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:

@@ -28,8 +28,8 @@ from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
-from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive
-from schedfence.infra.engines.forward import ForwardWorker, open_forward_ids
+from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive, open_forward_ids
+from schedfence.infra.engines.forward import ForwardWorker
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.compose import Through
@@ -166,7 +166,7 @@ class MigrationService:
         same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
         sentinel = None
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
-            from schedfence.infra.application.bulk import rollback_check
+            from schedfence.infra.application.guards import rollback_check
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,

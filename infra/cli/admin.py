@@ -21,7 +21,8 @@ from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.engines.drain import RETRY_FOR, NotDrained
 from schedfence.infra.engines.drive import Drive
-from schedfence.infra.engines.pool import MAX_POLL_INTERVAL, unique_worker_id
+from schedfence.infra.engines.drive import unique_worker_id
+from schedfence.infra.engines.pool import MAX_POLL_INTERVAL
 
 
 # -- migration commands ------------------------------------------------------------------------

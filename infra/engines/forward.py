@@ -147,11 +147,3 @@ class ForwardWorker:
         source.record(sfacts)
         key.close_forward(st.migration_id)
         self._save("complete", mig, source, key)
-
-
-def open_forward_ids(app: Any) -> list[UUID]:
-    """Forward migrations a worker may move: requested, not completed, aborted or parked
-    (read from ``app``'s log by topic; no aggregate is loaded)."""
-    ended = {n.originator_id for n in app.notifications(ENDED_TOPICS)}
-    return [n.originator_id for n in app.notifications(FORWARD_TOPICS)
-            if n.originator_id not in ended]
