@@ -60,18 +60,22 @@ def retry_call(call: Callable[[], T], *, attempts: int,
                retry_if: Callable[[E], bool] = _always,
                pause: Callable[[E, int], float] = no_pause,
                before_retry: Callable[[E, int], None] | None = None,
-               sleep: Callable[[float], None] | None = None) -> T:
+               sleep: Callable[[float], None] | None = None,
+               exhausted: BaseException | None = None) -> T:
     """``call()``, tried up to ``attempts`` times. After a try fails with an error of
     ``retry_on`` for which ``retry_if`` holds, and it was not the last try:
     ``before_retry(error, n)`` runs, then a sleep of ``pause(error, n)`` seconds (none for 0),
     then the next try (``n``: the failed try's number, from 1). Any other error, or the last
-    try's, is raised unchanged. ``sleep``: ``time.sleep`` unless a test gives its own."""
+    try's, is raised unchanged; ``exhausted``, when given, is raised instead of the last try's
+    error of ``retry_on`` (from None). ``sleep``: ``time.sleep`` unless a test gives its own."""
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
     for attempt in range(1, attempts + 1):
         try:
             return call()
         except retry_on as error:
+            if attempt == attempts and exhausted is not None:
+                raise exhausted from None
             if attempt == attempts or not retry_if(error):
                 raise
             if before_retry is not None:

@@ -18,18 +18,15 @@ from eventsourcing.persistence import IntegrityError
 
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import steps as h
-from schedfence.domain.source.action import check_registered
 from schedfence.domain.errors import DomainError, InvalidArgument, NotFound
-from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
-                                     SearchAttributeRegistry, command_error)
-from schedfence.domain.source.program import program_of
+from schedfence.domain.ports import Destination
 from schedfence.domain.ids import schedule_key_id, validate_destination_key, validate_request_id
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.text import validate_actor
 
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
-from schedfence.infra.application.guards import destination_check
+from schedfence.infra.application.guards import rollback_check
 from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.batch import CONCURRENCY
 from schedfence.infra.engines.unit_of_work import UnitOfWork
@@ -195,27 +192,6 @@ def _check_destination(parts: Parts, namespace: str,
     elif wanted:
         with ThreadPoolExecutor(min(CONCURRENCY, len(wanted)), "sentinel-check") as pool:
             list(pool.map(check, wanted))
-
-
-def rollback_check(destination: Destination, namespace: str, schedule_id: str,
-                   state: Any) -> dict[str, Any]:
-    """What a rollback asks the destination before its fence: the sentinel check, and, where
-    the destination tells, whether its namespace registered the action's search attributes
-    with their types (``invalid_argument`` naming ``search_attributes``: the server would
-    refuse the create after the fence, and the rollback park ``start_rejected``)."""
-    sentinel = destination_check(destination, namespace, schedule_id, "sentinel check")
-    action, dest = program_of(state).action, destination
-    if action is None or not action.search_attributes or \
-            not isinstance(dest, SearchAttributeRegistry):
-        return sentinel
-    try:
-        registered = dest.search_attribute_types(namespace)
-    except DestinationNotFound:  # no such namespace: the create says so, as before
-        return sentinel
-    except DestinationUnavailable as exc:
-        raise command_error(exc, "the search attribute check") from exc
-    check_registered(action, registered)
-    return sentinel
 
 
 def _gate(one: _Loaded) -> str | None:

@@ -28,14 +28,10 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
-from schedfence.infra.engines.forward import ForwardWorker
+from schedfence.infra.engines.drive import open_forward_ids
+from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardWorker
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
-FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
-CLOSED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
-                                        ForwardMigration.ForwardAborted))
-PARKED_TOPICS = (ForwardMigration.ForwardParked.TOPIC,)
-ENDED_TOPICS = CLOSED_TOPICS + PARKED_TOPICS  # nothing left for a worker to do
 
 
 class ForwardCommands:
@@ -155,10 +151,8 @@ class ForwardCommands:
 
     def open_forward_ids(self) -> list[UUID]:
         """Forward migrations a worker may move: requested, not completed, aborted or parked
-        (read from the log's topics; no aggregate is loaded)."""
-        ended = {n.originator_id for n in self.app.notifications(ENDED_TOPICS)}
-        return [n.originator_id for n in self.app.notifications(FORWARD_TOPICS)
-                if n.originator_id not in ended]
+        (read from the log's topics; no aggregate is loaded: infra/engines/drive.py)."""
+        return open_forward_ids(self.app)
 
     def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:
         """Forward migrations that need an operator (parked, or open and idle for

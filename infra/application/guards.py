@@ -1,41 +1,22 @@
-"""What a command checks before it acts: that this store is the active one (domain/failover.py),
-what the destination shows at a schedule's workflow id (the sentinel gate, I12; a source
-create, I1), and what a rollback would answer (a batch job's dry run). The application service
+"""What a command checks before it acts (whether this store is the active one: asked of
+replication/standby.py): what the destination shows at a schedule's workflow id (the
+sentinel gate, I12; a source create, I1; with a rollback's search attribute check), and
+what a rollback would answer (a batch job's dry run). The application service
 (infra/application/service.py) hands them to the use cases that need them; none knows it.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from schedfence.domain.failover import STORE_EPOCH_ID, check_active
 from schedfence.domain.ids import (destination_workflow_id, migration_aggregate_id,
                                    validate_destination_key)
 from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
-                                     command_error)
+                                     SearchAttributeRegistry, command_error)
 from schedfence.domain.rollback import decide as d
+from schedfence.domain.source.action import check_registered
+from schedfence.domain.source.program import program_of
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication
-
-
-class ActiveStore:
-    """Whether this store may act: not an unpromoted standby (proven once, then remembered)."""
-
-    def __init__(self, app: FenceApplication) -> None:
-        self.app = app
-        self.active = False  # proven not to be an unpromoted standby (require_active)
-
-    def require_active(self) -> None:
-        """Refuse to act on a standby that was not promoted since its last copy: its claims
-        may have been used on the active already (domain/failover.py)."""
-        if self.active:
-            return
-        from schedfence.infra.adapters.replication.standby import PREFIX, replica_positions
-        found = self.app.read_retrying(lambda: self.app.find(STORE_EPOCH_ID))
-        copied = self.app.read_retrying(lambda: replica_positions(self.app))
-        check_active(copied, found.state if found is not None else None,
-                     shown=lambda name: name.removeprefix(PREFIX))
-        self.active = True
 
 
 def destination_check(destination: Destination, namespace: str, schedule_id: str,
@@ -65,3 +46,24 @@ def predict_rollback(load: Aggregates, destination: Destination, namespace: str,
                                            "sentinel check"))
         return "accepted"
     return outcome
+
+
+def rollback_check(destination: Destination, namespace: str, schedule_id: str,
+                   state: Any) -> dict[str, Any]:
+    """What a rollback asks the destination before its fence: the sentinel check, and, where
+    the destination tells, whether its namespace registered the action's search attributes
+    with their types (``invalid_argument`` naming ``search_attributes``: the server would
+    refuse the create after the fence, and the rollback park ``start_rejected``)."""
+    sentinel = destination_check(destination, namespace, schedule_id, "sentinel check")
+    action, dest = program_of(state).action, destination
+    if action is None or not action.search_attributes or \
+            not isinstance(dest, SearchAttributeRegistry):
+        return sentinel
+    try:
+        registered = dest.search_attribute_types(namespace)
+    except DestinationNotFound:  # no such namespace: the create says so, as before
+        return sentinel
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the search attribute check") from exc
+    check_registered(action, registered)
+    return sentinel

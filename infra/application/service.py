@@ -1,10 +1,11 @@
 """The application service: admin commands, the worker loop and read views over one store.
-It composes its parts, each given what it uses and none knowing the service: schedules.py,
-forward.py, guards.py; bulk.py and recovery.py are handed theirs per call."""
+It composes its parts, each given what it uses and none knowing the service (schedules.py,
+forward.py: built on first use; bulk.py and recovery.py are handed theirs per call)."""
 from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
@@ -20,16 +21,17 @@ from schedfence.domain.source.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.adapters.store.eventstore import FenceApplication, conflict_retry
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
-from schedfence.infra.application.opening import default_worker_id, open_store_and_destination
+from schedfence.infra.adapters.destination.choose import (default_worker_id,
+                                                          open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
-from schedfence.infra.engines.drive import Drive, Driven, WorkParts, drive
+from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive, open_forward_ids
 from schedfence.infra.engines.forward import ForwardWorker
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
-from schedfence.infra.application.guards import ActiveStore
 from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
@@ -44,9 +46,8 @@ if TYPE_CHECKING:
     from schedfence.infra.engines.due import DueWork
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
-# Imported where used: what a command such as `status` never runs (the invariant checker,
-# recovery, replay, replication, the worker pool) stays out of its start-up; so are the batch
-# worker, the operator views, the due index and the leases (SQLAlchemy), built on first use.
+# Imported where used: what `status` never runs (the invariant checker, recovery, replay,
+# replication, the worker pool; the batch worker, views, due index, leases) stays out of it.
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 VIEWS_DEFAULT: Any = object()  # an argument left to the operator views' own default
@@ -58,24 +59,29 @@ class MigrationService:
                  on_close: Callable[[], None] | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS,
                  retry_for: float = RETRY_FOR) -> None:
-        self.app = app
+        self.app, self.destination = app, destination
         self.retry_for = _valid_retry_for(retry_for)  # run_until_idle's default
-        self.destination = destination
         self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
-        self.load = Aggregates(app)
-        self.crash_hook = crash_hook
+        self.load, self.crash_hook = Aggregates(app), crash_hook
         self.unit = UnitOfWork.of(app, self.worker_id, crash_hook)  # every save (admin too)
         self._worker_args = (app, destination, self.worker_id, crash_hook, claim_grace)
         self._parts: dict[str, Any] = {}  # see _part
-        self._building = threading.RLock()
-        self._on_close = on_close
-        self._store = ActiveStore(app)  # require_active
-        active = self._store.require_active
-        self._schedules = ScheduleCommands(app, self.load, self.unit, destination, active)
-        self._forward = ForwardCommands(app, self.load, self.unit, destination, active, self.worker_id,
-                                        crash_hook)
+        self._commands: dict[str, Any] = {}  # the use cases' parts (no I/O), also on first use
+        self._building, self._on_close = threading.RLock(), on_close
+        self._active = False  # proven not to be an unpromoted standby (require_active)
 
     # Built on first use: `status` needs none of them, a rollback only the worker.
+    @property
+    def _schedules(self) -> ScheduleCommands:
+        return self._part("schedules", lambda: ScheduleCommands(
+            self.app, self.load, self.unit, self.destination, self.require_active), self._commands)
+
+    @property
+    def _forward(self) -> ForwardCommands:
+        return self._part("forward", lambda: ForwardCommands(
+            self.app, self.load, self.unit, self.destination, self.require_active,
+            self.worker_id, self.crash_hook), self._commands)
+
     @property
     def worker(self) -> BatchWorker:
         from schedfence.infra.engines.batch import BatchWorker
@@ -88,22 +94,30 @@ class MigrationService:
 
     @property
     def due(self) -> DueWork:
-        from schedfence.infra.engines.due import DueWork
-        return self._part("due", lambda: DueWork(self.views, self.epoch))
+        return self._ready()[0]()
 
     @property
     def leases(self) -> Leases:
-        from schedfence.infra.engines.lease import Leases
-        return self._part("leases", lambda: Leases(self.views.engine))
+        return self._ready()[1]()
 
-    def _part(self, name: str, build: Callable[[], Any]) -> Any:
+    def _ready(self) -> tuple[Once[DueWork], Once[Leases]]:
+        """The due index and the leases, ready to be built below on first call (a drive is
+        handed them: drive.py's ``Once``, never a call back up into this service)."""
+        from schedfence.infra.engines.due import DueWork
+        from schedfence.infra.engines.lease import Leases
+        return self._part("ready", lambda: (Once(partial(DueWork, self.views, self.load.epoch)),
+                                            Once(partial(Leases, self.views.engine))))
+
+    def _part(self, name: str, build: Callable[[], Any],
+              parts: dict[str, Any] | None = None) -> Any:
         """``name``, built once (also when a worker pool's threads ask at the same moment)."""
-        part = self._parts.get(name)
+        parts = self._parts if parts is None else parts
+        part = parts.get(name)
         if part is None:
             with self._building:  # reentrant: building the due index builds the views
-                part = self._parts.get(name)
+                part = parts.get(name)
                 if part is None:
-                    part = self._parts[name] = build()
+                    part = parts[name] = build()
         return part
 
     def close(self) -> None:
@@ -129,9 +143,9 @@ class MigrationService:
         if actor not in ("", None):
             validate_actor(actor)
         self.require_active()
-        return self.unit.retrying(
-            lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
-            AlreadyExists("the schedule kept changing under concurrent rollbacks; retry"))
+        racing = AlreadyExists("the schedule kept changing under concurrent rollbacks; retry")
+        return retry_call(lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
+                          **conflict_retry(racing))
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
@@ -139,7 +153,7 @@ class MigrationService:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import Parts, rollback_many
-        parts = Parts(self.app, self.destination, self._store.require_active,
+        parts = Parts(self.app, self.destination, self.require_active,
                       self.unit, self.epoch, self.rollback)
         return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
 
@@ -152,7 +166,7 @@ class MigrationService:
         same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
         sentinel = None
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
-            from schedfence.infra.application.bulk import rollback_check
+            from schedfence.infra.application.guards import rollback_check
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
@@ -170,8 +184,12 @@ class MigrationService:
         return self.load.epoch()
 
     def require_active(self) -> None:
-        """Refuse to act on a standby not promoted since its last copy (guards.py)."""
-        self._store.require_active()
+        """Refuse to act on a standby not promoted since its last copy: its claims may have
+        been used on the active already (replication/standby.py; proven once, remembered)."""
+        if not self._active:
+            from schedfence.infra.adapters.replication.standby import require_active
+            require_active(self.app)
+            self._active = True
 
     def promote(self, actor: str, reason: str) -> int:
         """Record that this store is now the active one after a failover; returns the new
@@ -186,16 +204,17 @@ class MigrationService:
             self.unit.append(store_epoch)
             return epoch
 
-        return self.unit.retrying(record, AlreadyExists("another promotion ran concurrently"))
+        return retry_call(record, **conflict_retry(AlreadyExists("another promotion ran "
+                                                                 "concurrently")))
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
         """Cancel the open migration and restore the source, only where the protocol allows it (F9)."""
         validate_reason(reason)
         validate_actor(actor)
         self.require_active()
-        return self.unit.retrying(
-            lambda: self._abort_once(namespace, schedule_id, reason, actor),
-            RecoveryRefused("the migration kept changing under a running worker; retry"))
+        racing = RecoveryRefused("the migration kept changing under a running worker; retry")
+        return retry_call(lambda: self._abort_once(namespace, schedule_id, reason, actor),
+                          **conflict_retry(racing))
 
     def _abort_once(self, namespace: str, schedule_id: str, reason: str,
                     actor: str) -> MigrationView:
@@ -287,9 +306,9 @@ class MigrationService:
         return drive(self._work_parts(), replace(how, retry_for=retry_for))
 
     def _work_parts(self) -> WorkParts:
-        return WorkParts(self.worker, lambda: self.due, lambda: self.leases,
-                         self.open_forward_ids, lambda worker_id: ForwardWorker(
-                             self.app, self.host, worker_id, self.crash_hook, self.epoch))
+        return WorkParts(self.worker, *self._ready(),
+                         partial(open_forward_ids, self.app), lambda worker_id: ForwardWorker(
+                             self.app, self.host, worker_id, self.crash_hook, self.load.epoch))
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:

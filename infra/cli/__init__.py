@@ -1,5 +1,5 @@
 """The ``schedfence`` command line: one click group (``commands``, where every command is
-registered, in one list), the helpers every command shares (``base``: state, error contract,
+registered, in one list, beside the helpers every command shares: state, error contract,
 ``--json``), the output formats (``output``) and the command families (``admin``, ``reads``,
 ``recovery``, ``replay``, ``replicate``, ``projections``, ``temporal``). Nothing imports the CLI;
 it imports the application and the rooms. ``python -m schedfence.infra.cli`` and the

@@ -15,13 +15,14 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import (cli_state, destination_label, emit, existing, json_option,
-                                       service)
+from schedfence.infra.cli.commands import (cli_state, destination_label, emit, existing,
+                                           json_option, service)
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
 from schedfence.infra.engines.drain import RETRY_FOR, NotDrained
 from schedfence.infra.engines.drive import Drive
-from schedfence.infra.engines.pool import MAX_POLL_INTERVAL, unique_worker_id
+from schedfence.infra.engines.drive import unique_worker_id
+from schedfence.infra.engines.pool import MAX_POLL_INTERVAL
 
 
 # -- migration commands ------------------------------------------------------------------------
@@ -148,6 +149,8 @@ def _work(svc: MigrationService, pool: Drive | None, drained: Drive,
 
 def _drain(svc: MigrationService, how: Drive) -> Any:
     """The drain, with a bar (settled migrations, rate, ETA) on a terminal's stderr."""
+    if not out.stderr_is_terminal():  # no bar to draw: the drain reports to no one
+        return svc.drive(how).report
     with out.progress("draining", "migrations") as update:
         return svc.drive(replace(how, progress=update)).report
 

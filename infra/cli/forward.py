@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import destination_label, emit, json_option, service
+from schedfence.infra.cli.commands import destination_label, emit, json_option, service
 
 
 def _view(state: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from schedfence.domain.job import Selection, describe, parse_rate
 
 from schedfence.infra.application import jobs
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import destination_label, emit, existing, json_option, service
+from schedfence.infra.cli.commands import destination_label, emit, existing, json_option, service
 from schedfence.infra.engines.drain import DrainReport, NotDrained
 
 EXAMPLES = 5  # schedule ids shown per reason in text

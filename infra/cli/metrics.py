@@ -12,7 +12,7 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 
-from schedfence.infra.cli.base import cli_state, existing
+from schedfence.infra.cli.commands import cli_state, existing
 from schedfence.infra.adapters.observability.metrics import render_metrics
 
 FILE_MODE = 0o644  # the collector usually runs as another user

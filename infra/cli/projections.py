@@ -1,8 +1,8 @@
 """``schedfence stats | oncall | projection``: the operator read models (``audit`` and
 ``migrations`` page in infra/cli/reads.py).
 
-The commands are built from the CLI's shared helpers (infra/cli/base.py) and registered on the
-group by ``infra/cli/commands.py``.
+The commands are built from the CLI's shared helpers and registered on the group by
+``infra/cli/commands.py``.
 Every answer comes from the projection, caught up with the log first.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from schedfence.projections.forward_oncall import oncall_doc
 from schedfence.projections import service_views as pv
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import emit, existing, json_option
+from schedfence.infra.cli.commands import emit, existing, json_option
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 MAX_STUCK_AFTER = 100 * 366 * 86400  # seconds: beyond that, microsecond arithmetic overflows
 

@@ -15,7 +15,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
 from schedfence.projections.records import EPOCH, MICROSECOND
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import emit, existing, json_option
+from schedfence.infra.cli.commands import emit, existing, json_option
 from schedfence.infra.application.views import history_doc, schedule_list, status_doc
 
 MAX_ROWS = 1000  # rows per page unless --limit says otherwise

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import click
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import json_option, service
+from schedfence.infra.cli.commands import json_option, service
 
 
 @click.group()

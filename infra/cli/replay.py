@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import cli_state, json_option
+from schedfence.infra.cli.commands import cli_state, json_option
 from schedfence.infra.application.offline import open_offline
 
 # Shown once in the header; repeating them on every created state is noise.

@@ -12,7 +12,7 @@ import time
 import click
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import emit, json_option, service
+from schedfence.infra.cli.commands import emit, json_option, service
 from schedfence.infra.adapters.replication.follower import (BATCH, ReplicationReport, follow,
                                                    replicate as copy_log)
 from schedfence.infra.adapters.store.eventstore import parse_store_url

@@ -11,7 +11,7 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 
-from schedfence.infra.cli.base import destination_label, emit, json_option, service
+from schedfence.infra.cli.commands import destination_label, emit, json_option, service
 from schedfence.infra.engines.scheduler import SchedulerReport, run_until_stopped
 
 

@@ -11,7 +11,7 @@ import click
 from schedfence.domain.source.invoker import OVERLAPS
 
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.base import emit, existing, json_option, service
+from schedfence.infra.cli.commands import emit, existing, json_option, service
 from schedfence.infra.cli.program import moment, parse_program, parse_update
 
 

@@ -18,7 +18,7 @@ import click
 
 from schedfence.domain.errors import InvalidArgument
 
-from schedfence.infra.cli.base import cli_state
+from schedfence.infra.cli.commands import cli_state
 from schedfence.infra.http.settings import MAX_BODY, RATE, TOKENS_ENV
 from schedfence.infra.adapters.observability import logs
 

@@ -8,6 +8,7 @@ can only reconcile, never start twice.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from datetime import datetime, timezone
 from typing import Any, Callable, Self, cast
 from uuid import UUID
@@ -82,6 +83,8 @@ class TaskWorker:
         self.unit.save(label, *aggregates)  # infra/engines/unit_of_work.py
 
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
+        """A destination call (``fn``: the destination's own bound method with its arguments,
+        so the latency timer below never calls back up into this module)."""
         return self.unit.call(label, lambda: latency_of(self.destination).time(CALLS[label],
                                                                                fn))
 
@@ -152,10 +155,10 @@ class TaskWorker:
         first = mig.state.receipt or ""
         try:
             try:
-                done = self._call("settle", lambda: target.settle_handover(request, first))
+                done = self._call("settle", partial(target.settle_handover, request, first))
             except DestinationNotFound:  # deleted after the receipt: what came before it
                 done = self._call("settle_deleted",
-                                  lambda: target.settle_deleted(request, first))
+                                  partial(target.settle_deleted, request, first))
         except SchedulerGone as exc:
             self._commit("park", mig, h.settle_unreadable(mig.state, str(exc), attempt,
                                                           self.worker_id))
@@ -203,7 +206,7 @@ class TaskWorker:
             return None
         request = d.start_request(mig.state)
         try:
-            return self._call("start", lambda: self.destination.start_workflow(request))
+            return self._call("start", partial(self.destination.start_workflow, request))
         except DestinationError as exc:  # the destination's answer, whatever it is, is data
             return exc
 
@@ -277,7 +280,7 @@ class TaskWorker:
             return obs  # no retention known: absence proves nothing, as before
         try:
             seconds = self._call("retention",
-                                 lambda: dest.retention_seconds(mig.state.namespace))
+                                 partial(dest.retention_seconds, mig.state.namespace))
         except DestinationError as exc:
             return replace(obs, failure="unavailable", detail=f"retention: {exc}")
         assert obs.observed_at is not None
@@ -319,8 +322,8 @@ class TaskWorker:
     def _describe(self, namespace: str, workflow_id: str,
                   run_id: str | None = None) -> RunDescription | None:
         try:
-            return self._call("describe", lambda: self.destination.describe(
-                namespace, workflow_id, run_id))
+            return self._call("describe", partial(self.destination.describe,
+                                              namespace, workflow_id, run_id))
         except DestinationNotFound:
             return None
 

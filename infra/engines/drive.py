@@ -13,13 +13,14 @@ Without threads a drive is the drain alone.
 """
 from __future__ import annotations
 
+import secrets
 import threading
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 from uuid import UUID
 
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, Progress, drain
-from schedfence.infra.engines.forward import ForwardWorker
+from schedfence.infra.engines.forward import ENDED_TOPICS, FORWARD_TOPICS, ForwardWorker
 
 if TYPE_CHECKING:  # the batch worker (SQLAlchemy) is imported on first use, as the service's
     from schedfence.infra.engines.batch import BatchWorker
@@ -27,8 +28,42 @@ if TYPE_CHECKING:  # the batch worker (SQLAlchemy) is imported on first use, as 
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 
+T = TypeVar("T")
 PassHook = Callable[[int, int], None]  # (thread, progressed) after each pass of a pool thread
 ErrorHook = Callable[[int, str], None]  # (thread, message) for each failed pass
+
+
+def unique_worker_id(base: str, index: int | None = None, token: str | None = None) -> str:
+    """``base#token[/index]``: the user's id stays the prefix, the rest is a pool's (or one
+    drive's) own."""
+    wid = f"{base}#{token or secrets.token_hex(4)}"
+    return wid if index is None else f"{wid}/{index}"
+
+
+def open_forward_ids(app: Any) -> list[UUID]:
+    """Forward migrations a worker may move: requested, not completed, aborted or parked
+    (read from ``app``'s log by topic; no aggregate is loaded)."""
+    ended = {n.originator_id for n in app.notifications(ENDED_TOPICS)}
+    return [n.originator_id for n in app.notifications(FORWARD_TOPICS)
+            if n.originator_id not in ended]
+
+
+class Once(Generic[T]):
+    """``build()``, built on the first call and the same after (also when a pool's threads
+    call at the same moment): a part handed down ready to build, whose ``build`` is code of
+    this layer or below (a ``partial`` of a constructor), never a call back up into the
+    service that made it."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build, self._lock = build, threading.Lock()
+        self._built: list[T] = []
+
+    def __call__(self) -> T:
+        if not self._built:
+            with self._lock:
+                if not self._built:
+                    self._built.append(self._build())
+        return self._built[0]
 
 
 @dataclass(frozen=True)

@@ -57,10 +57,7 @@ class DueWork(SideTables):
 
     def __init__(self, views: OperatorViews, epoch: Callable[[], int]) -> None:
         self.views, self.epoch = views, epoch
-
-    @property
-    def engine(self) -> Any:
-        return self.views.engine
+        self.engine = views.engine  # an attribute, as SideTables reads it (never a callback)
 
     def open_ids(self) -> list[UUID]:
         """Every open migration, oldest change first (the log is read only to catch up)."""

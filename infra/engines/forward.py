@@ -24,6 +24,11 @@ from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_STEPS = 10
+FORWARD_TOPICS = (ForwardMigration.ForwardRequested.TOPIC,)
+CLOSED_TOPICS = tuple(c.TOPIC for c in (ForwardMigration.ForwardCompleted,
+                                        ForwardMigration.ForwardAborted))
+PARKED_TOPICS = (ForwardMigration.ForwardParked.TOPIC,)
+ENDED_TOPICS = CLOSED_TOPICS + PARKED_TOPICS  # nothing left for a worker to do
 LOG = get_logger("worker.forward")
 # Each step's call to the schedule host, by the port method (the latency metric's ``call``).
 CALLS = {"describe": "describe_schedule", "fence": "update_schedule_state",
@@ -142,4 +147,3 @@ class ForwardWorker:
         source.record(sfacts)
         key.close_forward(st.migration_id)
         self._save("complete", mig, source, key)
-

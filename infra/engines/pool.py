@@ -34,6 +34,7 @@ from schedfence.domain.text import one_line
 
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.batch import BATCH_SIZE, BatchWorker, leased_batches
+from schedfence.infra.engines.drive import unique_worker_id
 
 BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
@@ -47,12 +48,6 @@ if TYPE_CHECKING:  # the pool is given the parts it needs (drive.py), never the 
 
 class WorkerThreadDied(RuntimeError):
     """A pool thread ended by an exception its loop could not absorb."""
-
-
-def unique_worker_id(base: str, index: int | None = None, token: str | None = None) -> str:
-    """``base#token[/index]``: the user's id stays the prefix, the rest is this pool's own."""
-    wid = f"{base}#{token or secrets.token_hex(4)}"
-    return wid if index is None else f"{wid}/{index}"
 
 
 def error_message(exc: BaseException) -> str:

@@ -15,7 +15,7 @@ from schedfence.infra.http.calls import Admin, Operator, call, destination
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.drain import NotDrained
 from schedfence.infra.engines.drive import Drive
-from schedfence.infra.engines.pool import unique_worker_id
+from schedfence.infra.engines.drive import unique_worker_id
 
 router = APIRouter(prefix="/v1", tags=["operations"], responses=RESPONSES)
 

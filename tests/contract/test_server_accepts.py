@@ -288,7 +288,7 @@ def test_what_create_refuses_names_the_field_writes_nothing_and_the_server(tempo
 
 def test_the_rollbacks_search_attribute_check_reads_the_servers_registry(temporal_env):
     """What depends on the namespace's registry is asked before the fence (the rollback's own
-    check, infra/application/bulk.py ``rollback_check``): the server's listing names the
+    check, infra/application/guards.py ``rollback_check``): the server's listing names the
     registered attribute with its type; an action the check refuses, the server refuses too."""
     register_search_attribute(temporal_env)
     registered = temporal_env.destination.search_attribute_types(NS)

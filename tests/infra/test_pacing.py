@@ -36,6 +36,19 @@ def test_the_last_tries_error_is_raised_unchanged() -> None:
     assert raised.value is last and call.calls == 3
 
 
+def test_exhausted_replaces_the_last_tries_error_only() -> None:
+    gave_up = RuntimeError("kept changing")
+    call = Flaky(KeyError("first"), KeyError("second"))
+    with pytest.raises(RuntimeError) as raised:
+        retry_call(call, attempts=2, retry_on=KeyError, exhausted=gave_up)
+    assert raised.value is gave_up and raised.value.__suppress_context__
+    assert call.calls == 2
+    call = Flaky(ValueError("not ours"), "never")
+    with pytest.raises(ValueError):
+        retry_call(call, attempts=2, retry_on=KeyError, exhausted=gave_up)
+    assert call.calls == 1
+
+
 def test_other_errors_and_refused_ones_are_raised_at_once() -> None:
     call = Flaky(ValueError("not ours"), "never")
     with pytest.raises(ValueError):

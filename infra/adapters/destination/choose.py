@@ -15,6 +15,7 @@ The Python API also takes any object implementing ``schedfence.domain.ports.Dest
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Callable
 from pathlib import Path
@@ -22,8 +23,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
+from schedfence.domain.ports import Destination
 
-from schedfence.infra.adapters.store.eventstore import StoreURL
+from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreURL,
+                                                        open_application, parse_store_url)
 
 SIM = "sim"
 SHARED_SIM_PREFIX = "sim+"
@@ -205,3 +208,31 @@ class NoDestination:
 
     start_workflow = describe = _refuse
 
+
+# -- what ``open_service`` (infra/application/service.py) opens before it builds the service --
+Opened = tuple[FenceApplication, Destination, Callable[[], None] | None]  # and its close
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def open_store_and_destination(store: str, destination: Destination | str | None) -> Opened:
+    """The store's application and the destination (``"sim"``, ``"sim+STORE_URL"``,
+    ``"temporal://HOST:PORT/NS"`` or a ``Destination`` object), with what closes the one
+    opened here. A bad destination spec is refused before the store is opened (nothing is
+    created); a destination that fails to open closes the store."""
+    if destination is None:
+        raise InvalidArgument(CHOOSE_API)
+    url = parse_store_url(store)
+    if isinstance(destination, str):
+        check_spec(destination)  # refused before the store is opened: nothing is created
+    app = open_application(url)
+    if not isinstance(destination, str):
+        return app, destination, None
+    try:
+        opened = open_destination(destination, url)
+    except BaseException:
+        app.close()
+        raise
+    return app, opened.destination, opened.close

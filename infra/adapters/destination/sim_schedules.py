@@ -6,30 +6,18 @@ its own spec times after its create time. The clock is the simulator's, so tests
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from schedfence.domain.source.action import nominal_text, parse_nominal
 from schedfence.domain.rollback.handover import GAP_MARGIN, Handover, boundary_gap, destination_starts
 from schedfence.domain.rollback.handover_gone import owed_before_delete
-from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, SchedulerGone,
                                      Settled, StartAccepted, StartWorkflow)
 
 from schedfence.infra.adapters.destination.gone import start_owed
 
 Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def creates_schedule(request: StartWorkflow) -> bool:
-    """A rollback's start: on a server, a CreateSchedule (infra/adapters/destination/temporal_schedule.py),
-    with a handover or, for a pause-and-notes schedule, without one."""
-    return request.workflow_type == SCHEDULER_WORKFLOW_TYPE and \
-        request.workflow_id.startswith(WORKFLOW_ID_PREFIX) and isinstance(request.input, dict)
 
 
 class SimSchedules:

@@ -15,6 +15,9 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.domain.source.action import StartWorkflowAction
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
                                      InvalidStartRequest, RunDescription, StartAccepted,
@@ -24,8 +27,7 @@ from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc
                                                             close_run, current_run, describe_run,
                                                             find_run, request_problem,
                                                             stop_current)
-from schedfence.infra.adapters.destination.sim_schedules import (Clock, SimSchedules, creates_schedule,
-                                                        utc_now)
+from schedfence.infra.adapters.destination.sim_schedules import Clock, SimSchedules
 from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx
 from schedfence.infra.adapters.destination.sim_sql import SqlSimState
 
@@ -38,6 +40,17 @@ FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_s
 STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
 DEFAULT_RETENTION_SECONDS = 3 * 86400.0  # what a namespace often has (Temporal Cloud's default)
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def creates_schedule(request: StartWorkflow) -> bool:
+    """A rollback's start: on a server, a CreateSchedule (destination/temporal_schedule.py),
+    with a handover or, for a pause-and-notes schedule, without one (sim_schedules.py)."""
+    return request.workflow_type == SCHEDULER_WORKFLOW_TYPE and \
+        request.workflow_id.startswith(WORKFLOW_ID_PREFIX) and isinstance(request.input, dict)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ interleaving events the follower did not copy.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.persistence import StoredEvent, Tracking
@@ -22,7 +23,9 @@ from eventsourcing.postgres import (PostgresAggregateRecorder, PostgresFactory,
                                     PostgresProcessRecorder)
 from eventsourcing.sqlite import SQLiteFactory, SQLiteProcessRecorder
 
+from schedfence.domain.failover import STORE_EPOCH_ID, check_active
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.pacing import retry_call
 
 PREFIX = "replica-of:"  # tracking rows of followers (other rows are not ours to judge)
 PG_TRACKING_TABLE = f"{FenceApplication.name.lower()}_replica_tracking"
@@ -157,3 +160,13 @@ def replica_positions(app: FenceApplication) -> dict[str, int]:
         if "tracking" in str(exc).lower() or "does not exist" in str(exc).lower():
             return {}
         raise
+
+
+def require_active(app: FenceApplication) -> None:
+    """Refuse to act on a standby that was not promoted since its last copy: its claims may
+    have been used on the active already (domain/failover.py). Reads retried as
+    ``read_retrying`` retries them, run from here."""
+    found = retry_call(partial(app.find, STORE_EPOCH_ID), **app.read_retry())
+    copied = retry_call(partial(replica_positions, app), **app.read_retry())
+    check_active(copied, found.state if found is not None else None,
+                 shown=lambda name: name.removeprefix(PREFIX))

@@ -14,7 +14,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from .eventstore import FenceApplication
-from .fold import fold_events
+from .codec import fold_events
 
 CHUNK = 500  # ids per query
 

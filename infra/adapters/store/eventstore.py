@@ -1,6 +1,6 @@
 """Opening the event store from a URL (eventsourcing's own persistence).
 
-Its loads fold with ``fold_events`` (fold.py) and its recorder is guarded against timeouts and
+Its loads fold with ``fold_events`` (codec.py) and its recorder is guarded against timeouts and
 lost commits (recorder_guard.py).
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import EvolvingAggregate
 from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.pacing import linear, retry_call
-from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, lenient_uuid
-from schedfence.infra.adapters.store.fold import FenceRepository
+from schedfence.infra.adapters.store.codec import (FenceRepository, JSONBytes, PydanticMapper,
+                                                    lenient_uuid)
 from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
                                        STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
                                        StoreUnavailable, parse_pg_url, session_options, timeout_of,
@@ -45,10 +45,13 @@ def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
     Each run re-reads what it needs and decides again on what the winner wrote; ``exhausted``
     is raised if the aggregates keep changing under it.
     """
-    try:
-        return retry_call(step, attempts=OCC_RETRIES, retry_on=IntegrityError)
-    except IntegrityError:
-        raise exhausted from None
+    return retry_call(step, **conflict_retry(exhausted))
+
+
+def conflict_retry(exhausted: Exception) -> dict[str, Any]:
+    """``retry_on_conflict``'s arguments to ``pacing.retry_call``: a module above the store
+    runs its own steps with them, so the store never calls back up into its code."""
+    return {"attempts": OCC_RETRIES, "retry_on": IntegrityError, "exhausted": exhausted}
 
 
 @dataclass(frozen=True)
@@ -160,11 +163,17 @@ class FenceApplication(Application[UUID]):
     def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
         """A read that a dropped connection (a server restart, a killed backend) fails once
         is tried again on a fresh one, after a short pause; other failures are raised."""
-        def dropped(exc: BaseException) -> bool:
-            named = self.store_error(exc)
-            return isinstance(named, StoreUnavailable) and not isinstance(named, StoreTimeout)
-        return retry_call(read, attempts=attempts, retry_on=Exception, retry_if=dropped,
-                          pause=linear(0.2))
+        return retry_call(read, **self.read_retry(attempts))
+
+    def read_retry(self, attempts: int = 3) -> dict[str, Any]:
+        """``read_retrying``'s arguments to ``pacing.retry_call``: a module above the store
+        retries its own reads with them, so the store never calls back up into its code."""
+        return {"attempts": attempts, "retry_on": Exception, "retry_if": self._dropped,
+                "pause": linear(0.2)}
+
+    def _dropped(self, exc: BaseException) -> bool:
+        named = self.store_error(exc)
+        return isinstance(named, StoreUnavailable) and not isinstance(named, StoreTimeout)
 
     def store_error(self, exc: BaseException) -> StoreUnavailable | None:
         """What a failure of any read or write on this store (events, projections, the

@@ -20,8 +20,8 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.infra.cli.commands import cli
 from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, UndecodableEvent
 from schedfence.infra.application.service import open_service
-import schedfence.infra.adapters.store.fold as fence_store
-from schedfence.infra.adapters.store.fold import fold_events
+import schedfence.infra.adapters.store.codec as fence_store
+from schedfence.infra.adapters.store.codec import fold_events
 
 from tests import pgtools
 

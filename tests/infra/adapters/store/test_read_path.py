@@ -23,8 +23,8 @@ from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.model import EvolvingAggregate, upcast
 from schedfence.infra.application.service import open_service
 from schedfence.infra.adapters.store.codec import JSONBytes, PydanticMapper, UndecodableEvent, lenient_uuid
-from schedfence.infra.adapters.store.decode import is_plain
-from schedfence.infra.adapters.store.fold import CorruptHistory, fold_events
+from schedfence.infra.adapters.store.codec import is_plain
+from schedfence.infra.adapters.store.codec import CorruptHistory, fold_events
 
 NS = "ns"
 UNAVAILABLE = d.ChainObservation(failure="unavailable", detail="describe: unavailable")
