@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import subprocess
 import sys
 import types
@@ -205,22 +206,53 @@ def load_before(fx: Fixture, aggregate_id: UUID) -> Any:
 
 
 def previous_read_path(rev: str) -> Before | None:
-    """Revision ``rev``'s infra/adapters/store/codec.py and eventstore.py, loaded from git as modules
+    """Revision ``rev``'s store codec.py and eventstore.py, loaded from git as modules
     of their own (today's domain and everything else they import); None without git."""
     modules = {}
-    for path in ("infra/adapters/store/codec.py", "infra/adapters/store/eventstore.py"):
-        try:
-            source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
-                                    capture_output=True, text=True, check=True).stdout
-        except (OSError, subprocess.CalledProcessError):
-            return None
-        name = f"replay_before_{path.rsplit('/', 1)[1][:-3]}"
-        module = sys.modules[name] = types.ModuleType(name)  # dataclasses look it up
-        exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
-        modules[path] = module
+    aliases = _old_homes()
+    try:
+        for path in ("codec.py", "eventstore.py"):
+            source = _git_show(rev, f"infra/adapters/store/{path}", f"infra/store/{path}")
+            if source is None:
+                return None
+            name = f"replay_before_{path[:-3]}"
+            module = sys.modules[name] = types.ModuleType(name)  # dataclasses look it up
+            if path == "codec.py":  # the old eventstore imports the old codec by its old name
+                sys.modules["schedfence.infra.store.codec"] = module
+            exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
+            modules[path] = module
+    finally:
+        for old in [*aliases, "schedfence.infra.store.codec"]:
+            sys.modules.pop(old, None)
     codec, store = modules.values()
+    fold_events = getattr(store, "fold_events", None) or codec.fold_events  # in codec since 0.5.0
     return Before(rev, codec.PydanticMapper(transcoder=codec.JSONBytes()),
-                  codec.lenient_uuid, store.fold_events)
+                  codec.lenient_uuid, fold_events)
+
+
+def _old_homes() -> list[str]:
+    """Before 0.5.0 the modules an old store imports lived elsewhere (CHANGELOG.md): each old
+    name is aliased to today's module while the old source runs, then removed."""
+    homes = {"schedfence.domain.migration": "schedfence.domain.rollback.aggregate",
+             "schedfence.domain.schedule": "schedfence.domain.source.schedule",
+             "schedfence.infra.store": "schedfence.infra.adapters.store",
+             "schedfence.infra.store.pg": "schedfence.infra.adapters.store.pg"}
+    for old, new in homes.items():
+        if old not in sys.modules:
+            sys.modules[old] = importlib.import_module(new)
+    return list(homes)
+
+
+def _git_show(rev: str, *paths: str) -> str | None:
+    """The first of ``paths`` that revision ``rev`` holds (the store moved under
+    infra/adapters/ in 0.5.0); None without git or without any of them."""
+    for path in paths:
+        try:
+            return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"],
+                                  capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            continue
+    return None
 
 
 def fold(events: list[Any]) -> Any:
