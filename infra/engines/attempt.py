@@ -1,4 +1,7 @@
-"""Task attempts: at-least-once, idempotent, safe to crash anywhere (docs/protocol.md, the steps).
+"""The rollback engine: at-least-once, idempotent, safe to crash anywhere (docs/protocol.md,
+the steps). One class, ``RollbackEngine``, drives a rollback: one migration at a time
+(``attempt``) and the happy path for many at once (``attempt_batch``, whose steps are in
+infra/engines/batch.py).
 
 Every attempt reloads the migration, asks the pure ``next_step`` what it may do, makes at most
 the destination calls that step allows, and appends the decision's events. The claim is
@@ -7,6 +10,7 @@ can only reconcile, never start twice.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from datetime import datetime, timezone
@@ -47,9 +51,15 @@ CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_ha
          "settle_deleted": "settle_deleted",
          "retention": "retention_seconds"}
 BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
+BATCH_SIZE = 50  # migrations per batch (infra/engines/batch.py)
+# Start calls in flight at once: the whole batch, so a stop (taken between batches) lands
+# within one call deadline even against a destination that never answers.
+CONCURRENCY = BATCH_SIZE
 
 
-class TaskWorker:
+class RollbackEngine:
+    concurrency: int = CONCURRENCY
+
     def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
                  crash_hook: CrashHook | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS,
@@ -62,6 +72,7 @@ class TaskWorker:
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
+        self._pool: tuple[ThreadPoolExecutor | None, int] = (None, 0)  # see _start_pool
 
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
         """A worker like this one (store, destination, crash hook, claim grace, retention
@@ -120,6 +131,30 @@ class TaskWorker:
 
     def epoch(self) -> int:
         return self.load.epoch()
+
+    # -- many attempts: the happy path batched (infra/engines/batch.py) ---------------------
+    def attempt_batch(self, ids: list[UUID]) -> dict[UUID, AttemptResult]:
+        """Attempt every migration of ``ids``: the happy path batched, the rest one by one."""
+        from schedfence.infra.engines.batch import attempt_batch  # loaded on first batch
+        return attempt_batch(self, ids)
+
+    def _start_pool(self) -> ThreadPoolExecutor:
+        """The batch's start threads, kept from batch to batch (making 50 threads per batch
+        cost more than the simulator's starts); made again when ``concurrency`` changes."""
+        size = max(1, self.concurrency)
+        pool, made_for = self._pool
+        if pool is None or made_for != size:
+            self.close()
+            pool = ThreadPoolExecutor(size, "batch-start")
+            self._pool = (pool, size)
+        return pool
+
+    def close(self) -> None:
+        """Let the start threads go (each is idle between batches)."""
+        pool, _ = self._pool
+        if pool is not None:
+            pool.shutdown(wait=False)
+            self._pool = (None, 0)
 
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state
