@@ -84,7 +84,7 @@ def _claimable(engine: RollbackEngine, ids: list[UUID]) -> list[_Item]:
     epoch, ready = engine.epoch(), []
     for mig in load_many(engine.app, ids).values():
         st = mig.state
-        in_flight = h.claim_in_flight(_age(mig), engine.claim_grace, engine._own(st.last_worker))
+        in_flight = h.claim_in_flight(_age(mig), engine.claim_grace, engine.is_own(st.last_worker))
         if h.task_step(st, epoch, in_flight) is Step.CLAIM_AND_START:
             ready.append(mig)
     sources = load_many(engine.app, [UUID(m.state.source_id) for m in ready])
@@ -110,7 +110,7 @@ def _claim_all(engine: RollbackEngine, items: list[_Item]) -> None:
     except Exception as exc:  # the store failed the save: which claims committed?
         for item in list(items):
             try:
-                item.mig = engine._claim_if_ours(item.mig.id, before[item.mig.id],
+                item.mig = engine.claim_if_ours(item.mig.id, before[item.mig.id],
                                                  item.attempt, exc)
             except Exception:  # noqa: BLE001 - not ours: its attempt decides
                 items.remove(item)
@@ -121,9 +121,9 @@ def _claim_all(engine: RollbackEngine, items: list[_Item]) -> None:
 def _start_all(engine: RollbackEngine, items: list[_Item]) -> None:
     """Each claimed migration's one start, concurrently (bounded)."""
     def start(item: _Item) -> None:  # not sent too late: then its attempt waits (F16)
-        answer = engine._start_in_time(item.mig)
+        answer = engine.start_in_time(item.mig)
         item.outcome = None if answer is None else d.outcome_of_start(answer)
-    futures = [engine._start_pool().submit(start, i) for i in items]
+    futures = [engine.start_pool().submit(start, i) for i in items]
     wait(futures)  # every start returns before the batch goes on, even past a crash
     for future in futures:
         future.result()  # a crash in one start stops the batch (claims stay claimed)
@@ -143,7 +143,7 @@ def _answer_all(engine: RollbackEngine, items: list[_Item]) -> None:
     except IntegrityError:
         for item in items:  # nothing was written: record each answer on a fresh load
             fresh: Migration = engine.app.repository.get(item.mig.id)
-            recorded = engine._record_answer(fresh, item.answer, item.attempt)
+            recorded = engine.record_answer(fresh, item.answer, item.attempt)
             item.mig = recorded[0] if recorded else fresh
             item.head = recorded[1] if recorded else None
 
@@ -153,7 +153,7 @@ def _verify_heads(engine: RollbackEngine, items: list[_Item]) -> None:
     at once, as one attempt does (the proof may park the migration, or accept it)."""
     for item in items:
         try:
-            engine._verify_head(item.mig, cast(str, item.head), item.answer, item.attempt)
+            engine.verify_head(item.mig, cast(str, item.head), item.answer, item.attempt)
         except IntegrityError:
             continue  # another worker moved it: its own attempt decides
         item.done = True
