@@ -7,7 +7,7 @@ Per run and process shape (P processes, or PxT: T threads in each), on a fresh s
 time, with the in-memory simulator:
 
 - ``batched``: ``rollback_many`` (500 schedules per append) then the worker's batches
-  (``BatchWorker.attempt_batch``, ``BATCH_SIZE`` = 50 migrations per batch: one append of
+  (``RollbackEngine.attempt_batch``, ``BATCH_SIZE`` = 50 migrations per batch: one append of
   claims, the starts, one of answers and receipts, one of closes), over ids the process (or
   thread) rolled back itself;
 - ``single`` (1 process, a tenth of the migrations): today's one-at-a-time path, ``rollback``
@@ -48,7 +48,7 @@ def _service(store: str, worker: str) -> Any:
 
 
 def _roll_and_attempt(svc: Any, sids: list[str]) -> None:
-    from schedfence.infra.engines.batch import BATCH_SIZE
+    from schedfence.infra.engines.attempt import BATCH_SIZE
     ids = []
     for k in range(0, len(sids), ROLLBACK_CHUNK):
         ids += [r.migration_id for r in svc.rollback_many(NS, sids[k:k + ROLLBACK_CHUNK])]

@@ -34,7 +34,7 @@ def _single(svc: Any, sids: list[str]) -> None:
 
 
 def _batched(svc: Any, sids: list[str]) -> None:
-    from schedfence.infra.engines.batch import BATCH_SIZE
+    from schedfence.infra.engines.attempt import BATCH_SIZE
     mids = []
     for k in range(0, len(sids), 500):
         mids += [uuid.UUID(r.migration_id) for r in svc.rollback_many(NS, sids[k:k + 500])]

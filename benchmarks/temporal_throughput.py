@@ -177,13 +177,13 @@ def _destination(target: str) -> Any:
 
 
 def _concurrency() -> int:
-    from schedfence.infra.engines.batch import BatchWorker
-    return BatchWorker.concurrency
+    from schedfence.infra.engines.attempt import RollbackEngine
+    return RollbackEngine.concurrency
 
 
 def _rollback_and_attempt(svc: Any, probe: Probe, sids: list[str]) -> float:
     """The timed fenced part: every rollback, then every migration's batch; seconds taken."""
-    from schedfence.infra.engines.batch import BATCH_SIZE
+    from schedfence.infra.engines.attempt import BATCH_SIZE
     t0 = time.perf_counter()
     probe.phase = "rollback_many"
     ids = []

@@ -4,7 +4,7 @@
                                               [--stores sqlite,postgres] [--quick]
 
 Each of P worker processes takes its own share of the schedules and, for each, makes the admin
-rollback and drives the migration to completion (``TaskWorker.attempt``) against an in-memory
+rollback and drives the migration to completion (``RollbackEngine.attempt``) against an in-memory
 simulated destination of its own. The baseline, run side by side in the same script, is raw
 driver transactions (psycopg on PostgreSQL, sqlite3 on SQLite) by the same number of processes,
 inserting the same rows per migration in the same number of transactions into a table shaped

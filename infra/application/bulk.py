@@ -28,7 +28,7 @@ from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import rollback_check
 from schedfence.infra.application.views import MigrationResult
-from schedfence.infra.engines.batch import CONCURRENCY
+from schedfence.infra.engines.attempt import CONCURRENCY
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_BATCH = 1000  # schedules per call

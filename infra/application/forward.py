@@ -29,7 +29,7 @@ from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.drive import open_forward_ids
-from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardWorker
+from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 
@@ -49,8 +49,8 @@ class ForwardCommands:
         return self.destination
 
     @property
-    def forward_worker(self) -> ForwardWorker:
-        return ForwardWorker(self.app, self.host, self.worker_id, self.crash_hook, self.load.epoch)
+    def forward_worker(self) -> ForwardEngine:
+        return ForwardEngine(self.app, self.host, self.worker_id, self.crash_hook, self.load.epoch)
 
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
                 actor: str = "") -> MigrationResult:

@@ -27,9 +27,9 @@ from schedfence.infra.application.views import HistoryEntry, MigrationView, Migr
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
-from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, RollbackEngine
 from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive, open_forward_ids
-from schedfence.infra.engines.forward import ForwardWorker
+from schedfence.infra.engines.forward import ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.compose import Through
@@ -42,12 +42,11 @@ if TYPE_CHECKING:
     from schedfence.projections import service_views as pv
     from schedfence.projections.queries import CursorAuditPage
     from schedfence.projections.records import MigrationRow, OnCallItem
-    from schedfence.infra.engines.batch import BatchWorker
     from schedfence.infra.engines.due import DueWork
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 # Imported where used: what `status` never runs (the invariant checker, recovery, replay,
-# replication, the worker pool; the batch worker, views, due index, leases) stays out of it.
+# replication, the worker pool; the batch steps, views, due index, leases) stays out of it.
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 VIEWS_DEFAULT: Any = object()  # an argument left to the operator views' own default
@@ -83,9 +82,8 @@ class MigrationService:
             self.worker_id, self.crash_hook), self._commands)
 
     @property
-    def worker(self) -> BatchWorker:
-        from schedfence.infra.engines.batch import BatchWorker
-        return self._part("worker", lambda: BatchWorker(*self._worker_args))
+    def worker(self) -> RollbackEngine:
+        return self._part("worker", lambda: RollbackEngine(*self._worker_args))
 
     @property
     def views(self) -> pv.OperatorViews:
@@ -259,7 +257,7 @@ class MigrationService:
         return self._forward.host
 
     @property
-    def forward_worker(self) -> ForwardWorker:
+    def forward_worker(self) -> ForwardEngine:
         return self._forward.forward_worker
 
     def oncall_doc(self, stuck_after_seconds: float) -> dict[str, Any]:
@@ -307,7 +305,7 @@ class MigrationService:
 
     def _work_parts(self) -> WorkParts:
         return WorkParts(self.worker, *self._ready(),
-                         partial(open_forward_ids, self.app), lambda worker_id: ForwardWorker(
+                         partial(open_forward_ids, self.app), lambda worker_id: ForwardEngine(
                              self.app, self.host, worker_id, self.crash_hook, self.load.epoch))
 
     # -- views ------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Task attempts: at-least-once, idempotent, safe to crash anywhere (docs/protocol.md, the steps).
+"""The rollback engine: at-least-once, idempotent, safe to crash anywhere (docs/protocol.md,
+the steps). One class, ``RollbackEngine``, drives a rollback: one migration at a time
+(``attempt``) and the happy path for many at once (``attempt_batch``, whose steps are in
+infra/engines/batch.py).
 
 Every attempt reloads the migration, asks the pure ``next_step`` what it may do, makes at most
 the destination calls that step allows, and appends the decision's events. The claim is
@@ -7,6 +10,7 @@ can only reconcile, never start twice.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from datetime import datetime, timezone
@@ -47,9 +51,20 @@ CALLS = {"start": "start_workflow", "describe": "describe", "settle": "settle_ha
          "settle_deleted": "settle_deleted",
          "retention": "retention_seconds"}
 BACK_OFF = ("unavailable", "not_sent")  # start outcomes looked at again later, not at once
+BATCH_SIZE = 50  # migrations per batch (infra/engines/batch.py)
+# Start calls in flight at once: the whole batch, so a stop (taken between batches) lands
+# within one call deadline even against a destination that never answers.
+CONCURRENCY = BATCH_SIZE
 
 
-class TaskWorker:
+class RollbackEngine:
+    """The one engine of a rollback. ``attempt`` runs one migration's steps; ``attempt_batch``
+    runs the happy path for many (infra/engines/batch.py, whose steps call this engine's
+    ``save``, ``is_own``, ``claim_if_ours``, ``start_in_time``, ``record_answer``,
+    ``verify_head`` and ``start_pool``) and leaves anything off it to ``attempt``."""
+
+    concurrency: int = CONCURRENCY  # a batch's start calls in flight at once
+
     def __init__(self, app: FenceApplication, destination: Destination, worker_id: str,
                  crash_hook: CrashHook | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS,
@@ -62,9 +77,10 @@ class TaskWorker:
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
+        self._pool: tuple[ThreadPoolExecutor | None, int] = (None, 0)  # see start_pool
 
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
-        """A worker like this one (store, destination, crash hook, claim grace, retention
+        """An engine like this one (store, destination, crash hook, claim grace, retention
         margin) under another identity."""
         return type(self)(self.app, self.destination, worker_id, self.crash_hook,
                           self.claim_grace if claim_grace is None else claim_grace,
@@ -96,6 +112,30 @@ class TaskWorker:
     def _source(self, mig: Migration) -> Schedule:
         return self.app.repository.get(UUID(mig.state.source_id))  # the migration's own
 
+    # -- many attempts: the happy path batched (infra/engines/batch.py) ---------------------
+    def attempt_batch(self, ids: list[UUID]) -> dict[UUID, AttemptResult]:
+        """Attempt every migration of ``ids``: the happy path batched, the rest one by one."""
+        from schedfence.infra.engines.batch import attempt_batch  # loaded on first batch
+        return attempt_batch(self, ids)
+
+    def start_pool(self) -> ThreadPoolExecutor:
+        """The batch's start threads, kept from batch to batch (making 50 threads per batch
+        cost more than the simulator's starts); made again when ``concurrency`` changes."""
+        size = max(1, self.concurrency)
+        pool, made_for = self._pool
+        if pool is None or made_for != size:
+            self.close()
+            pool = ThreadPoolExecutor(size, "batch-start")
+            self._pool = (pool, size)
+        return pool
+
+    def close(self) -> None:
+        """Let the start threads go (each is idle between batches)."""
+        pool, _ = self._pool
+        if pool is not None:
+            pool.shutdown(wait=False)
+            self._pool = (None, 0)
+
     # -- one attempt ------------------------------------------------------------------------
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Run steps for one migration until it needs nothing more, or must back off."""
@@ -124,7 +164,7 @@ class TaskWorker:
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state
         age = _age(mig)
-        in_flight = h.claim_in_flight(age, self.claim_grace, self._own(st.last_worker))
+        in_flight = h.claim_in_flight(age, self.claim_grace, self.is_own(st.last_worker))
         step = h.task_step(st, epoch, in_flight, isinstance(self.destination, HandoverTarget))
         if step.rests:
             return rest_result(step)  # wait: another worker's start may still land: let it
@@ -170,7 +210,7 @@ class TaskWorker:
                                               done.over_limit))
         return "progress"
 
-    def _own(self, worker: str | None) -> bool:
+    def is_own(self, worker: str | None) -> bool:
         return h.is_own_worker(worker, self.worker_id, self.own_prefix)
 
     def _claim_and_start(self, mig: Migration, attempt: int) -> AttemptResult:
@@ -181,20 +221,20 @@ class TaskWorker:
         except IntegrityError:
             raise
         except Exception as exc:  # the store failed the save: did the claim commit anyway?
-            mig = self._claim_if_ours(mig.id, before, attempt, exc)
-        answer = self._start_in_time(mig)
+            mig = self.claim_if_ours(mig.id, before, attempt, exc)
+        answer = self.start_in_time(mig)
         if answer is None:
             return "wait"  # never sent: after the grace, absence re-arms it (F16)
         outcome = d.outcome_of_start(answer)
-        recorded = self._record_answer(mig, outcome, attempt)
+        recorded = self.record_answer(mig, outcome, attempt)
         if recorded is None:
             return "progress"  # another worker already proved the chain and took it on
         mig, head = recorded
         if head is not None:
-            self._verify_head(mig, head, outcome, attempt)
+            self.verify_head(mig, head, outcome, attempt)
         return "backoff" if outcome.kind in BACK_OFF else "progress"
 
-    def _start_in_time(self, mig: Migration) -> Any:
+    def start_in_time(self, mig: Migration) -> Any:
         """The one start call, and its answer (an error is data too); None if it was not
         sent because half the claim grace has passed since the claim: a start sent later
         could land after another worker waited out the grace, found no run and re-armed the
@@ -210,7 +250,7 @@ class TaskWorker:
         except DestinationError as exc:  # the destination's answer, whatever it is, is data
             return exc
 
-    def _verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
+    def verify_head(self, mig: Migration, head: str, outcome: d.StartOutcome,
                      attempt: int) -> None:
         """A start answered with a run our id may not have created: prove the chain head."""
         obs = self._observe_head(mig.state.namespace, mig.state.workflow_id, head,
@@ -218,7 +258,7 @@ class TaskWorker:
         self._commit("chain", mig, h.chain(self._source(mig).state, mig.state, obs, attempt,
                                            self.worker_id))
 
-    def _claim_if_ours(self, migration_id: UUID, before: Any, attempt: int,
+    def claim_if_ours(self, migration_id: UUID, before: Any, attempt: int,
                        exc: Exception) -> Migration:
         """A claim whose commit answer was lost (the connection dropped at COMMIT) may have
         committed. Reloaded, a claim that names this worker and attempt is ours, and its one
@@ -235,7 +275,7 @@ class TaskWorker:
             raise exc
         return mig
 
-    def _record_answer(self, mig: Migration, outcome: d.StartOutcome,
+    def record_answer(self, mig: Migration, outcome: d.StartOutcome,
                        attempt: int) -> tuple[Migration, str | None] | None:
         """The one start's answer is evidence that must not be lost: when another worker
         moved the migration meanwhile (it reconciled before the start landed, say), decide

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 from uuid import UUID
 
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, Progress, drain
-from schedfence.infra.engines.forward import ENDED_TOPICS, FORWARD_TOPICS, ForwardWorker
+from schedfence.infra.engines.forward import ENDED_TOPICS, FORWARD_TOPICS, ForwardEngine
 
-if TYPE_CHECKING:  # the batch worker (SQLAlchemy) is imported on first use, as the service's
-    from schedfence.infra.engines.batch import BatchWorker
+if TYPE_CHECKING:  # the due index, leases and pool (SQLAlchemy) are imported on first use
+    from schedfence.infra.engines.attempt import RollbackEngine
     from schedfence.infra.engines.due import DueWork
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
@@ -72,11 +72,11 @@ class WorkParts:
     ``leases`` and a forward worker are built on first use: a drain that counts its attempts
     takes no lease, and one on a store with no forward migration needs no Schedules API."""
 
-    worker: BatchWorker  # the service's: its store, destination, crash hook, grace, identity
+    worker: RollbackEngine  # the service's: its store, destination, crash hook, grace, identity
     due: Callable[[], DueWork]
     leases: Callable[[], Leases]
     forward_ids: Callable[[], list[UUID]]
-    forward_worker: Callable[[str], ForwardWorker]  # one working under the given identity
+    forward_worker: Callable[[str], ForwardEngine]  # one working under the given identity
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def drive(parts: WorkParts, how: Drive = Drive()) -> Driven:
 
 
 def _drain_worker(parts: WorkParts, worker_id: str | None,
-                  own_prefix: str | None) -> BatchWorker:
+                  own_prefix: str | None) -> RollbackEngine:
     """The drain's worker: the service's own, or one under ``worker_id``; claims under
     ``own_prefix`` (a finished pool's: its start calls all returned) count as its own. The
     service's own worker keeps trusting them after (it outlives the drive)."""
@@ -154,7 +154,7 @@ def _drain_worker(parts: WorkParts, worker_id: str | None,
     return worker
 
 
-def drain_idle(parts: WorkParts, worker: BatchWorker, max_attempts: int | None,
+def drain_idle(parts: WorkParts, worker: RollbackEngine, max_attempts: int | None,
                retry_for: float, progress: Progress | None = None) -> DrainReport:
     """Attempt every open migration as ``worker`` until nothing more can progress; what backs
     off is retried for ``retry_for`` seconds (0: one try each)."""
@@ -175,10 +175,11 @@ def drain_idle(parts: WorkParts, worker: BatchWorker, max_attempts: int | None,
                        report.exhausted or forward.exhausted)
 
 
-def batch_pass(parts: WorkParts, worker: BatchWorker) -> dict[UUID, str]:
+def batch_pass(parts: WorkParts, worker: RollbackEngine) -> dict[UUID, str]:
     """The due migrations' happy path in batches (infra/engines/batch.py), each one's result;
     the drain counts it as that migration's first attempt and finishes the rest one by one."""
-    from schedfence.infra.engines.batch import BATCH_SIZE, leased_batches
+    from schedfence.infra.engines.attempt import BATCH_SIZE
+    from schedfence.infra.engines.batch import leased_batches
     results: dict[UUID, str] = {}
     seen: set[UUID] = set()
     while True:  # page by page: finished ones leave the due list, others are not re-read

@@ -1,4 +1,4 @@
-"""The forward migration's worker: reads the Temporal schedule, asks the domain's ``next_step``
+"""The forward migration's engine: reads the Temporal schedule, asks the domain's ``next_step``
 (domain/forward/steps.py) what to do, records it, then makes the one call it names (fence,
 delete) or the one append (the source's creation, the completion). Every append and every call
 is a crash point, named ``forward.<step>.<when>``; a crash anywhere leaves a migration the next
@@ -35,7 +35,7 @@ CALLS = {"describe": "describe_schedule", "fence": "update_schedule_state",
          "delete": "delete_schedule"}
 
 
-class ForwardWorker:
+class ForwardEngine:
     def __init__(self, app: Any, host: ScheduleHost, worker_id: str,
                  crash_hook: CrashHook | None = None, epoch: Callable[[], int] = lambda: 0):
         self.app, self.host, self.worker_id = app, host, worker_id

@@ -33,7 +33,8 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.text import one_line
 
 from schedfence.infra.adapters.observability.logs import get_logger
-from schedfence.infra.engines.batch import BATCH_SIZE, BatchWorker, leased_batches
+from schedfence.infra.engines.attempt import BATCH_SIZE, RollbackEngine
+from schedfence.infra.engines.batch import leased_batches
 from schedfence.infra.engines.drive import unique_worker_id
 
 BATCH = 200  # due migrations read per pass
@@ -89,7 +90,7 @@ class WorkerPool:
         self._pruned_at = 0.0
         self._deaths: dict[int, BaseException] = {}
 
-    def _worker(self, index: int) -> BatchWorker:
+    def _worker(self, index: int) -> RollbackEngine:
         base = self.parts.worker
         return base.as_worker(unique_worker_id(
             base.worker_id, None if self.concurrency == 1 else index, self.token))
@@ -140,7 +141,7 @@ class WorkerPool:
             if not progressed:
                 stop.wait(self.poll_interval)
 
-    def _guarded_pass(self, worker: BatchWorker, index: int, stop: threading.Event) -> int:
+    def _guarded_pass(self, worker: RollbackEngine, index: int, stop: threading.Event) -> int:
         """One pass and its callbacks; an exception of any of them is one error line."""
         try:
             progressed = self.one_pass(worker, index, stop)[1]
@@ -165,7 +166,7 @@ class WorkerPool:
         except Exception:  # noqa: BLE001 - nowhere left to report to (stderr gone): go on
             pass
 
-    def one_pass(self, worker: BatchWorker, index: int,
+    def one_pass(self, worker: RollbackEngine, index: int,
                  stop: threading.Event | None = None) -> tuple[int, int]:
         """Attempt this thread's due migrations once; returns (found, progressed).
 
@@ -199,7 +200,7 @@ class WorkerPool:
             self.stats.results[result] += 1
         return result == "progress"
 
-    def _forward_pass(self, worker: BatchWorker, index: int,
+    def _forward_pass(self, worker: RollbackEngine, index: int,
                       stop: threading.Event | None) -> int:
         """This thread's open forward migrations (domain/forward/aggregate.py), attempted once each."""
         fids = [m for m in self.parts.forward_ids() if self._mine(m, index)]

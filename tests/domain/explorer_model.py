@@ -202,7 +202,7 @@ def _claim_and_start(w: World, fault: str, attempt: int) -> tuple[World, list[An
 
 
 def _worker(w: World, fault: str) -> tuple[World, list[Any]] | None:
-    """One worker step (a whole ``TaskWorker._step``), with ``fault`` on its destination call."""
+    """One worker step (a whole ``RollbackEngine._step``), with ``fault`` on its destination call."""
     step, attempt = d.next_step(w.m), w.m.attempts + 1
     if step == "claim_and_start":
         return _claim_and_start(w, fault, attempt)

@@ -10,7 +10,7 @@ from schedfence.domain.ports import (DestinationNotReached, RunDescription, Star
                                      StartWorkflow)
 from schedfence.infra.application.service import open_service
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
-from schedfence.infra.engines.attempt import TaskWorker
+from schedfence.infra.engines.attempt import RollbackEngine
 
 from tests.helpers import NS, new_world
 
@@ -85,7 +85,7 @@ def test_an_answer_that_loses_a_race_is_still_recorded() -> None:
     w = new_world()
     w.service.create_schedule(NS, "s1")
     mid = w.service.rollback(NS, "s1", "R1").migration_id
-    rival = TaskWorker(w.service.app, w.dest, "rival", claim_grace=0)  # same store
+    rival = RollbackEngine(w.service.app, w.dest, "rival", claim_grace=0)  # same store
     w.hooks.once("start.before_call", lambda: rival.attempt(UUID(mid)))
     w.service.run_until_idle()
     kinds = [e.type.rsplit(".", 1)[1] for e in w.service.history(NS, "s1")]

@@ -11,7 +11,7 @@ import pytest
 
 from schedfence.infra.application.service import open_service
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
-from schedfence.infra.engines.batch import BATCH_SIZE
+from schedfence.infra.engines.attempt import BATCH_SIZE
 
 from tests.infra.engines.pool_helpers import (NS, _claim_workers, _rollbacks, _worker_process,
                                              assert_rode_it_out, pool_outcome, stop_all,
