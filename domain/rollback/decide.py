@@ -2,7 +2,7 @@
 
 The rules are stated in docs/protocol.md, 'The steps'. No I/O happens here. The service asks
 the destination and hands its answers in as data; the functions return ``Facts`` (event class,
-fields) for the migration, or raise a domain error with nothing written; ``handoff.py`` adds
+fields) for the migration, or raise a domain error with nothing written; ``steps.py`` adds
 the source's side and the fence rechecks, so each command is one decision over both.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def rollback_gate(source: ScheduleState, request_id: str, same_id: MigrationStat
                   pending: MigrationState | None) -> RollbackOutcome:
     """Whether an admin rollback against the source's current incarnation is new, a retry
     of one pending or completed, or refused (F5, F7, F8, F11). The events of an accepted
-    one are ``handoff.rollback``'s; this gate is asked first, because only an accepted
+    one are ``steps.rollback``'s; this gate is asked first, because only an accepted
     rollback needs the destination's sentinel check."""
     if same_id is not None and same_id.phase == "completed":
         return "already_completed"
@@ -271,7 +271,7 @@ def decide_chain(state: MigrationState, obs: ChainObservation, attempt: int,
 def _absent(state: MigrationState, obs: ChainObservation, ctx: dict[str, Any],
             seen: dict[str, Any]) -> Facts:
     """No chain head to judge: re-arm when no run at all is at the workflow id inside the
-    namespace's retention and the start's outcome was unknown (F16, retention.py); else park,
+    namespace's retention and the start's outcome was unknown (F16, evidence.py); else park,
     saying why absence proved nothing."""
     detail = obs.detail or obs.failure or ""
     if obs.failure == "no_current_run":

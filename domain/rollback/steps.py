@@ -8,8 +8,8 @@ application saves in one append, or raises the domain error with nothing to writ
 rechecks (the source must still be fenced for this migration's id, I10) are made here, on the
 source state handed in, before any event is returned.
 
-The migration-only rules these build on are in ``decisions.py`` (worker steps) and
-``recovery.py`` (operator steps); the source's own rules in ``schedule.py``.
+The migration-only rules these build on are in ``decide.py`` (worker steps) and
+``recover.py`` (operator steps); the source's own rules in ``source/schedule.py``.
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str
              sentinel: dict[str, Any] | None, epoch: int, actor: str) -> Change:
     """Accept a rollback: the migration's id and armed claim, and the source's fence, in one
     append (F5, F7, F8, F11). ``sentinel`` is the destination check the gate needs; it is
-    only read when the rollback is accepted (see ``decisions.rollback_gate``)."""
+    only read when the rollback is accepted (see ``decide.rollback_gate``)."""
     outcome = d.rollback_gate(source, request_id, same, pending)
     if outcome != "accept":
         existing = same if same is not None else pending
@@ -158,7 +158,7 @@ def claim_in_flight(age_seconds: float, claim_grace: float, own: bool) -> bool:
 
 def task_step(mig: MigrationState, epoch: int, in_flight: bool,
               settles: bool = False) -> Step:
-    """What one attempt may do now: ``decisions.next_step``, or ``wait`` while another
+    """What one attempt may do now: ``decide.next_step``, or ``wait`` while another
     worker's start may still land before a reconcile would look, or ``settle`` before the
     close when the destination takes the whole schedule (``settles``, see ``needs_settle``)."""
     step = d.next_step(mig, epoch)
