@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import functools
 import importlib
 import subprocess
 import sys
@@ -205,6 +206,7 @@ def load_before(fx: Fixture, aggregate_id: UUID) -> Any:
     return b.fold(None, map(b.mapper.to_domain_event, rows))
 
 
+@functools.cache  # once per revision: its classes register their topics once
 def previous_read_path(rev: str) -> Before | None:
     """Revision ``rev``'s store codec.py and eventstore.py, loaded from git as modules
     of their own (today's domain and everything else they import); None without git."""
