@@ -19,7 +19,8 @@ from typing import Any, Callable, TypeVar
 
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.adapters.observability.logs import appending, get_logger
-from schedfence.infra.adapters.store.eventstore import retry_on_conflict
+from schedfence.infra.adapters.store.eventstore import conflict_retry
+from schedfence.infra.pacing import retry_call
 
 T = TypeVar("T")
 LOG = get_logger("worker")
@@ -79,4 +80,4 @@ class UnitOfWork:
     def retrying(once: Callable[[], T], exhausted: Exception) -> T:
         """``once`` again after each lost race (it reloads and decides again on what the
         winner wrote); ``exhausted`` raised when the aggregates keep changing under it."""
-        return retry_on_conflict(once, exhausted)
+        return retry_call(once, **conflict_retry(exhausted))

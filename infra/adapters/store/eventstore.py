@@ -39,18 +39,11 @@ SQLITE_LOCK_TIMEOUT = 30  # seconds a SQLite writer waits for another writer's l
 T = TypeVar("T")
 
 
-def retry_on_conflict(step: Callable[[], T], exhausted: Exception) -> T:
-    """Run ``step`` again after an optimistic-concurrency conflict.
-
-    Each run re-reads what it needs and decides again on what the winner wrote; ``exhausted``
-    is raised if the aggregates keep changing under it.
-    """
-    return retry_call(step, **conflict_retry(exhausted))
-
-
 def conflict_retry(exhausted: Exception) -> dict[str, Any]:
-    """``retry_on_conflict``'s arguments to ``pacing.retry_call``: a module above the store
-    runs its own steps with them, so the store never calls back up into its code."""
+    """How a step that lost an optimistic-concurrency race is run again, as ``pacing.retry_call``'s
+    arguments: each run re-reads what it needs and decides again on what the winner wrote, and
+    ``exhausted`` is raised if the aggregates keep changing under it (the unit of work runs it:
+    infra/engines/unit_of_work.py)."""
     return {"attempts": OCC_RETRIES, "retry_on": IntegrityError, "exhausted": exhausted}
 
 
