@@ -8,13 +8,11 @@ These are the canonical names, and what the metrics label (``direction="rollback
 job names a direction by the side its schedules go *to*: ``--to workflow`` (rollback) or
 ``--to source`` (forward), as the CLI's ``migrate --to``, the HTTP API's ``to`` and a job's
 stored ``direction`` spell it; those words are ``SIDES`` and stay as they are (a job's request
-ids are derived from them). ``direction_of`` reads either vocabulary.
+ids are derived from them).
 """
 from __future__ import annotations
 
 from typing import Literal, get_args
-
-from schedfence.domain.errors import InvalidArgument
 
 Direction = Literal["rollback", "forward"]
 ROLLBACK: Direction = "rollback"
@@ -26,13 +24,3 @@ Side = Literal["workflow", "source"]
 TO_WORKFLOW: Side = "workflow"
 TO_SOURCE: Side = "source"
 SIDES: tuple[Side, ...] = get_args(Side)
-SIDE_OF: dict[Direction, Side] = {ROLLBACK: TO_WORKFLOW, FORWARD: TO_SOURCE}
-
-
-def direction_of(word: str) -> Direction:
-    """The direction ``word`` names, in either vocabulary (``rollback`` or ``workflow``,
-    ``forward`` or ``source``)."""
-    for direction, side in SIDE_OF.items():
-        if word in (direction, side):
-            return direction
-    raise InvalidArgument(f"direction must be one of {', '.join(DIRECTIONS + SIDES)}")
