@@ -24,6 +24,7 @@ from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
@@ -77,9 +78,10 @@ class ForwardCommands:
             origin = "caller" if request_id is not None else "derived"
             rid = request_id or derive_forward_request_id(
                 namespace, schedule_id, seen.conflict_token, seen.identity)
-        return self.unit.retrying(
+        racing = AlreadyExists("the schedule's key kept changing under concurrent requests; retry")
+        return retry_call(
             lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
-            AlreadyExists("the schedule's key kept changing under concurrent requests; retry"))
+            **self.unit.on_conflict(racing))
 
     def _derived_retry(self, namespace: str, schedule_id: str) -> MigrationResult | None:
         """A caller without an id asking again while its forward is pending: the id derived

@@ -27,7 +27,7 @@ from schedfence.domain.process import retry_outcome
 from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
-from schedfence.infra.pacing import TokenBucket
+from schedfence.infra.pacing import TokenBucket, retry_call
 from schedfence.infra.application.guards import predict_rollback
 from schedfence.infra.application.ports import Commands
 from schedfence.infra.engines.drive import Drive
@@ -174,7 +174,8 @@ def _open_job(service: Commands, job_id: str, sel: j.Selection, actor: str,
         service.unit.save("job_define", job)  # a crash point, like every append
         return job
 
-    return service.unit.retrying(once, AlreadyExists(f"job {job_id} is being defined concurrently"))
+    racing = AlreadyExists(f"job {job_id} is being defined concurrently")
+    return retry_call(once, **service.unit.on_conflict(racing))
 
 
 def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
@@ -188,8 +189,9 @@ def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
             service.unit.save("job_page", fresh)
         return fresh
 
-    return service.unit.retrying(once, AlreadyExists(f"job {job.state.job_id} kept changing "
-                                                 "under concurrent runs; run it again"))
+    racing = AlreadyExists(f"job {job.state.job_id} kept changing under concurrent runs; "
+                           "run it again")
+    return retry_call(once, **service.unit.on_conflict(racing))
 
 
 def _changed(service: Commands, job: j.Job) -> bool:
@@ -371,7 +373,8 @@ def cancel_job(service: Commands, job_id: str, actor: str,
             job.record(facts)
             service.unit.save("job_cancel", job)
 
-    service.unit.retrying(once, AlreadyExists(f"job {job_id} kept changing; retry the cancel"))
+    racing = AlreadyExists(f"job {job_id} kept changing; retry the cancel")
+    retry_call(once, **service.unit.on_conflict(racing))
     return job_report(service, job_id)
 
 

@@ -24,6 +24,7 @@ from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.infra.application.views import MigrationView
 
@@ -60,8 +61,8 @@ def recover(parts: Parts, kind: str, namespace: str, schedule_id: str, *,
         "rearm": partial(_rearm, *args, confirm_no_destination_run),
         "resolve": partial(_resolve, *args, resolution or "", first_run_id),
     }
-    return parts.unit.retrying(steps[kind], RecoveryRefused(
-        "the migration kept changing under a running worker; retry"))
+    return retry_call(steps[kind], **parts.unit.on_conflict(RecoveryRefused(
+        "the migration kept changing under a running worker; retry")))
 
 
 def _load(parts: Parts, namespace: str,

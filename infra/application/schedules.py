@@ -27,6 +27,7 @@ from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_notes
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import ScheduleView
@@ -73,8 +74,8 @@ class ScheduleCommands:
             self.unit.append(key, schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
-        return self.unit.retrying(create, AlreadyExists(
-            f"schedule {namespace}/{schedule_id} is being created concurrently"))
+        return retry_call(create, **self.unit.on_conflict(AlreadyExists(
+            f"schedule {namespace}/{schedule_id} is being created concurrently")))
 
     def update_schedule(self, namespace: str, schedule_id: str, *, paused: bool | None = None,
                         notes: str | None = None, delete: bool = False,
@@ -141,8 +142,8 @@ class ScheduleCommands:
             self.unit.append(schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
-        return self.unit.retrying(once, MigrationPending(
-            "the schedule kept changing concurrently; retry later"))
+        return retry_call(once, **self.unit.on_conflict(MigrationPending(
+            "the schedule kept changing concurrently; retry later")))
 
     def run_scheduler(self, now: datetime | None = None,
                       crash_hook: CrashHook | None = None) -> SchedulerReport:

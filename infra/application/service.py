@@ -21,6 +21,7 @@ from schedfence.domain.source.incarnation import latest_migration_id
 from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
@@ -141,8 +142,8 @@ class MigrationService:
             validate_actor(actor)
         self.require_active()
         racing = AlreadyExists("the schedule kept changing under concurrent rollbacks; retry")
-        return self.unit.retrying(
-            lambda: self._rollback_once(namespace, schedule_id, request_id, actor), racing)
+        return retry_call(lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
+                          **self.unit.on_conflict(racing))
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
@@ -201,7 +202,8 @@ class MigrationService:
             self.unit.append(store_epoch)
             return epoch
 
-        return self.unit.retrying(record, AlreadyExists("another promotion ran concurrently"))
+        racing = AlreadyExists("another promotion ran concurrently")
+        return retry_call(record, **self.unit.on_conflict(racing))
 
     def abort(self, namespace: str, schedule_id: str, reason: str, actor: str) -> MigrationView:
         """Cancel the open migration and restore the source, only where the protocol allows it (F9)."""
@@ -209,8 +211,8 @@ class MigrationService:
         validate_actor(actor)
         self.require_active()
         racing = RecoveryRefused("the migration kept changing under a running worker; retry")
-        return self.unit.retrying(
-            lambda: self._abort_once(namespace, schedule_id, reason, actor), racing)
+        return retry_call(lambda: self._abort_once(namespace, schedule_id, reason, actor),
+                          **self.unit.on_conflict(racing))
 
     def _abort_once(self, namespace: str, schedule_id: str, reason: str,
                     actor: str) -> MigrationView:

@@ -2,7 +2,7 @@
 
 Every decision's events, of every aggregate it changes, go to the store in **one** append
 (one transaction): a save that loses an optimistic-concurrency race writes nothing, and the
-caller reloads and decides again (``retrying``). Around an append that is a crash boundary
+caller reloads and decides again (``on_conflict``). Around an append that is a crash boundary
 (``save``), the crash hook is called before and after it (``<label>.before_append``,
 ``<label>.after_append``: tests raise there to simulate a process dying) and, once it
 succeeded, each appended event is one log record naming the worker. A destination call is a
@@ -20,7 +20,6 @@ from typing import Any, Callable, TypeVar
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.adapters.observability.logs import appending, get_logger
 from schedfence.infra.adapters.store.eventstore import conflict_retry
-from schedfence.infra.pacing import retry_call
 
 T = TypeVar("T")
 LOG = get_logger("worker")
@@ -77,7 +76,10 @@ class UnitOfWork:
             self.crash_hook(f"{self.prefix}{label}.after_call")
 
     @staticmethod
-    def retrying(once: Callable[[], T], exhausted: Exception) -> T:
-        """``once`` again after each lost race (it reloads and decides again on what the
-        winner wrote); ``exhausted`` raised when the aggregates keep changing under it."""
-        return retry_call(once, **conflict_retry(exhausted))
+    def on_conflict(exhausted: Exception) -> dict[str, Any]:
+        """How a use case runs again after it lost a race, as ``pacing.retry_call``'s
+        arguments: ``retry_call(once, **unit.on_conflict(exhausted))`` runs ``once`` (it reloads
+        and decides again on what the winner wrote) until it saves, and raises ``exhausted`` when
+        the aggregates keep changing under it. The use case calls the loop itself, so its own
+        body never runs from a frame below it."""
+        return conflict_retry(exhausted)
