@@ -3,11 +3,16 @@
 ``generate(spec, cursor, now, ...)`` looks at the nominal times in ``(cursor, now]`` (the cursor
 is the last processed time, exclusive) and says, for each, start it or skip it with a reason:
 
-- ``paused``: nothing is started and nothing recorded; the cursor moves to ``now`` (as in
-  Temporal, times passed while paused are not caught up on unpause);
+- ``paused``: nothing is started and nothing recorded; the cursor moves to ``now`` once a
+  time has passed (as in Temporal, times passed while paused are not caught up on unpause);
 - ``limit``: the schedule's remaining actions are used up;
 - ``catchup_window``: the time is older than ``now - catchup_window`` (the scheduler was down
   or late for longer than the schedule tolerates).
+
+A tick in which no time passed leaves the cursor where it was (``idle``), so a pass with
+nothing due writes nothing: where the cursor stands between two nominal times changes no
+later decision. ``advance_idle`` moves it to ``now`` anyway: a pause's or an update's tick,
+which is written in any case and after which the new program or pause applies from ``now``.
 
 Ticking at ``t1`` then ``t2`` processes exactly the times one tick at ``t2`` processes, each
 once, in order (tests/domain/source/test_generator.py checks it over arbitrary splits).
@@ -38,12 +43,14 @@ class Generated:
 
 def generate(spec: ScheduleSpec, cursor: datetime, now: datetime, *, paused: bool = False,
              remaining: int | None = None, catchup_window: timedelta = timedelta(days=365),
-             max_times: int = MAX_PER_TICK) -> Generated:
+             max_times: int = MAX_PER_TICK, advance_idle: bool = False) -> Generated:
     """The due nominal times in ``(cursor, now]``: started, or skipped with a reason."""
     if now <= cursor:
         return Generated(cursor=cursor)
     if paused:
-        return Generated(cursor=now)
+        first = next(times_after(spec, cursor), None)
+        passed = first is not None and first <= now
+        return Generated(cursor=now if passed or advance_idle else cursor)
     starts: list[datetime] = []
     skipped: list[tuple[datetime, SkipReason]] = []
     last = cursor
@@ -59,4 +66,6 @@ def generate(spec: ScheduleSpec, cursor: datetime, now: datetime, *, paused: boo
         else:
             starts.append(t)
         last = t
+    if not starts and not skipped and not advance_idle:
+        return Generated(cursor=cursor)  # idle: nothing to record
     return Generated(tuple(starts), tuple(skipped), now)

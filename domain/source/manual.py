@@ -63,7 +63,7 @@ def update_program(state: ScheduleState, program: Program, now: datetime) -> Fac
     if program == program_of(state):
         return []
     cursor = None if state.cursor or program.spec is None else nominal_text(now)
-    ticked = tick(state, now)
+    ticked = tick(state, now, settle=True)
     return [*ticked, Fact(ProgramUpdated, dict(program.fields(), cursor=cursor,
                                                 remaining_actions=_left(state, program, ticked)))]
 

@@ -274,7 +274,7 @@ def pause_facts(state: ScheduleState, paused: bool, now: datetime | None) -> Fac
         return [Fact(Schedule.Paused, {"paused": paused})]
     if paused:
         from schedfence.domain.source.scheduling import tick  # scheduling reads this module's state type
-        return [*tick(state, now), Fact(Schedule.Paused, {"paused": True})]
+        return [*tick(state, now, settle=True), Fact(Schedule.Paused, {"paused": True})]
     cursor = max(parse_nominal(state.cursor), now.replace(microsecond=0))
     return [Fact(Schedule.Paused, {"paused": False, "cursor": nominal_text(cursor)})]
 

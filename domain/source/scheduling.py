@@ -55,16 +55,19 @@ def scheduled(state: ScheduleState) -> bool:
     return state.spec is not None or bool(state.running)
 
 
-def tick(state: ScheduleState, now: datetime) -> Facts:
+def tick(state: ScheduleState, now: datetime, settle: bool = False) -> Facts:
     """What the scheduler records at ``now``: backfill and spec times that became due
-    (buffered, or skipped with a reason), and the starts the overlap policy allows."""
+    (buffered, or skipped with a reason), and the starts the overlap policy allows. Nothing
+    when nothing happened: no time passed, nothing to start, the buffer as it was (an idle
+    pass writes nothing). ``settle``: a pause's or an update's tick, which moves the cursor
+    to ``now`` even then, since the new pause or program applies from ``now``."""
     program = program_of(state)
     if state.closed or state.migration_pending or program.spec is None or \
             program.action is None or state.cursor is None:
         return []
     facts, added = _backfill_facts(state, program.spec)
     buffer = [_buffered(b) for b in state.buffered] + added
-    return facts + _auto_facts(state, program, buffer, now)
+    return facts + _auto_facts(state, program, buffer, now, settle)
 
 
 def _backfill_facts(state: ScheduleState,
@@ -77,7 +80,7 @@ def _backfill_facts(state: ScheduleState,
     for bf in state.backfills:
         cursor, end = parse_nominal(bf["cursor"]), parse_nominal(bf["end"])
         out = generate(spec, cursor, end, max_times=max(room, 0),
-                       catchup_window=timedelta.max)
+                       catchup_window=timedelta.max, advance_idle=True)
         new_cursor = out.cursor or cursor
         if new_cursor == cursor and not out.starts:
             continue
@@ -90,7 +93,7 @@ def _backfill_facts(state: ScheduleState,
 
 
 def _auto_facts(state: ScheduleState, program: Program, buffer: list[BufferedStart],
-                now: datetime) -> Facts:
+                now: datetime, settle: bool) -> Facts:
     """The spec's times in (cursor, now], then the overlap policy over the whole buffer."""
     assert program.spec is not None and program.action is not None and state.cursor
     policies = program.policies or SchedulePolicies()  # Temporal's defaults
@@ -99,7 +102,8 @@ def _auto_facts(state: ScheduleState, program: Program, buffer: list[BufferedSta
         max(state.remaining_actions - waiting, 0)
     due = generate(program.spec, parse_nominal(state.cursor), now, paused=state.paused,
                    remaining=remaining,
-                   catchup_window=timedelta(seconds=policies.catchup_window))
+                   catchup_window=timedelta(seconds=policies.catchup_window),
+                   advance_idle=settle)
     buffer = buffer + [BufferedStart(t, policies.overlap, "auto") for t in due.starts]
     decided = _invoke(buffer, [*state.running, *(i["workflow_id"] for i in state.issued)],
                       state.paused)

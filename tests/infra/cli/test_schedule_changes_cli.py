@@ -4,6 +4,7 @@ option and writes nothing; while fenced every change is ``migration_pending``.""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -98,3 +99,14 @@ def test_an_update_with_a_stale_conflict_token_is_refused_and_writes_nothing(sto
     doc = ok_json(store, "schedule", "update", NS, "s", "--overlap", "allow_all",
                   "--conflict-token", str(fresh))
     assert doc["policies"]["overlap"] == "allow_all" and doc["conflict_token"] > fresh
+
+
+def test_a_scheduler_pass_with_nothing_due_writes_nothing(store: str) -> None:
+    ok(store, *SIM, "schedule", "create", NS, "leap", "--cron", "0 0 29 2 *",
+       "--workflow-type", "W", "--task-queue", "q")  # next due on 2028-02-29
+    before = events(store, "leap")
+    for _ in range(3):
+        time.sleep(1.05)  # a cursor is whole seconds: each pass is a second later than the last
+        report = ok_json(store, *SIM, "scheduler", "--once")
+        assert report["schedules"] == 1 and report["ticks"] == 0 and report["started"] == 0
+    assert events(store, "leap") == before
