@@ -7,6 +7,7 @@
   with backoff under the same request id (a dedupe, never a second start: I17).
 - ``run_closed``: a running action closed; with ``pause_on_failure`` a failure pauses.
 - ``scheduled``: whether a pass looks at the schedule at all (a program, or runs to watch).
+- ``due``: when a pass must look at it next (the due index), so a pass reads only what is due.
 - ``check_phase``: the phase gate a rollback passes before it may fence.
 
 A start is recorded (``ActionStartIssued``) before the call, with a request id that is a
@@ -15,8 +16,8 @@ is deduplicated by the runner (at most once per nominal time and origin).
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from schedfence.domain.source.action import (SchedulePolicies, action_request_id, action_workflow_id, nominal_text,
@@ -30,7 +31,7 @@ from schedfence.domain.source.program import Program, program_of
 from schedfence.domain.source.runs import (ActionClosed, ActionStarted, ActionStartFailed, ActionStartIssued,
                    ActionStartRetrying, BackfillProcessed, PausedOnFailure, StopRequested,
                    TimesProcessed, buffered_doc)
-from schedfence.domain.source.spec import ScheduleSpec
+from schedfence.domain.source.spec import ScheduleSpec, times_after
 
 if TYPE_CHECKING:
     from schedfence.domain.source.state import ScheduleState
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 MAX_BUFFER = 1000  # a backfill adds no more than the buffer has room for; the rest next tick
 MAX_BACKOFF = 60  # seconds between attempts at a start whose outcome is unknown
 FAILURES = ("failed", "timed_out")  # what pause_on_failure pauses on, as Temporal's
+_AT_ONCE = datetime(1970, 1, 1, tzinfo=timezone.utc)  # due at the next pass
 
 
 def _buffered(doc: dict[str, Any]) -> BufferedStart:
@@ -53,6 +55,38 @@ def scheduled(state: ScheduleState) -> bool:
     tick), or actions still running to watch close (a spec removed while they run). Without
     either there is nothing to decide, and the pass skips it."""
     return state.spec is not None or bool(state.running)
+
+
+@dataclass(frozen=True)
+class Due:
+    """When the scheduler's pass must look at a schedule again (the due index keeps it).
+
+    ``at``: the earliest of its next spec time after the cursor (paused or not: a time that
+    passes moves the cursor), an issued start's retry time (at once without one: a start
+    recorded but never answered), and at once for a backfill in progress or a start waiting
+    in the buffer with nothing running; None: not until the schedule changes. ``watch``:
+    actions running (or asked to stop) whose close the pass looks for, each pass."""
+
+    at: datetime | None
+    watch: bool
+
+
+def due(state: ScheduleState) -> Due:
+    """The schedule's next due time as a pure function of its state: nothing else but an
+    event changes it, so the index is kept from the log and by the pass that decided."""
+    if not scheduled(state):
+        return Due(None, False)
+    watch = bool(state.running or state.stopping)
+    times = [parse_nominal(i["retry_at"]) if "retry_at" in i else _AT_ONCE for i in state.issued]
+    program = program_of(state)
+    if not (state.closed or state.migration_pending) and program.spec is not None and \
+            program.action is not None and state.cursor is not None:
+        if state.backfills or (state.buffered and not watch):
+            times.append(_AT_ONCE)
+        following = next(times_after(program.spec, parse_nominal(state.cursor)), None)
+        if following is not None:
+            times.append(following)
+    return Due(min(times) if times else None, watch)
 
 
 def tick(state: ScheduleState, now: datetime, settle: bool = False) -> Facts:

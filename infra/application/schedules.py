@@ -8,7 +8,7 @@ store, its aggregates, the destination and the active-store check.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from schedfence.domain.source import manual
 
@@ -35,14 +35,18 @@ from schedfence.infra.engines.scheduler import Scheduler, SchedulerReport, utc_n
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
+if TYPE_CHECKING:
+    from schedfence.infra.engines.schedule_due import ScheduleDue
+
 KEEP = manual.KEEP
 
 
 class ScheduleCommands:
     def __init__(self, app: FenceApplication, load: Aggregates, unit: UnitOfWork,
-                 destination: Destination, require_active: Callable[[], None]) -> None:
+                 destination: Destination, require_active: Callable[[], None],
+                 due: Callable[[], ScheduleDue]) -> None:
         self.app, self.load, self.unit, self.destination = app, load, unit, destination
-        self.require_active = require_active
+        self.require_active, self.due = require_active, due
 
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
                         notes: str = "", *, spec: ScheduleSpec | None = None,
@@ -147,11 +151,14 @@ class ScheduleCommands:
 
     def run_scheduler(self, now: datetime | None = None,
                       crash_hook: CrashHook | None = None) -> SchedulerReport:
-        """One pass of the source scheduler (infra/engines/scheduler.py): tick every schedule
-        with a program at ``now`` (default: the clock), start what was issued through the
-        destination, and record closed actions. Nothing happens on a fenced schedule (I1)."""
+        """One pass of the source scheduler (infra/engines/scheduler.py): every schedule the
+        due index says is due at ``now`` (default: the clock) is ticked, what it issued is
+        started through the destination, and its closed actions are recorded (a schedule
+        with actions running is due at every pass). The leases are this service's worker
+        id's. Nothing happens on a fenced schedule (I1)."""
         self.require_active()
-        return Scheduler(self.load, self.destination, crash_hook=crash_hook).run_once(now)
+        return Scheduler(self.load, self.destination, self.due(), crash_hook=crash_hook,
+                         holder=self.unit.worker_id).run_once(now)
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from schedfence.projections.queries import CursorAuditPage
     from schedfence.projections.records import MigrationRow, OnCallItem
     from schedfence.infra.engines.due import DueWork
+    from schedfence.infra.engines.schedule_due import ScheduleDue
     from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 # Imported where used: what `status` never runs (the invariant checker, recovery, replay,
@@ -73,7 +74,13 @@ class MigrationService:
     @property
     def _schedules(self) -> ScheduleCommands:
         return self._part("schedules", lambda: ScheduleCommands(
-            self.app, self.load, self.unit, self.destination, self.require_active), self._commands)
+            self.app, self.load, self.unit, self.destination, self.require_active,
+            self._schedule_due), self._commands)
+
+    def _schedule_due(self) -> ScheduleDue:
+        """The schedules' due index beside the operator views (built on first use)."""
+        from schedfence.infra.engines.schedule_due import ScheduleDue
+        return self._part("schedule_due", lambda: ScheduleDue(self.views))
 
     @property
     def _forward(self) -> ForwardCommands:

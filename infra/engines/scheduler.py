@@ -13,7 +13,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError
 
@@ -30,12 +31,16 @@ from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
+if TYPE_CHECKING:  # the index imports SQLAlchemy: only a pass needs it, not every command
+    from schedfence.infra.engines.schedule_due import ScheduleDue
+
 Clock = Callable[[], datetime]
 # CrashHook: called at each boundary of an action start (tests raise there to simulate a crash):
 # "before_tick_save", "after_tick_save" (issued, not yet called), "after_start_call"
 # (answered, answer not yet saved).
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
 LOG = get_logger("scheduler")
+BATCH = 200  # schedules leased and stepped at a time
 # A pass that did something: any of these counts, or an error.
 BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
 
@@ -65,27 +70,55 @@ def utc_now() -> datetime:
 
 
 class Scheduler:
-    def __init__(self, load: Aggregates, runner: Destination, clock: Clock = utc_now,
-                 crash_hook: CrashHook | None = None) -> None:
+    """One scheduler's passes over the schedules ``due`` says are due (infra/engines/
+    schedule_due.py): leased in batches of ``batch``, each loaded, stepped and its next due
+    time written back. A schedule with actions running is due at every pass, which looks for
+    their close."""
+
+    def __init__(self, load: Aggregates, runner: Destination, due: ScheduleDue,
+                 clock: Clock = utc_now, crash_hook: CrashHook | None = None,
+                 holder: str = "", batch: int = BATCH) -> None:
         self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
+        self.due, self.batch = due, batch
+        self.holder = holder or f"scheduler-{uuid4()}"
         self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
         self.crash = self.unit.crash
 
     def run_once(self, now: datetime | None = None) -> SchedulerReport:
+        """Every schedule due at ``now``, a leased batch at a time, until none is left."""
         report = SchedulerReport()
         at = now or self.clock()
-        for sid in self.load.current_schedule_ids():
-            source: Schedule = self.app.repository.get(sid)
-            if not scheduling.scheduled(source.state):
-                continue  # no program: nothing to decide
-            report.schedules += 1
-            source = self._watch(source, report)  # first: a closed run frees its slot now
-            self.crash("before_tick_save")
-            source, ticked = self._step(source, lambda st: scheduling.tick(st, at), report)
-            report.ticks += bool(ticked)
-            self.crash("after_tick_save")
-            self._start_issued(source, at, report)
-        return report
+        self.due.sweep()
+        seen: set[str] = set()
+        while True:
+            leased = self.due.take(at, self.holder, self.batch)
+            taken = [aid for aid in leased if aid not in seen]
+            self.due.release([aid for aid in leased if aid in seen], self.holder)
+            if not taken:
+                return report  # what is left is what this pass watched: the next pass's
+            seen.update(taken)
+            decided = []
+            try:
+                for aid in taken:
+                    source = self._one(UUID(aid), at, report)
+                    next_at = _next_us(scheduling.due(source.state), at)
+                    decided.append((aid, source.version, next_at))
+            finally:
+                self.due.settle(decided, self.holder)
+
+    def _one(self, aid: UUID, at: datetime, report: SchedulerReport) -> Schedule:
+        """One due schedule: its closed runs recorded, a tick at ``at``, its issued starts
+        sent; the schedule as it then stands."""
+        source: Schedule = self.app.repository.get(aid)
+        if not scheduling.scheduled(source.state):
+            return source  # no program: nothing to decide
+        report.schedules += 1
+        source = self._watch(source, report)  # first: a closed run frees its slot now
+        self.crash("before_tick_save")
+        source, ticked = self._step(source, lambda st: scheduling.tick(st, at), report)
+        report.ticks += bool(ticked)
+        self.crash("after_tick_save")
+        return self._start_issued(source, at, report)
 
     def _step(self, source: Schedule, decide: Callable[[Any], Facts],
               report: SchedulerReport) -> tuple[Schedule, Facts]:
@@ -104,7 +137,8 @@ class Scheduler:
         report.errors.append(f"schedule {source.id}: kept losing races; next pass")
         return self.app.repository.get(source.id), []
 
-    def _start_issued(self, source: Schedule, now: datetime, report: SchedulerReport) -> None:
+    def _start_issued(self, source: Schedule, now: datetime,
+                      report: SchedulerReport) -> Schedule:
         for issued in scheduling.issued_due(source.state, now):
             request = scheduling.start_request(source.state, issued)
             try:
@@ -117,6 +151,7 @@ class Scheduler:
             report.started += sum(f.event is runs.ActionStarted for f in saved)
             report.failed += sum(f.event is runs.ActionStartFailed for f in saved)
             report.retrying += sum(f.event is runs.ActionStartRetrying for f in saved)
+        return source
 
     def _watch(self, source: Schedule, report: SchedulerReport) -> Schedule:
         """Record the running actions that closed; ask the ones still running that the
@@ -151,6 +186,17 @@ class Scheduler:
             report.unavailable += 1  # asked again next pass
         except DestinationError as exc:  # refused: said, and asked again next pass
             report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")
+
+
+def _to_us(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000)
+
+
+def _next_us(decided: scheduling.Due, now: datetime) -> int | None:
+    """The index's next due time (µs) for a schedule decided ``decided`` on at ``now``: its
+    own, or the next pass's (``now``) while it has running actions to watch; None: not due."""
+    at = None if decided.at is None else _to_us(decided.at)
+    return _to_us(now) if decided.watch else at
 
 
 def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.Event,

@@ -1,0 +1,98 @@
+"""Schedulers sharing one store through the due index's leases: a lease keeps a schedule to
+one scheduler while it is held, and a lease lost or stolen costs a second look, never a second
+start (the checker's I17 over the history, and the runner's own count of each workflow)."""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+from schedfence.domain.source.action import make_action, make_policies
+from schedfence.domain.source.spec import make_spec
+from schedfence.infra.engines.schedule_due import ScheduleDue
+from schedfence.infra.engines.scheduler import Scheduler
+from tests.infra.engines.sched_world import world  # noqa: F401 (the fixture)
+
+NS = "ns"
+
+
+def create(svc, sid: str, every: int = 1) -> datetime:
+    svc.create_schedule(NS, sid, spec=make_spec(intervals=[(every, 0)]),
+                        action=make_action(workflow_type="W", task_queue="q",
+                                           workflow_id=f"{sid}-act"),
+                        policies=make_policies(overlap="allow_all"))
+    return datetime.fromisoformat(svc.load.source(NS, sid).state.cursor.replace("Z", "+00:00"))
+
+
+def scheduler(svc, dest, holder: str, lease: float, crash_hook=None) -> Scheduler:
+    return Scheduler(svc.load, dest, ScheduleDue(svc.views, lease_seconds=lease),
+                     crash_hook=crash_hook, holder=holder)
+
+
+def once_each(svc, dest) -> list[str]:
+    ids = [w for ns, w in dest.workflow_ids() if ns == NS and "-act-" in w]
+    assert ids and all(dest.created_count(NS, w) == 1 for w in ids)
+    assert svc.verify() == []
+    return ids
+
+
+def test_a_lease_stolen_mid_pass_costs_a_second_look_not_a_second_start(world):
+    svc, dest = world
+    t0 = create(svc, "s", every=2)
+    now = t0 + timedelta(seconds=2)
+    thief = scheduler(svc, dest, "B", lease=0.0)
+    stolen = []
+
+    def hook(point: str) -> None:  # A has issued the start; B takes the expired lease
+        if point == "after_tick_save" and not stolen:
+            stolen.append(thief.run_once(now))
+
+    first = scheduler(svc, dest, "A", lease=0.0, crash_hook=hook).run_once(now)
+    assert stolen[0].started == 1 and first.started == 0  # B sent it; A's answer was a dedupe
+    assert len(once_each(svc, dest)) == 1
+
+
+def test_a_held_lease_keeps_the_schedule_from_another_scheduler_until_it_expires(world):
+    svc, dest = world
+    t0 = create(svc, "s", every=2)
+    now = t0 + timedelta(seconds=2)
+
+    def dies(point: str) -> None:
+        if point == "after_tick_save":
+            raise RuntimeError("killed")  # its lease stays, unreleased
+
+    try:
+        scheduler(svc, dest, "A", lease=1.0, crash_hook=dies).run_once(now)
+    except RuntimeError:
+        pass
+    other = scheduler(svc, dest, "B", lease=1.0)
+    assert other.run_once(now).schedules == 0  # A's lease holds
+    time.sleep(1.1)
+    assert other.run_once(now).started == 1  # expired: B sends A's recorded start
+    assert len(once_each(svc, dest)) == 1
+
+
+def test_two_schedulers_whose_leases_keep_expiring_start_each_time_once(world):
+    svc, dest = world
+    for k in range(6):
+        create(svc, f"s{k}")
+    stop, errors = threading.Event(), []
+
+    def run(holder: str) -> None:
+        sched = scheduler(svc, dest, holder, lease=0.0)  # every lease is stealable at once
+        while not stop.is_set():
+            try:
+                sched.run_once(datetime.now(timezone.utc))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=run, args=(h,)) for h in ("A", "B")]
+    for t in threads:
+        t.start()
+    time.sleep(4)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    ids = once_each(svc, dest)
+    assert len(ids) >= 6  # every schedule started at least one time
