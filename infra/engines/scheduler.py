@@ -11,7 +11,9 @@ a later pass (after a backoff) asks again with the same id, which the runner ded
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID, uuid4
@@ -41,6 +43,7 @@ Clock = Callable[[], datetime]
 RACES = 8  # reloads after a lost race before a step gives up until the next pass
 LOG = get_logger("scheduler")
 BATCH = 200  # schedules leased and stepped at a time
+STARTS_IN_FLIGHT = 16  # action starts sent at once
 # A pass that did something: any of these counts, or an error.
 BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
 
@@ -99,26 +102,82 @@ class Scheduler:
             seen.update(taken)
             decided = []
             try:
-                for aid in taken:
-                    source = self._one(UUID(aid), at, report)
+                for source in self._batch(taken, at, report):
                     next_at = _next_us(scheduling.due(source.state), at)
-                    decided.append((aid, source.version, next_at))
+                    decided.append((str(source.id), source.version, next_at))
             finally:
                 self.due.settle(decided, self.holder)
 
-    def _one(self, aid: UUID, at: datetime, report: SchedulerReport) -> Schedule:
-        """One due schedule: its closed runs recorded, a tick at ``at``, its issued starts
-        sent; the schedule as it then stands."""
-        source: Schedule = self.app.repository.get(aid)
-        if not scheduling.scheduled(source.state):
-            return source  # no program: nothing to decide
-        report.schedules += 1
-        source = self._watch(source, report)  # first: a closed run frees its slot now
+    def _batch(self, ids: list[str], at: datetime, report: SchedulerReport) -> list[Schedule]:
+        """A batch of due schedules: their closed runs recorded, then one tick each at ``at``
+        (saved in one append), then every start they issued sent together and the answers
+        saved in one append; the schedules as they then stand."""
+        sources: list[Schedule] = [self.app.repository.get(UUID(aid)) for aid in ids]
+        active = [i for i, source in enumerate(sources) if scheduling.scheduled(source.state)]
+        report.schedules += len(active)
+        for i in active:  # first: a closed run frees its slot now
+            sources[i] = self._watch(sources[i], report)
         self.crash("before_tick_save")
-        source, ticked = self._step(source, lambda st: scheduling.tick(st, at), report)
-        report.ticks += bool(ticked)
+        ticked = self._step_all(sources, {i: [lambda st: scheduling.tick(st, at)] for i in active},
+                                report)
+        report.ticks += len(ticked)
         self.crash("after_tick_save")
-        return self._start_issued(source, at, report)
+        calls = [(i, issued) for i in active
+                 for issued in scheduling.issued_due(sources[i].state, at)]
+        if calls:
+            answers = self._send([scheduling.start_request(sources[i].state, issued)
+                                  for i, issued in calls])
+            self.crash("after_start_call")
+            decisions: dict[int, list[Callable[[Any], Facts]]] = {}
+            for (i, issued), answer in zip(calls, answers):
+                decisions.setdefault(i, []).append(partial(
+                    scheduling.start_answered, issued=issued, answer=answer, now=at))
+            saved = [f for facts in self._step_all(sources, decisions, report).values()
+                     for f in facts]
+            report.started += sum(f.event is runs.ActionStarted for f in saved)
+            report.failed += sum(f.event is runs.ActionStartFailed for f in saved)
+            report.retrying += sum(f.event is runs.ActionStartRetrying for f in saved)
+        return sources
+
+    def _send(self, requests: list[Any]) -> list[Any]:
+        """Each start's answer (a refusal or an outage as its error), the starts in flight
+        together (up to ``STARTS_IN_FLIGHT`` at once)."""
+        def send(request: Any) -> Any:
+            try:
+                return self.runner.start_workflow(request)
+            except DestinationError as exc:
+                return exc
+        if len(requests) == 1:
+            return [send(requests[0])]
+        with ThreadPoolExecutor(min(STARTS_IN_FLIGHT, len(requests))) as pool:
+            return list(pool.map(send, requests))
+
+    def _step_all(self, sources: list[Schedule], decisions: dict[int, list[Callable[[Any], Facts]]],
+                  report: SchedulerReport) -> dict[int, Facts]:
+        """Each decision in turn on its schedule (``sources[i]``), every schedule's facts in
+        one append; after a lost race, each schedule reloaded and stepped alone. The facts
+        saved, by schedule."""
+        recorded: dict[int, Facts] = {}
+        for i, decides in decisions.items():
+            for decide in decides:
+                facts = decide(sources[i].state)
+                if facts:
+                    sources[i].record(facts)
+                    recorded.setdefault(i, []).extend(facts)
+        if not recorded:
+            return {}
+        try:
+            self.unit.append(*(sources[i] for i in recorded))  # not an append crash boundary
+            return recorded
+        except IntegrityError:
+            pass
+        saved: dict[int, Facts] = {}
+        for i in recorded:
+            sources[i] = self.app.repository.get(sources[i].id)
+            for decide in decisions[i]:
+                sources[i], facts = self._step(sources[i], decide, report)
+                saved.setdefault(i, []).extend(facts)
+        return saved
 
     def _step(self, source: Schedule, decide: Callable[[Any], Facts],
               report: SchedulerReport) -> tuple[Schedule, Facts]:
@@ -136,22 +195,6 @@ class Scheduler:
                 source = self.app.repository.get(source.id)
         report.errors.append(f"schedule {source.id}: kept losing races; next pass")
         return self.app.repository.get(source.id), []
-
-    def _start_issued(self, source: Schedule, now: datetime,
-                      report: SchedulerReport) -> Schedule:
-        for issued in scheduling.issued_due(source.state, now):
-            request = scheduling.start_request(source.state, issued)
-            try:
-                answer: Any = self.runner.start_workflow(request)
-            except DestinationError as exc:
-                answer = exc
-            self.crash("after_start_call")
-            source, saved = self._step(
-                source, lambda st: scheduling.start_answered(st, issued, answer, now), report)
-            report.started += sum(f.event is runs.ActionStarted for f in saved)
-            report.failed += sum(f.event is runs.ActionStartFailed for f in saved)
-            report.retrying += sum(f.event is runs.ActionStartRetrying for f in saved)
-        return source
 
     def _watch(self, source: Schedule, report: SchedulerReport) -> Schedule:
         """Record the running actions that closed; ask the ones still running that the

@@ -96,3 +96,19 @@ def test_two_schedulers_whose_leases_keep_expiring_start_each_time_once(world):
     assert errors == []
     ids = once_each(svc, dest)
     assert len(ids) >= 6  # every schedule started at least one time
+
+
+def test_a_batch_is_ticked_in_one_append_and_its_answers_saved_in_another(world, monkeypatch):
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}", every=2) for k in range(8))
+    svc.run_scheduler(now=t0)  # each new schedule looked at once: nothing due yet
+    appends = []
+    save = svc.app.save
+    monkeypatch.setattr(svc.app, "save", lambda *aggs, **kw: appends.append(len(aggs)) or
+                        save(*aggs, **kw))
+    dest.inject("start", "unavailable")  # one of the eight starts finds the runner down
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=2))
+    assert (report.schedules, report.started, report.retrying) == (8, 7, 1)
+    assert appends == [8, 8]  # the ticks, then the answers
+    svc.run_scheduler(now=t0 + timedelta(seconds=3))  # after the backoff: asked again
+    assert {w.split("-act-")[0] for w in once_each(svc, dest)} == {f"s{k}" for k in range(8)}

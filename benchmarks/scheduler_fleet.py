@@ -1,0 +1,159 @@
+"""The source scheduler over a fleet (issue 30): what an idle pass costs at 1,000 and at
+100,000 schedules, and the starts a second it sustains, side by side in one run.
+
+**Idle passes.** N schedules, daily, their next times hours away, written straight to the
+store in appends of 1,000 (keys and schedules as ``create_schedule`` makes them, without its
+per-schedule destination check: the creation is not what is measured). The first pass looks
+at every schedule (each is new: due at once) and writes each one's next due time; then five
+idle passes, each timed, with the events they appended (0 expected) and the due backlog.
+
+**Sustained starts.** N schedules every second (``allow_all``), the simulator as the runner
+(kept in the store), ``schedfence scheduler`` in 1 and then 2 processes for ``--seconds``;
+afterwards the log says how many actions started, the lag of each start (the ``ActionStarted``
+event's time minus its nominal time: p50, p99), and events per action.
+
+    .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
+    .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+
+from benchkit import machine, pg_store, sqlite_store, timed_ms  # noqa: I001 (sys.path first)
+
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
+from schedfence.domain.source.key import ScheduleKey
+from schedfence.domain.source.program import Program
+from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.spec import ScheduleSpec, make_spec
+from schedfence.infra.application.service import MigrationService, open_service
+
+NS = "fleet"
+CHUNK = 1000
+
+
+def open_fleet(url: str) -> MigrationService:
+    return open_service(url, "sim")
+
+
+def write_fleet(svc: MigrationService, n: int, spec: ScheduleSpec, now: datetime) -> None:
+    """``n`` schedules ``s0 .. s<n-1>`` on ``spec``, each its own action workflow id (``s<i>``:
+    a start names ``s<i>-<time>``), ``CHUNK`` to an append."""
+    policies = make_policies(overlap="allow_all")
+    for start in range(0, n, CHUNK):
+        aggregates = []
+        for i in range(start, min(n, start + CHUNK)):
+            program = Program(spec, make_action(workflow_type="W", task_queue="q",
+                                                workflow_id=f"s{i}"), policies)
+            key = ScheduleKey.create(NS, f"s{i}")
+            aggregates += [key, Schedule.create(NS, f"s{i}", key.start_incarnation(), False, "",
+                                                None, 0, program, now)]
+        svc.app.save(*aggregates)
+
+
+def idle(url: str, n: int) -> dict[str, float]:
+    now = datetime.now(timezone.utc)
+    later = (now.hour * 3600 + now.minute * 60 + 12 * 3600) % 86400  # next time ~12 h away
+    with open_fleet(url) as svc:
+        create_ms, _ = timed_ms(lambda: write_fleet(
+            svc, n, make_spec(intervals=[(86400, later)]), now))
+        first_ms, report = timed_ms(svc.run_scheduler)
+        assert report.schedules == n, (report.schedules, n)
+        passes, events = [], []
+        for _ in range(5):
+            before = svc.event_count()
+            ms, report = timed_ms(svc.run_scheduler)
+            passes.append(ms)
+            events.append(svc.event_count() - before)
+            assert report.schedules == 0, report
+        backlog = svc._schedule_due().backlog(datetime.now(timezone.utc))
+    return {"n": n, "create_s": create_ms / 1000, "first_ms": first_ms,
+            "idle_ms": statistics.median(passes), "idle_max_ms": max(passes),
+            "idle_events": max(events), "backlog": backlog}
+
+
+def started(url: str, since: int) -> tuple[list[float], int]:
+    """Each ``ActionStarted`` after position ``since``: its lag (s); and every event after it."""
+    with open_fleet(url) as svc:
+        lags, count, position = [], 0, since
+        recorder, mapper = svc.app.recorder, svc.app.mapper
+        while True:
+            page = recorder.select_notifications(start=position + 1, limit=5000)
+            if not page:
+                return lags, count
+            for note in page:
+                count += 1
+                event = mapper.to_domain_event(note)
+                if type(event).__name__ == "ActionStarted":
+                    lags.append((event.timestamp - parse_nominal(event.nominal)).total_seconds())
+            position = page[-1].id
+
+
+def sustained(url: str, n: int, processes: int, seconds: float) -> dict[str, float]:
+    now = datetime.now(timezone.utc)
+    with open_fleet(url) as svc:
+        write_fleet(svc, n, make_spec(intervals=[(1, 0)]), now + timedelta(seconds=2))
+        svc.run_scheduler(now)  # the index: every schedule's first time
+        since = svc.app.recorder.max_notification_id() or 0
+    cmd = [sys.executable, "-m", "schedfence.infra.cli", "--store", url, "--destination", "sim",
+           "scheduler", "--poll-interval", "0.05"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(processes)]  # each its own worker id (host:pid), its own leases
+    time.sleep(seconds)
+    for p in procs:
+        p.send_signal(signal.SIGINT)
+    for p in procs:
+        p.wait(timeout=60)
+    lags, events = started(url, since)
+    lags.sort()
+    return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
+            "p50_lag_s": lags[len(lags) // 2] if lags else float("nan"),
+            "p99_lag_s": lags[int(len(lags) * 0.99)] if lags else float("nan"),
+            "events_per_action": events / len(lags) if lags else float("nan")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", choices=("pg", "sqlite"), default="pg")
+    parser.add_argument("--idle", default="1000,100000", help="fleet sizes for idle passes")
+    parser.add_argument("--fleet", type=int, default=500, help="schedules every second")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    store = pg_store if args.store == "pg" else sqlite_store
+    print(f"# scheduler_fleet on {args.store}: {machine()}")
+    rows = []
+    for n in (int(x) for x in args.idle.split(",") if x):
+        with store() as url:
+            rows.append(idle(url, n))
+    print("| schedules | written in (s) | first pass (ms) | idle pass median (ms) | max (ms) "
+          "| events per idle pass | due backlog |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['n']:,} | {r['create_s']:.1f} | {r['first_ms']:.0f} | {r['idle_ms']:.1f} "
+              f"| {r['idle_max_ms']:.1f} | {r['idle_events']} | {r['backlog']} |")
+    if len(rows) > 1:
+        print(f"idle pass at {rows[-1]['n']:,} / at {rows[0]['n']:,}: "
+              f"{rows[-1]['idle_ms'] / rows[0]['idle_ms']:.2f}x")
+    if args.fleet:
+        runs = []
+        for processes in (1, 2):
+            with store() as url:
+                runs.append(sustained(url, args.fleet, processes, args.seconds))
+        print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
+              "| events per action |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for r in runs:
+            print(f"| {r['n']:,} | {r['processes']} | {r['starts_per_s']:.0f} "
+                  f"| {r['p50_lag_s']:.2f} | {r['p99_lag_s']:.2f} "
+                  f"| {r['events_per_action']:.2f} |")
+        print(f"2 processes / 1: {runs[1]['starts_per_s'] / runs[0]['starts_per_s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
