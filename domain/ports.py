@@ -6,7 +6,7 @@ fields are stable. Adapters live in ``infra`` (the simulator, a real Temporal se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from schedfence.domain.source.action import StartWorkflowAction
 from schedfence.domain.errors import DomainError, NotFound, Unavailable
@@ -172,6 +172,16 @@ class ActionRunner(Destination, Protocol):
 
     def stop_workflow(self, namespace: str, workflow_id: str, kind: StopKind,
                       reason: str = "") -> None: ...
+
+
+@runtime_checkable
+class RunWatcher(Protocol):
+    """A runner that reports the current runs of many workflows of one namespace in one call
+    (the scheduler's pass watches every running action it started with it, not one
+    ``describe`` per run): each workflow id's current run status, ``gone`` where there is no
+    current run; an unknown outcome raises ``DestinationUnavailable`` (nothing is known)."""
+
+    def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)

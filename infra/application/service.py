@@ -80,7 +80,8 @@ class MigrationService:
     def _schedule_due(self) -> ScheduleDue:
         """The schedules' due index beside the operator views (built on first use)."""
         from schedfence.infra.engines.schedule_due import ScheduleDue
-        return self._part("schedule_due", lambda: ScheduleDue(self.views))
+        return self._part("schedule_due", lambda: ScheduleDue(self.views.engine,
+                                                              self.app.recorder))
 
     @property
     def _forward(self) -> ForwardCommands:

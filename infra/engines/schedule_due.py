@@ -5,10 +5,11 @@ One row per schedule aggregate (``schedfence_schedule_due``): ``due_us``, when a
 look at it next (the domain's ``scheduling.due``; NULL: not until it changes), ``version``,
 the schedule version that time was decided on, and a lease (``holder``, ``lease_us``).
 
-- **Kept from the log.** ``sweep`` catches the operator views up and reads, from their audit
-  index, the schedule events after the last position swept: a schedule changed at a version
-  above its row's is due at once (a command, a fence, another scheduler's step). The position
-  swept is one shared row, moved only forward.
+- **Kept from the log.** ``sweep`` reads the log's schedule events after the last position
+  swept (the notifications, by topic: their originator and version, nothing decoded): a
+  schedule changed at a version above its row's is due at once (a command, a fence, another
+  scheduler's step). The position swept is one shared row, moved only forward. The log is read
+  directly, not through the operator views, so a pass never waits on (or for) the projection.
 - **Kept by the pass that decided.** ``settle`` writes a schedule's next due time with the
   version it was decided on, only over a row of that version or older: a change the pass did
   not see stays due.
@@ -22,16 +23,19 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Table, and_,
-                        func, select, text)
+from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Table, func,
+                        select, text)
 
-from schedfence.projections.service_views import OperatorViews
-from schedfence.projections.tables import audit
+from schedfence.domain.topics import STORED_TOPICS
 
 from schedfence.infra.adapters.store.sql import SideTables
 
 LEASE_SECONDS = 30.0  # longer than a batch's worst case
+SWEEP_PAGE = 5000
+# Every event of a schedule (not of its key: ``schedfence.schedule_key.*``).
+SCHEDULE_TOPICS = tuple(sorted(t for t in STORED_TOPICS if t.startswith("schedfence.schedule.")))
 
 _metadata = MetaData()
 due_rows = Table(
@@ -54,7 +58,7 @@ _MARK = text(
     "VALUES (:aggregate_id, :version, 0, '', 0) ON CONFLICT (aggregate_id) DO UPDATE SET "
     f"version = excluded.version, due_us = 0 WHERE {due_rows.name}.version < excluded.version")
 _ADVANCE = text(
-    f"INSERT INTO {swept.name} (name, position) VALUES ('audit', :position) ON CONFLICT (name) "
+    f"INSERT INTO {swept.name} (name, position) VALUES ('log', :position) ON CONFLICT (name) "
     f"DO UPDATE SET position = excluded.position WHERE {swept.name}.position < excluded.position")
 _SETTLE = text(f"UPDATE {due_rows.name} SET due_us = :due, version = :version "
                "WHERE aggregate_id = :aggregate_id AND version <= :version")
@@ -77,31 +81,35 @@ class ScheduleDue(SideTables):
 
     metadata = _metadata
 
-    def __init__(self, views: OperatorViews, lease_seconds: float = LEASE_SECONDS) -> None:
-        self.views, self.lease_seconds = views, lease_seconds
-        self.engine = views.engine  # an attribute, as SideTables reads it
+    def __init__(self, engine: Any, recorder: Any, lease_seconds: float = LEASE_SECONDS) -> None:
+        """``engine``: SQLAlchemy's, on the store (the operator views'); ``recorder``: the
+        store's, whose notifications are swept."""
+        self.engine, self.recorder, self.lease_seconds = engine, recorder, lease_seconds
 
     def sweep(self) -> int:
         """Mark due at once every schedule changed since the last sweep; how many were."""
         self._ensure_table()
-        self.views.catch_up()
         with self.engine.connect() as conn:
-            row = conn.execute(select(swept.c.position).where(swept.c.name == "audit")).first()
-            after = row[0] if row else 0
-            until = conn.execute(select(audit.c.position).order_by(
-                audit.c.position.desc()).limit(1)).scalar() or 0
+            row = conn.execute(select(swept.c.position).where(swept.c.name == "log")).first()
+        after = row[0] if row else 0
+        until = self.recorder.max_notification_id() or 0
         if until <= after:
             return 0
-        query = (select(audit.c.aggregate_id, audit.c.version)
-                 .where(and_(audit.c.position > after, audit.c.position <= until,
-                             audit.c.aggregate == "schedule")))
+        latest: dict[str, int] = {}
+        start = after + 1
+        while start <= until:
+            page = self.recorder.select_notifications(start=start, limit=SWEEP_PAGE, stop=until,
+                                                      topics=SCHEDULE_TOPICS)
+            for note in page:
+                aid = str(note.originator_id)
+                latest[aid] = max(note.originator_version, latest.get(aid, 0))
+            if len(page) < SWEEP_PAGE:
+                break
+            start = page[-1].id + 1
         with self._writing() as conn:
-            latest: dict[str, int] = {}
-            for aggregate_id, version in conn.execute(query):
-                latest[aggregate_id] = max(version, latest.get(aggregate_id, 0))
             if latest:
                 conn.execute(_MARK, [{"aggregate_id": a, "version": v}
-                                     for a, v in latest.items()])
+                                     for a, v in sorted(latest.items())])
             conn.execute(_ADVANCE, {"position": until})
         return len(latest)
 
@@ -120,6 +128,7 @@ class ScheduleDue(SideTables):
         row of that version or older; the holder's leases on them given back."""
         if not decided:
             return
+        decided = sorted(decided)  # rows locked in one order by every writer: no deadlock
         with self._writing() as conn:
             conn.execute(_SETTLE, [{"aggregate_id": a, "version": v, "due": d}
                                    for a, v, d in decided])
@@ -130,7 +139,8 @@ class ScheduleDue(SideTables):
         """Give back ``holder``'s leases on ``ids``, their rows as they are."""
         if ids:
             with self._writing() as conn:
-                conn.execute(_RELEASE, [{"aggregate_id": a, "holder": holder} for a in ids])
+                conn.execute(_RELEASE, [{"aggregate_id": a, "holder": holder}
+                                        for a in sorted(ids)])
 
     def backlog(self, now: datetime) -> int:
         """Schedules due at ``now`` (the due-backlog gauge)."""

@@ -24,7 +24,7 @@ from schedfence.domain.source import runs
 
 from schedfence.domain.source import scheduling
 from schedfence.domain.ports import (ActionRunner, Destination, DestinationError,
-                                     DestinationNotFound, DestinationUnavailable)
+                                     DestinationNotFound, DestinationUnavailable, RunWatcher)
 from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 
@@ -115,8 +115,7 @@ class Scheduler:
         sources: list[Schedule] = [self.app.repository.get(UUID(aid)) for aid in ids]
         active = [i for i, source in enumerate(sources) if scheduling.scheduled(source.state)]
         report.schedules += len(active)
-        for i in active:  # first: a closed run frees its slot now
-            sources[i] = self._watch(sources[i], report)
+        self._watch_all(sources, active, report)  # first: a closed run frees its slot now
         self.crash("before_tick_save")
         ticked = self._step_all(sources, {i: [lambda st: scheduling.tick(st, at)] for i in active},
                                 report)
@@ -196,25 +195,49 @@ class Scheduler:
         report.errors.append(f"schedule {source.id}: kept losing races; next pass")
         return self.app.repository.get(source.id), []
 
-    def _watch(self, source: Schedule, report: SchedulerReport) -> Schedule:
-        """Record the running actions that closed; ask the ones still running that the
-        overlap policy wants stopped to stop (again)."""
-        stops = dict(scheduling.stops_pending(source.state))
-        for workflow_id in list(source.state.running):
+    def _watch_all(self, sources: list[Schedule], active: list[int],
+                   report: SchedulerReport) -> None:
+        """Record the running actions of the batch that closed (every closed one, in one
+        append); ask the ones still running that the overlap policy wants stopped to stop
+        (again). Their statuses come from one call per namespace where the runner can
+        (``RunWatcher``), else from one describe per run."""
+        watched = {i: list(sources[i].state.running) for i in active if sources[i].state.running}
+        namespaces: dict[str, list[str]] = {}
+        for i, ids in watched.items():
+            namespaces.setdefault(sources[i].state.namespace, []).extend(ids)
+        statuses = {(ns, w): status for ns, ids in namespaces.items()
+                    for w, status in self._statuses(ns, ids, report).items()}
+        decisions: dict[int, list[Callable[[Any], Facts]]] = {}
+        for i, ids in watched.items():
+            ns, stops = sources[i].state.namespace, dict(scheduling.stops_pending(sources[i].state))
+            for workflow_id in ids:
+                status = statuses.get((ns, workflow_id))
+                if status == "running" and workflow_id in stops:
+                    self._stop(ns, workflow_id, stops[workflow_id], report)
+                elif status is not None:
+                    decisions.setdefault(i, []).append(partial(
+                        scheduling.run_closed, workflow_id=workflow_id, status=status))
+        saved = self._step_all(sources, decisions, report)
+        report.closed += sum(f.event is runs.ActionClosed for facts in saved.values() for f in facts)
+
+    def _statuses(self, namespace: str, workflow_ids: list[str],
+                  report: SchedulerReport) -> dict[str, str]:
+        """Each workflow's current run status (``gone``: none); an unknown one is left out."""
+        if isinstance(self.runner, RunWatcher):
             try:
-                status: str = self.runner.describe(source.state.namespace, workflow_id).status
-            except DestinationNotFound:
-                status = "gone"
+                return self.runner.run_statuses(namespace, workflow_ids)
             except DestinationUnavailable:
                 report.unavailable += 1
-                continue
-            if status == "running" and workflow_id in stops:
-                self._stop(source.state.namespace, workflow_id, stops[workflow_id], report)
-                continue
-            source, saved = self._step(
-                source, lambda st: scheduling.run_closed(st, workflow_id, status), report)
-            report.closed += bool(saved)
-        return source
+                return {}
+        statuses: dict[str, str] = {}
+        for workflow_id in workflow_ids:
+            try:
+                statuses[workflow_id] = self.runner.describe(namespace, workflow_id).status
+            except DestinationNotFound:
+                statuses[workflow_id] = "gone"
+            except DestinationUnavailable:
+                report.unavailable += 1
+        return statuses
 
     def _stop(self, namespace: str, workflow_id: str, kind: str,
               report: SchedulerReport) -> None:

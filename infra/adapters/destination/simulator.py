@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from typing import Sequence
 from datetime import datetime, timezone
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
@@ -209,6 +210,21 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         if fault == "lose_response":  # a lost answer is lost whatever it was, NotFound too
             raise DestinationUnavailable("describe response was lost")
         return description
+
+    def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]:
+        """``RunWatcher``: every id's current run status in one session (``gone``: none). A
+        fault injected for ``describe`` applies to the whole call."""
+        fault = self._next_fault("describe")
+        if fault in _PRE_COMMIT_OUTCOME:
+            raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
+        with self._state.session() as tx:
+            statuses: dict[str, str] = {}
+            for workflow_id in workflow_ids:
+                run = current_run(tx.runs(namespace, workflow_id))
+                statuses[workflow_id] = run["status"] if run is not None else "gone"
+        if fault == "lose_response":
+            raise DestinationUnavailable("describe response was lost")
+        return statuses
 
     def retention_seconds(self, namespace: str) -> float:
         """``RetentionReader``: as told (closed runs stay until ``delete``)."""

@@ -1,6 +1,8 @@
-"""Schedulers sharing one store through the due index's leases: a lease keeps a schedule to
-one scheduler while it is held, and a lease lost or stolen costs a second look, never a second
-start (the checker's I17 over the history, and the runner's own count of each workflow)."""
+"""The scheduler over a fleet: schedulers sharing one store through the due index's leases (a
+lease keeps a schedule to one scheduler while it is held; one lost or stolen costs a second
+look, never a second start: the checker's I17 over the history and the runner's own count of
+each workflow), due schedules stepped in batches, running actions watched by one call per
+namespace."""
 from __future__ import annotations
 
 import threading
@@ -25,7 +27,7 @@ def create(svc, sid: str, every: int = 1) -> datetime:
 
 
 def scheduler(svc, dest, holder: str, lease: float, crash_hook=None) -> Scheduler:
-    return Scheduler(svc.load, dest, ScheduleDue(svc.views, lease_seconds=lease),
+    return Scheduler(svc.load, dest, ScheduleDue(svc.views.engine, svc.app.recorder, lease_seconds=lease),
                      crash_hook=crash_hook, holder=holder)
 
 
@@ -112,3 +114,22 @@ def test_a_batch_is_ticked_in_one_append_and_its_answers_saved_in_another(world,
     assert appends == [8, 8]  # the ticks, then the answers
     svc.run_scheduler(now=t0 + timedelta(seconds=3))  # after the backoff: asked again
     assert {w.split("-act-")[0] for w in once_each(svc, dest)} == {f"s{k}" for k in range(8)}
+
+
+def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, monkeypatch):
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}", every=2) for k in range(5))
+    svc.run_scheduler(now=t0 + timedelta(seconds=2))
+    running = {w for s in range(5) for w in svc.load.source(NS, f"s{s}").state.running}
+    assert len(running) == 5
+    calls = []
+    monkeypatch.setattr(dest, "describe", lambda *a, **k: calls.append("describe"))
+    watch = dest.run_statuses
+    monkeypatch.setattr(dest, "run_statuses", lambda ns, ids: calls.append(sorted(ids)) or
+                        watch(ns, ids))
+    for w in sorted(running)[:2]:
+        dest.complete(NS, w)
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=2))
+    assert calls == [sorted(running)] and report.closed == 2
+    left = {w for s in range(5) for w in svc.load.source(NS, f"s{s}").state.running}
+    assert left == set(sorted(running)[2:])
