@@ -43,6 +43,7 @@ class Batch:
     stored_migrations: set[str] = field(default_factory=set)
     dirty: set[str] = field(default_factory=set)
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (namespace, phase)
+    start_lag: Counter[str] = field(default_factory=Counter)  # tables.start_lag's increments
 
 
 class RowWriter:

@@ -60,6 +60,7 @@ class MetricsSnapshot:
     attempts: int = 0
     due: dict[str, int] = field(default_factory=dict)
     forward_ids: list[str] = field(default_factory=list)
+    start_lag: dict[str, int] = field(default_factory=dict)  # tables.start_lag's rows
 
 
 def _topic(cls: type) -> str:
@@ -81,8 +82,9 @@ def read(conn: Connection) -> dict[str, Any]:
                             .group_by(m.due)).tuples().all())
     forward = conn.execute(select(a.aggregate_id).where(
         a.topic == _topic(ForwardMigration.ForwardRequested)).order_by(a.position)).scalars()
+    start_lag = dict(conn.execute(select(t.start_lag.c.bucket, t.start_lag.c.n)).tuples().all())
     return {"totals": totals, "by_state": by_state, "attempts": int(attempts), "due": due,
-            "forward_ids": list(forward)}
+            "forward_ids": list(forward), "start_lag": start_lag}
 
 
 def lag_seconds(app: Any, position: int, now: float) -> float:

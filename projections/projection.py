@@ -16,6 +16,8 @@ from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
 from schedfence.domain.rollback.aggregate import Migration, evolve_migration
+from schedfence.domain.source.action import parse_nominal
+from schedfence.domain.source.runs import ActionStarted
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.source.key import ScheduleKey
 
@@ -57,7 +59,11 @@ class FenceProjection(Projection[FenceViews]):
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        """An event of an aggregate this code does not model: indexed, never skipped."""
+        """An event the branches below do not fold (a schedule's runs, a job's, an epoch's,
+        or an aggregate this code does not model): indexed, never skipped."""
+        self._indexed(domain_event, tracking)
+
+    def _indexed(self, domain_event: Any, tracking: Tracking) -> None:
         aid = str(domain_event.originator_id)
         known = self.view.aggregate(aid) or {}
         self._audit(domain_event, tracking, aid, known.get("kind", "other"),
@@ -91,6 +97,13 @@ class FenceProjection(Projection[FenceViews]):
         self._audit(domain_event, tracking, mid, "migration", state.namespace, state.schedule_id,
                     migration_id=mid, request_id=state.request_id)
         self.view.insert_tracking(tracking)
+
+    @process_event.register(ActionStarted)
+    def _action_started(self, domain_event: Any, tracking: Tracking) -> None:
+        """An action the source scheduler started: counted by its lag, and indexed."""
+        late = domain_event.timestamp - parse_nominal(domain_event.nominal)
+        self.view.add_start_lag(late.total_seconds())
+        self._indexed(domain_event, tracking)
 
     @process_event.register(Schedule.Event)
     def _schedule(self, domain_event: Any, tracking: Tracking) -> None:

@@ -24,7 +24,7 @@ Id = String(1000)
 Position = BigInteger().with_variant(Integer(), "sqlite")
 
 PREFIX = "schedfence_proj_"
-SCHEMA_VERSION = 3  # bump on any change below: a stored projection of another version is rebuilt
+SCHEMA_VERSION = 4  # bump on any change below: a stored projection of another version is rebuilt
 
 metadata = MetaData()
 
@@ -119,4 +119,22 @@ counts = Table(
     Column("n", BigInteger, nullable=False),
 )
 
-VIEW_TABLES = (aggregates, audit, migrations, counts)
+# Action starts of the source scheduler by lag (seconds from the nominal time to the
+# ``ActionStarted`` event), per bucket (its upper bound, ``+Inf`` for the rest; counts are per
+# bucket, not cumulative), and the row ``sum_ms``, the total lag in milliseconds; maintained
+# incrementally. v4 added it.
+start_lag = Table(
+    f"{PREFIX}start_lag", metadata,
+    Column("bucket", String(10), primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)
+START_LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+LAG_SUM = "sum_ms"
+
+
+def lag_bucket(seconds: float) -> str:
+    """The bucket a start ``seconds`` late counts in."""
+    return next((f"{b:g}" for b in START_LAG_BUCKETS if seconds <= b), "+Inf")
+
+
+VIEW_TABLES = (aggregates, audit, migrations, counts, start_lag)

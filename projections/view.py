@@ -186,6 +186,12 @@ class FenceViews(TrackingRecorder):
         b.migrations[migration_id] = folded
         b.dirty.add(migration_id)
 
+    def add_start_lag(self, seconds: float) -> None:
+        """One action start, ``seconds`` after its nominal time."""
+        lags = self._current().start_lag
+        lags[t.lag_bucket(seconds)] += 1
+        lags[t.LAG_SUM] += max(int(seconds * 1000), 0)
+
     def add_audit(self, row: dict[str, Any]) -> None:
         b = self._current()
         b.mono_us = row["mono_us"] = max(b.mono_us, row["ts_us"])  # the row is the caller's
@@ -241,6 +247,7 @@ class FenceViews(TrackingRecorder):
         if changed:
             self.rows.replace(conn, t.migrations, "migration_id", changed)
         self._write_counts(conn, b.counts)
+        self._write_start_lag(conn, b.start_lag)
 
     def _write_audit(self, conn: Connection, rows: list[dict[str, Any]],
                      top_floor: int | None) -> None:
@@ -273,6 +280,20 @@ class FenceViews(TrackingRecorder):
         if added := [{"namespace": r["b_ns"], "state": r["b_state"], "n": r["n"]} for r in rows
                      if r["n"] and (r["b_ns"], r["b_state"]) not in stored]:
             conn.execute(t.counts.insert(), added)
+
+    @staticmethod
+    def _write_start_lag(conn: Connection, deltas: Counter[str]) -> None:
+        """Add the batch's start-lag counts (the write lock is held: read, then write)."""
+        if not deltas:
+            return
+        c = t.start_lag.c
+        stored = dict(conn.execute(select(c.bucket, c.n).where(
+            c.bucket.in_(sorted(deltas)))).tuples().all())
+        if kept := [{"b_bucket": k, "n": stored[k] + n} for k, n in deltas.items() if k in stored]:
+            conn.execute(update(t.start_lag).where(c.bucket == bindparam("b_bucket"))
+                         .values(n=bindparam("n")), kept)
+        if added := [{"bucket": k, "n": n} for k, n in deltas.items() if k not in stored]:
+            conn.execute(t.start_lag.insert(), added)
 
     def _tracked(self, conn: Connection, application_name: str,
                  lock: bool = False) -> int | None:

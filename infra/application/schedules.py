@@ -160,6 +160,10 @@ class ScheduleCommands:
         return Scheduler(self.load, self.destination, self.due(), crash_hook=crash_hook,
                          holder=self.unit.worker_id).run_once(now)
 
+    def schedules_due(self, now: datetime | None = None) -> int:
+        """Schedules the due index says are due at ``now`` (default: the clock)."""
+        return self.due().backlog(now or utc_now())
+
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:
         source = self.load.source(namespace, schedule_id)

@@ -247,6 +247,7 @@ class MigrationService:
     trigger_schedule = Through("_schedules", ScheduleCommands.trigger_schedule)
     backfill_schedule = Through("_schedules", ScheduleCommands.backfill_schedule)
     run_scheduler = Through("_schedules", ScheduleCommands.run_scheduler)
+    schedules_due = Through("_schedules", ScheduleCommands.schedules_due)
     schedule = Through("_schedules", ScheduleCommands.schedule)
     upcoming = Through("_schedules", ScheduleCommands.upcoming)
     list_schedules = Through("_schedules", ScheduleCommands.list_schedules)

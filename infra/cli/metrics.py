@@ -33,7 +33,8 @@ def metrics(metrics_store: str | None, output: str | None) -> None:
     if metrics_store is not None:
         cli_state().store = metrics_store
     service = existing()
-    body, _content_type = render_metrics(service.views, service.app, service.destination)
+    body, _content_type = render_metrics(service.views, service.app, service.destination,
+                                         service.schedules_due)
     if output is None:
         click.echo(body.decode(), nl=False)
         return

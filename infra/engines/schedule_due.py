@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Table, func,
-                        select, text)
+                        inspect, select, text)
 
 from schedfence.domain.topics import STORED_TOPICS
 
@@ -143,8 +143,10 @@ class ScheduleDue(SideTables):
                                         for a in sorted(ids)])
 
     def backlog(self, now: datetime) -> int:
-        """Schedules due at ``now`` (the due-backlog gauge)."""
-        self._ensure_table()
+        """Schedules due at ``now`` (the due-backlog gauge); 0 where no scheduler ever ran (a
+        read creates nothing)."""
+        if not self._ready and not inspect(self.engine).has_table(due_rows.name):
+            return 0
         with self.engine.connect() as conn:
             return conn.execute(select(func.count()).select_from(due_rows).where(
                 due_rows.c.due_us <= to_us(now))).scalar() or 0

@@ -337,7 +337,7 @@ def test_tables_live_in_the_store_file_with_the_prefix(hist: Histories, store: s
     ours = {n for n in names if n.startswith("schedfence_proj_")}
     assert ours == {"schedfence_proj_tracking", "schedfence_proj_aggregates",
                     "schedfence_proj_audit", "schedfence_proj_migrations",
-                    "schedfence_proj_counts"}
+                    "schedfence_proj_counts", "schedfence_proj_start_lag"}
     assert events_table in names
 
 

@@ -21,12 +21,13 @@ the jobs' log on each scrape, one series per job id (a label that grows with eve
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, get_args
+from typing import TYPE_CHECKING, Any, Callable, Iterator, get_args
 from uuid import UUID
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
 from schedfence.domain.direction import DIRECTIONS, FORWARD, ROLLBACK
@@ -34,6 +35,7 @@ from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.job import Decision, Job, JobState
 from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
 from schedfence.projections.metrics import COUNTERS, MetricsSnapshot
+from schedfence.projections.tables import LAG_SUM, START_LAG_BUCKETS
 
 from .calls import latency_of
 from .logs import get_logger
@@ -56,12 +58,13 @@ _COUNTER_HELP = {
 }
 
 
-def render_metrics(views: OperatorViews, app: FenceApplication,
-                   destination: object) -> tuple[bytes, str]:
+def render_metrics(views: OperatorViews, app: FenceApplication, destination: object,
+                   schedules_due: Callable[[], int] | None = None) -> tuple[bytes, str]:
     """The exposition text of a service's metrics (its operator ``views``, its store ``app``
-    and its ``destination``, whose calls this process timed), and its content type."""
+    and its ``destination``, whose calls this process timed; ``schedules_due``: the
+    scheduler's due backlog now), and its content type."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceCollector(views, app, destination))
+    registry.register(ServiceCollector(views, app, destination, schedules_due))
     # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
     # every name here is plain ASCII, so the newer format would add nothing.
     return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
@@ -70,8 +73,10 @@ def render_metrics(views: OperatorViews, app: FenceApplication,
 class ServiceCollector(Collector):
     """Reads the service's numbers afresh on every collect."""
 
-    def __init__(self, views: OperatorViews, app: FenceApplication, destination: object) -> None:
+    def __init__(self, views: OperatorViews, app: FenceApplication, destination: object,
+                 schedules_due: Callable[[], int] | None = None) -> None:
         self.views, self.app, self.destination = views, app, destination
+        self.schedules_due = schedules_due
 
     def collect(self) -> Iterator[Metric]:
         snap: MetricsSnapshot = self.views.metrics()
@@ -83,6 +88,11 @@ class ServiceCollector(Collector):
         yield _by_state(snap, forward)
         yield from _counters(snap, forward)
         yield _due(snap)
+        yield _start_lag(snap)
+        if self.schedules_due is not None:
+            yield GaugeMetricFamily(f"{PREFIX}schedules_due", "Schedules due now in the source "
+                                    "scheduler's due index (its backlog; 0 when every pass "
+                                    "keeps up).", value=self.schedules_due())
         yield from _projection(snap)
         yield from _jobs(self._job_states())
         yield from latency_of(self.destination).histogram.collect()
@@ -137,6 +147,18 @@ def _due(snap: MetricsSnapshot) -> Metric:
     for due in DUE_CLASSES:
         family.add_metric((due,), snap.due.get(due, 0))
     return family
+
+
+def _start_lag(snap: MetricsSnapshot) -> Metric:
+    """The source scheduler's action starts by lag after their nominal time, from the log."""
+    buckets, total = [], 0
+    for bound in [f"{b:g}" for b in START_LAG_BUCKETS] + ["+Inf"]:
+        total += snap.start_lag.get(bound, 0)
+        buckets.append((bound, total))
+    return HistogramMetricFamily(
+        f"{PREFIX}action_start_lag_seconds", "Seconds from an action's nominal time to its "
+        "start being recorded (the source scheduler's ActionStarted events).",
+        buckets=buckets, sum_value=snap.start_lag.get(LAG_SUM, 0) / 1000)
 
 
 def _projection(snap: MetricsSnapshot) -> Iterator[Metric]:

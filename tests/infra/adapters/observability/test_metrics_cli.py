@@ -3,6 +3,9 @@ for node_exporter's textfile collector; no destination needed, no store created.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 import stat
 from pathlib import Path
 
@@ -70,3 +73,26 @@ def test_metrics_never_creates_a_store(tmp_path: Path) -> None:
     result = RUN.invoke(cli, ["--store", f"sqlite:///{missing}", "metrics"])
     assert result.exit_code == 1 and result.stderr.startswith("error: invalid_argument: ")
     assert not missing.exists()
+
+
+def test_the_schedulers_start_lag_and_due_backlog_read_from_a_fresh_process(file_store_url):
+    sim = ["--store", file_store_url, "--destination", "sim"]
+    for sid in ("a", "b"):
+        result = RUN.invoke(cli, [*sim, "schedule", "create", NS, sid, "--interval", "1s",
+                                  "--workflow-type", "W", "--task-queue", "q",
+                                  "--workflow-id", f"{sid}-act"])
+        assert result.exit_code == 0, result.stderr
+    time.sleep(2.1)  # their first times have come
+    assert RUN.invoke(cli, [*sim, "scheduler", "--once"]).exit_code == 0
+    done = subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store",
+                           file_store_url, "metrics"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    samples = {s.name: s for f in text_string_to_metric_families(done.stdout)
+               for s in f.samples if s.name.startswith("schedfence_action_start_lag")}
+    started = samples["schedfence_action_start_lag_seconds_count"].value
+    assert started >= 2  # each schedule's times that came due, started once
+    assert 0 < samples["schedfence_action_start_lag_seconds_sum"].value < started * 5
+    gauges = {s.name: s.value for f in text_string_to_metric_families(done.stdout)
+              for s in f.samples}
+    assert gauges["schedfence_schedules_due"] >= 0
