@@ -26,8 +26,8 @@ from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.codec import (FenceRepository, JSONBytes, PydanticMapper,
                                                     lenient_uuid)
 from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
-                                       STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
-                                       StoreUnavailable, parse_pg_url, session_options, timeout_of,
+                                       STATEMENT_TIMEOUT_KEY, TARGET_SESSION_ATTRS_KEY, PgTarget, StoreTimeout,
+                                       StoreUnavailable, hosts_text, parse_pg_url, session_options, timeout_of,
                                        unavailable_of)
 from schedfence.infra.adapters.store.recorder_guard import guard_recorder
 
@@ -98,8 +98,9 @@ def _parse_pg(url: str) -> PgTarget:
         raise InvalidArgument("store URL is not a valid postgresql://USER[:PASSWORD]@HOST:PORT/"
                               "DB URL (the port must be a number; percent-encode ':', '/' and "
                               "'@' in the password)") from None
-    if not 0 < target.port < 65536:
-        raise InvalidArgument(f"store URL port {target.port} is not between 1 and 65535")
+    for _, port in target.hosts:
+        if not 0 < port < 65536:
+            raise InvalidArgument(f"store URL port {port} is not between 1 and 65535")
     return target
 
 
@@ -145,6 +146,8 @@ class FenceApplication(Application[UUID]):
         if pool is not None and env.get(LOCK_TIMEOUT_KEY):  # eventsourcing.postgres: not open yet
             pool.kwargs["options"] = session_options(int(env.get(LOCK_TIMEOUT_KEY)),
                                                      int(env.get(STATEMENT_TIMEOUT_KEY)))
+            if env.get(TARGET_SESSION_ATTRS_KEY):  # its hosts and ports: libpq's lists already
+                pool.kwargs["target_session_attrs"] = env.get(TARGET_SESSION_ATTRS_KEY)
         return factory
 
     def construct_recorder(self) -> Any:
@@ -181,8 +184,8 @@ class FenceApplication(Application[UUID]):
 
     def _where(self) -> str:
         env = self.env
-        return (f"the store on postgresql://{env.get('POSTGRES_HOST')}:"
-                f"{env.get('POSTGRES_PORT')}/{env.get('POSTGRES_DBNAME')} (schema "
+        servers = hosts_text(str(env.get("POSTGRES_HOST")), str(env.get("POSTGRES_PORT")))
+        return (f"the store on postgresql://{servers}/{env.get('POSTGRES_DBNAME')} (schema "
                 f"{env.get('POSTGRES_SCHEMA')})")
 
     def _timeout_of(self, exc: BaseException) -> StoreTimeout | None:
