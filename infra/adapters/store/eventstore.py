@@ -148,6 +148,8 @@ class FenceApplication(Application[UUID]):
                                                      int(env.get(STATEMENT_TIMEOUT_KEY)))
             if env.get(TARGET_SESSION_ATTRS_KEY):  # its hosts and ports: libpq's lists already
                 pool.kwargs["target_session_attrs"] = env.get(TARGET_SESSION_ATTRS_KEY)
+            from schedfence.infra.adapters.store.pg_failover import watch_failovers
+            watch_failovers(factory.datastore, event_table())  # a promotion under us
         return factory
 
     def construct_recorder(self) -> Any:
