@@ -142,14 +142,15 @@ class FenceApplication(Application[UUID]):
 
     def construct_factory(self, env: Any) -> Any:
         factory = super().construct_factory(env)
-        pool = getattr(getattr(factory, "datastore", None), "pool", None)
+        datastore = getattr(factory, "datastore", None)
+        pool = getattr(datastore, "pool", None)
         if pool is not None and env.get(LOCK_TIMEOUT_KEY):  # eventsourcing.postgres: not open yet
             pool.kwargs["options"] = session_options(int(env.get(LOCK_TIMEOUT_KEY)),
                                                      int(env.get(STATEMENT_TIMEOUT_KEY)))
             if env.get(TARGET_SESSION_ATTRS_KEY):  # its hosts and ports: libpq's lists already
                 pool.kwargs["target_session_attrs"] = env.get(TARGET_SESSION_ATTRS_KEY)
             from schedfence.infra.adapters.store.pg_failover import watch_failovers
-            watch_failovers(factory.datastore, event_table())  # a promotion under us
+            watch_failovers(datastore, event_table())  # a promotion under us
         return factory
 
     def construct_recorder(self) -> Any:

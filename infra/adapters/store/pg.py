@@ -189,7 +189,7 @@ class PgTarget:
         return {"options": f"-csearch_path={self.schema} {self.session_options}",
                 "connect_timeout": CONNECT_TIMEOUT, **self.servers()}
 
-    def servers(self) -> dict[str, str]:
+    def servers(self) -> dict[str, Any]:
         """libpq's ``host``, ``port`` and (if set) ``target_session_attrs``."""
         found = {"host": self.libpq_host, "port": self.libpq_port}
         if self.target_session_attrs is not None:
