@@ -26,9 +26,10 @@ stands (``promote`` before starting the workers after an asynchronous failover).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from psycopg.errors import LockNotAvailable
 from psycopg.sql import SQL, Identifier
 
 from schedfence.domain.errors import StandbyNotPromoted
@@ -40,6 +41,7 @@ _SERVER = SQL(
     "current_setting('synchronous_standby_names') <> '' AND "
     "current_setting('synchronous_commit') IN ('on', 'remote_write', 'remote_apply') AS sync, "
     "to_regclass(%s) IS NOT NULL AS has_log")
+EPOCH_LOCK_MS = 200  # a new connection's wait for the events table, to read the epoch
 _EPOCH = "SELECT max(originator_version) AS version FROM {}.{} WHERE originator_id = %s"
 
 
@@ -53,6 +55,10 @@ class Server:
     epoch_version: int
 
 
+def _values(row: Any) -> tuple[Any, ...]:
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+
 class FailoverWatch:
     def __init__(self, schema: str, events_table: str) -> None:
         self._table = f'"{schema}"."{events_table}"'
@@ -61,38 +67,48 @@ class FailoverWatch:
         self.primary: Server | None = None  # the last primary this process wrote on
         self.fenced: tuple[Server, str] | None = None  # (old primary, new timeline)
 
-    def read(self, cursor: Any) -> Server | None:
-        """The server ``cursor`` is connected to; None on a standby (no timeline of its own)."""
+    def read(self, cursor: Any, epoch_lock_ms: int | None = None) -> Server | None:
+        """The server ``cursor`` is connected to; None on a standby (no timeline of its own).
+        With ``epoch_lock_ms``, the epoch's version is read in a transaction of its own that
+        waits at most that long for the events table (a session holding it must not stall a
+        new connection): -1 if it did not get it."""
         cursor.execute(_SERVER, (self._table,))
-        row = cursor.fetchone()
-        timeline, sync, has_log = (row["timeline"], row["sync"], row["has_log"]) \
-            if isinstance(row, dict) else row
-        if timeline is None:
+        row = _values(cursor.fetchone())
+        if row[0] is None:
             return None
         version = 0
-        if has_log:
-            cursor.execute(self._epoch, (STORE_EPOCH_ID,))
-            found = cursor.fetchone()
-            version = (found["version"] if isinstance(found, dict) else found[0]) or 0
-        return Server(timeline, bool(sync), version)
+        if row[2] and epoch_lock_ms is None:
+            version = self._epoch_version(cursor)
+        elif row[2]:
+            try:
+                with cursor.connection.transaction():
+                    cursor.execute(SQL("SET LOCAL lock_timeout = {}").format(epoch_lock_ms))
+                    version = self._epoch_version(cursor)
+            except LockNotAvailable:
+                version = -1
+        return Server(row[0], bool(row[1]), version)
+
+    def _epoch_version(self, cursor: Any) -> int:
+        cursor.execute(self._epoch, (STORE_EPOCH_ID,))
+        return _values(cursor.fetchone())[0] or 0
 
     def on_connect(self, conn: Any) -> None:
         """The pool's hook on every new connection (autocommit): note a promotion."""
-        server = self.read(conn.cursor())
+        server = self.read(conn.cursor(), EPOCH_LOCK_MS)
         if server is not None:
             with self._lock:
                 self._met(server)
 
     def _met(self, server: Server) -> None:
         old = self.primary
-        if self.fenced is not None or old is None or server.timeline == old.timeline:
-            if self.fenced is None:
-                self.primary = server
-            return
-        if old.synchronous:
-            self.primary = server  # it had every acknowledged commit: carry on
-        else:
+        if self.fenced is not None:
+            return  # lifted only inside an append (check_append)
+        if old is not None and server.timeline != old.timeline and not old.synchronous:
             self.fenced = (old, server.timeline)
+            return
+        if server.epoch_version < 0 and old is not None and server.timeline == old.timeline:
+            server = replace(server, epoch_version=old.epoch_version)  # the last one read
+        self.primary = server  # the first, the same, or a synchronous standby's: carry on
 
     def check_append(self, cursor: Any, originator_ids: Sequence[Any]) -> None:
         """Inside an append, after its table lock: refuse it (nothing written) while this
@@ -104,7 +120,10 @@ class FailoverWatch:
             if self.fenced is None:
                 return
             old, timeline = self.fenced
-            if server is not None and server.epoch_version > old.epoch_version:
+            if server is not None and old.epoch_version < 0:  # never read: from now on
+                old = replace(old, epoch_version=server.epoch_version)
+                self.fenced = (old, timeline)
+            elif server is not None and server.epoch_version > old.epoch_version:
                 self.fenced, self.primary = None, server  # promote ran on the new primary
                 return
         if originator_ids and all(oid == STORE_EPOCH_ID for oid in originator_ids):
