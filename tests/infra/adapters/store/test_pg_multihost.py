@@ -1,10 +1,11 @@
-"""Multi-host store URLs: reading them, and a running service following a promotion.
+"""Multi-host store URLs: reading them, and running processes following a promotion.
 
 The failover tests run on a private primary and hot standby (tests/pg_standby.py): a service
-opened on ``postgresql://...@primary,standby/fence`` writes on the primary; the primary is
-stopped and the standby promoted (``pg_ctl promote``); the same open service then writes on the
-new primary (synchronous standby), or writes nothing until ``schedfence promote`` has raised the
-epoch there (asynchronous standby). What was written is read back from a fresh process.
+opened on ``postgresql://...@primary,standby/fence``, or a ``schedfence worker`` process started
+on it, writes on the primary; the primary is stopped and the standby promoted (``pg_ctl
+promote``); the same open service or running worker then writes on the new primary (synchronous
+standby), or writes nothing until ``schedfence promote`` has raised the epoch there
+(asynchronous standby). What was written is read back from a fresh process.
 """
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import json
 import os
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import psycopg
 import pytest
@@ -133,3 +137,85 @@ def test_after_an_asynchronous_standby_is_promoted_nothing_is_written_until_prom
             svc.create_schedule("ns", "after")  # the same open service, the epoch raised
             assert svc.epoch() == 1
         assert listed(f"{standby}?schema={SCHEMA}") == {"before", "after"}
+
+
+# -- a running worker process ------------------------------------------------------------------
+def state_of(url: str, schedule_id: str) -> str | None:
+    done = cli(url, "status", "ns", schedule_id, "--json")
+    assert done.returncode == 0, done.stderr
+    migration = json.loads(done.stdout)["migration"]
+    return migration["state"] if migration else None
+
+
+def wait_for(what: Callable[[], bool], timeout: float = 60) -> float:
+    """Seconds until ``what()`` holds (polled); fails after ``timeout``."""
+    started = time.monotonic()
+    while not what():
+        assert time.monotonic() - started < timeout, "timed out"
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+@contextmanager
+def worker(url: str) -> Iterator[subprocess.Popen[str]]:
+    """``schedfence worker --json`` on ``url`` for the block; stopped (SIGTERM) at its end."""
+    env = {**os.environ, "SCHEDFENCE_STORE": url, "SCHEDFENCE_DESTINATION": "sim"}
+    proc = subprocess.Popen([sys.executable, "-m", "schedfence.infra.cli", "worker", "--json",
+                             "--poll-interval", "0.2", "--claim-grace", "0"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:  # not stopped and read by the test
+            proc.terminate()
+            proc.communicate(timeout=60)
+
+
+def request_rollback(url: str, schedule_id: str) -> None:
+    for args in (("schedule", "create", "ns", schedule_id), ("rollback", "ns", schedule_id)):
+        done = cli(url, *args)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_running_worker_follows_a_synchronous_standby_s_promotion() -> None:
+    with standby_pair(synchronous=True) as pair:
+        pair.primary.create_database("fence")
+        url = multi_host_url(pair)
+        with worker(url) as proc:
+            request_rollback(url, "before")
+            wait_for(lambda: state_of(url, "before") == "completed")
+            pair.primary.stop("fast")
+            pair.promote()
+            request_rollback(url, "after")  # fresh processes: on the new primary
+            wait_for(lambda: state_of(url, "after") == "completed")
+            assert proc.poll() is None  # the same process, never restarted
+        standby = f"{pair.standby.url('fence')}?schema={SCHEMA}"
+        assert (state_of(standby, "before"), state_of(standby, "after")) == \
+            ("completed", "completed")
+
+
+def test_a_running_worker_writes_nothing_after_an_asynchronous_promotion_until_promote(
+        ) -> None:
+    with standby_pair(synchronous=False) as pair:
+        pair.primary.create_database("fence")
+        url = multi_host_url(pair)
+        standby = pair.standby.url("fence")
+        with worker(url) as proc:
+            request_rollback(url, "before")
+            wait_for(lambda: state_of(url, "before") == "completed")
+            pair.wait_replayed()
+            pair.primary.stop("fast")
+            pair.promote()
+            # A process started after the failover never saw the old primary: it writes (the
+            # operator's rule: promote first). The running worker must not act on it.
+            request_rollback(url, "after")
+            count = events_on(standby)
+            time.sleep(3)  # ~15 polls of the worker
+            assert events_on(standby) == count and state_of(url, "after") == "pending"
+            done = cli(url, "promote", "--actor", "ann", "--reason", "INC-2: async failover")
+            assert done.returncode == 0, done.stderr
+            wait_for(lambda: state_of(url, "after") != "pending")  # the same worker acts
+            assert proc.poll() is None
+            proc.terminate()
+            out, err = proc.communicate(timeout=60)
+        assert "failed_precondition" in err and "schedfence promote" in err, err
