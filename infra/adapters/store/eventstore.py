@@ -157,7 +157,7 @@ class FenceApplication(Application[UUID]):
         recorder = super().construct_recorder()
         if hasattr(recorder, "convert_originator_id"):  # SQLite: a bad row id names its row
             recorder.convert_originator_id = lenient_uuid
-        return guard_recorder(recorder, self._timeout_of)
+        return guard_recorder(recorder, self._timeout_of, self._after_drop)
 
     def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
         """A read that a dropped connection (a server restart, a killed backend) fails once
@@ -168,7 +168,18 @@ class FenceApplication(Application[UUID]):
         """``read_retrying``'s arguments to ``pacing.retry_call``: a module above the store
         retries its own reads with them, so the store never calls back up into its code."""
         return {"attempts": attempts, "retry_on": Exception, "retry_if": self._dropped,
-                "pause": linear(0.2)}
+                "pause": linear(0.2), "before_retry": self._after_drop}
+
+    def _after_drop(self, exc: BaseException, attempt: int) -> None:
+        """Before a retry after a dropped connection: test the pool's idle connections, so
+        the retry takes a live one (after a failover every idle one was the old primary's;
+        their replacements connect to the new one: pg.py's hosts)."""
+        pool = getattr(getattr(self.factory, "datastore", None), "pool", None)
+        if pool is not None and self._dropped(exc):
+            try:
+                pool.check()
+            except Exception:  # noqa: BLE001 - the retry reports what is wrong, not this
+                pass
 
     def _dropped(self, exc: BaseException) -> bool:
         named = self.store_error(exc)
