@@ -26,6 +26,7 @@ from schedfence.infra.adapters.store.eventstore import event_table, parse_store_
 from schedfence.infra.adapters.store.pg import parse_pg_url
 from schedfence.infra.application.service import MigrationService, open_service
 from tests.pg_standby import StandbyPair, standby_pair
+from tests.pgtools import free_port
 
 ROOT = Path(__file__).resolve().parents[4]
 SCHEMA = "fence"
@@ -218,3 +219,12 @@ def test_a_running_worker_writes_nothing_after_an_asynchronous_promotion_until_p
             proc.terminate()
             out, err = proc.communicate(timeout=60)
         assert "failed_precondition" in err and "schedfence promote" in err, err
+
+
+def test_no_reachable_host_is_one_line_naming_every_host_without_the_password() -> None:
+    ports = [free_port(), free_port()]
+    url = f"postgresql://bob:hunter2@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/fence"
+    done = cli(url, "list")
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: store_unavailable: ") and "hunter2" not in done.stderr
+    assert f"bob:***@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/fence" in done.stderr
