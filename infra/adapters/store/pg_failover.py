@@ -79,9 +79,9 @@ class FailoverWatch:
         version = 0
         if row[2] and epoch_lock_ms is None:
             version = self._epoch_version(cursor)
-        elif row[2]:
+        elif row[2]:  # one round trip: BEGIN, SET LOCAL, the read, COMMIT
             try:
-                with cursor.connection.transaction():
+                with cursor.connection.pipeline(), cursor.connection.transaction():
                     cursor.execute(SQL("SET LOCAL lock_timeout = {}").format(epoch_lock_ms))
                     version = self._epoch_version(cursor)
             except LockNotAvailable:
