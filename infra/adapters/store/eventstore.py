@@ -26,9 +26,10 @@ from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.codec import (FenceRepository, JSONBytes, PydanticMapper,
                                                     lenient_uuid)
 from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
-                                       STATEMENT_TIMEOUT_KEY, TARGET_SESSION_ATTRS_KEY, PgTarget, StoreTimeout,
-                                       StoreUnavailable, hosts_text, parse_pg_url, session_options, timeout_of,
-                                       unavailable_of)
+                                                 STATEMENT_TIMEOUT_KEY, TARGET_SESSION_ATTRS_KEY,
+                                                 PgTarget, StoreTimeout, StoreUnavailable,
+                                                 hosts_text, parse_pg_url, session_options,
+                                                 timeout_of, unavailable_of)
 from schedfence.infra.adapters.store.recorder_guard import guard_recorder
 
 DEFAULT_STORE = "sqlite:///schedfence.db"

@@ -1,5 +1,9 @@
 """PostgreSQL stores: parsing ``postgresql://`` URLs, eventsourcing's environment, first use.
 
+A URL may name several servers as libpq does (``postgresql://u@h1:5432,h2:5433/db``, with
+``?target_session_attrs=``): every connection the store opens tries them in order
+(pg_failover.py decides whether a running process may write after a promotion).
+
 The event store is eventsourcing's own ``eventsourcing.postgres`` module (psycopg 3 and its
 connection pool); the projection and simulator tables go beside it through SQLAlchemy, in the
 same database and schema. A URL names its schema with ``?schema=NAME`` (default ``public``);
@@ -200,9 +204,9 @@ class PgTarget:
         """eventsourcing.postgres settings. Never POSTGRES_ENABLE_DB_FUNCTIONS: its insert
         function is per schema, not per application, and skips the insert lock."""
         return {"PERSISTENCE_MODULE": "eventsourcing.postgres",
-                "POSTGRES_HOST": self.libpq_host, "POSTGRES_PORT": self.libpq_port, "POSTGRES_USER": self.user,
-                "POSTGRES_PASSWORD": self.password, "POSTGRES_DBNAME": self.dbname,
-                "POSTGRES_SCHEMA": self.schema,
+                "POSTGRES_HOST": self.libpq_host, "POSTGRES_PORT": self.libpq_port,
+                "POSTGRES_USER": self.user, "POSTGRES_PASSWORD": self.password,
+                "POSTGRES_DBNAME": self.dbname, "POSTGRES_SCHEMA": self.schema,
                 "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
                 "POSTGRES_LOCK_TIMEOUT": str(-(-self.lock_timeout_ms // 1000)),
                 LOCK_TIMEOUT_KEY: str(self.lock_timeout_ms),
