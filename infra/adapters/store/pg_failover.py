@@ -48,7 +48,7 @@ _EPOCH = "SELECT max(originator_version) AS version FROM {}.{} WHERE originator_
 @dataclass(frozen=True)
 class Server:
     """What one connection found: the primary's timeline, whether its commits waited for a
-    synchronous standby, and the store epoch's version (0: no epoch yet)."""
+    synchronous standby, and the store epoch's version (0: no epoch yet; -1: not read)."""
 
     timeline: str
     synchronous: bool
