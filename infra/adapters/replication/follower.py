@@ -250,8 +250,7 @@ class ReplicationFollower:
 # -- opening both sides --------------------------------------------------------------------
 def _same_store(a: StoreURL, b: StoreURL) -> bool:
     if a.pg is not None and b.pg is not None:
-        return (a.pg.host, a.pg.port, a.pg.dbname, a.pg.schema) == \
-            (b.pg.host, b.pg.port, b.pg.dbname, b.pg.schema)
+        return (a.pg.hosts, a.pg.dbname, a.pg.schema) == (b.pg.hosts, b.pg.dbname, b.pg.schema)
     if a.kind == b.kind == "sqlite-file":
         return os.path.realpath(a.path) == os.path.realpath(b.path)
     return False

@@ -26,9 +26,10 @@ from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.codec import (FenceRepository, JSONBytes, PydanticMapper,
                                                     lenient_uuid)
 from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
-                                       STATEMENT_TIMEOUT_KEY, PgTarget, StoreTimeout,
-                                       StoreUnavailable, parse_pg_url, session_options, timeout_of,
-                                       unavailable_of)
+                                                 STATEMENT_TIMEOUT_KEY, TARGET_SESSION_ATTRS_KEY,
+                                                 PgTarget, StoreTimeout, StoreUnavailable,
+                                                 hosts_text, parse_pg_url, session_options,
+                                                 timeout_of, unavailable_of)
 from schedfence.infra.adapters.store.recorder_guard import guard_recorder
 
 DEFAULT_STORE = "sqlite:///schedfence.db"
@@ -98,8 +99,9 @@ def _parse_pg(url: str) -> PgTarget:
         raise InvalidArgument("store URL is not a valid postgresql://USER[:PASSWORD]@HOST:PORT/"
                               "DB URL (the port must be a number; percent-encode ':', '/' and "
                               "'@' in the password)") from None
-    if not 0 < target.port < 65536:
-        raise InvalidArgument(f"store URL port {target.port} is not between 1 and 65535")
+    for _, port in target.hosts:
+        if not 0 < port < 65536:
+            raise InvalidArgument(f"store URL port {port} is not between 1 and 65535")
     return target
 
 
@@ -141,17 +143,22 @@ class FenceApplication(Application[UUID]):
 
     def construct_factory(self, env: Any) -> Any:
         factory = super().construct_factory(env)
-        pool = getattr(getattr(factory, "datastore", None), "pool", None)
+        datastore = getattr(factory, "datastore", None)
+        pool = getattr(datastore, "pool", None)
         if pool is not None and env.get(LOCK_TIMEOUT_KEY):  # eventsourcing.postgres: not open yet
             pool.kwargs["options"] = session_options(int(env.get(LOCK_TIMEOUT_KEY)),
                                                      int(env.get(STATEMENT_TIMEOUT_KEY)))
+            if env.get(TARGET_SESSION_ATTRS_KEY):  # its hosts and ports: libpq's lists already
+                pool.kwargs["target_session_attrs"] = env.get(TARGET_SESSION_ATTRS_KEY)
+            from schedfence.infra.adapters.store.pg_failover import watch_failovers
+            watch_failovers(datastore, event_table())  # a promotion under us
         return factory
 
     def construct_recorder(self) -> Any:
         recorder = super().construct_recorder()
         if hasattr(recorder, "convert_originator_id"):  # SQLite: a bad row id names its row
             recorder.convert_originator_id = lenient_uuid
-        return guard_recorder(recorder, self._timeout_of)
+        return guard_recorder(recorder, self._timeout_of, self._after_drop)
 
     def read_retrying(self, read: Callable[[], T], attempts: int = 3) -> T:
         """A read that a dropped connection (a server restart, a killed backend) fails once
@@ -162,7 +169,18 @@ class FenceApplication(Application[UUID]):
         """``read_retrying``'s arguments to ``pacing.retry_call``: a module above the store
         retries its own reads with them, so the store never calls back up into its code."""
         return {"attempts": attempts, "retry_on": Exception, "retry_if": self._dropped,
-                "pause": linear(0.2)}
+                "pause": linear(0.2), "before_retry": self._after_drop}
+
+    def _after_drop(self, exc: BaseException, attempt: int) -> None:
+        """Before a retry after a dropped connection: test the pool's idle connections, so
+        the retry takes a live one (after a failover every idle one was the old primary's;
+        their replacements connect to the new one: pg.py's hosts)."""
+        pool = getattr(getattr(self.factory, "datastore", None), "pool", None)
+        if pool is not None and self._dropped(exc):
+            try:
+                pool.check()
+            except Exception:  # noqa: BLE001 - the retry reports what is wrong, not this
+                pass
 
     def _dropped(self, exc: BaseException) -> bool:
         named = self.store_error(exc)
@@ -181,8 +199,8 @@ class FenceApplication(Application[UUID]):
 
     def _where(self) -> str:
         env = self.env
-        return (f"the store on postgresql://{env.get('POSTGRES_HOST')}:"
-                f"{env.get('POSTGRES_PORT')}/{env.get('POSTGRES_DBNAME')} (schema "
+        servers = hosts_text(str(env.get("POSTGRES_HOST")), str(env.get("POSTGRES_PORT")))
+        return (f"the store on postgresql://{servers}/{env.get('POSTGRES_DBNAME')} (schema "
                 f"{env.get('POSTGRES_SCHEMA')})")
 
     def _timeout_of(self, exc: BaseException) -> StoreTimeout | None:

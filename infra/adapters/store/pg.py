@@ -1,5 +1,9 @@
 """PostgreSQL stores: parsing ``postgresql://`` URLs, eventsourcing's environment, first use.
 
+A URL may name several servers as libpq does (``postgresql://u@h1:5432,h2:5433/db``, with
+``?target_session_attrs=``): every connection the store opens tries them in order
+(pg_failover.py decides whether a running process may write after a promotion).
+
 The event store is eventsourcing's own ``eventsourcing.postgres`` module (psycopg 3 and its
 connection pool); the projection and simulator tables go beside it through SQLAlchemy, in the
 same database and schema. A URL names its schema with ``?schema=NAME`` (default ``public``);
@@ -37,6 +41,10 @@ STATEMENT_TIMEOUT_MS = 60_000
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
 LOCK_TIMEOUT_KEY = "POSTGRES_LOCK_TIMEOUT_MS"  # our env keys beside eventsourcing's
 STATEMENT_TIMEOUT_KEY = "POSTGRES_STATEMENT_TIMEOUT_MS"
+TARGET_SESSION_ATTRS_KEY = "POSTGRES_TARGET_SESSION_ATTRS"
+# libpq's values of target_session_attrs (PostgreSQL 14+); a URL naming several hosts takes
+# read-write unless it says otherwise: the workers must land on the primary.
+SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
 _DURATION = re.compile(r"^\s*(\d{1,9})\s*(ms|s|min)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "min": 60_000}
 
@@ -114,16 +122,42 @@ def _psycopg_if_loaded() -> Any:
     return sys.modules.get("psycopg")  # its errors module is loaded with it
 
 
+Host = tuple[str, int]  # one server of a URL: (host, port)
+
+
 @dataclass(frozen=True)
 class PgTarget:
-    host: str
-    port: int
+    """Where a PostgreSQL store lives. ``hosts`` holds one server, or several
+    (``postgresql://h1:5432,h2:5433/db``): every connection tries them in order, as libpq does,
+    and takes the first whose session matches ``target_session_attrs`` (``read-write`` by
+    default when several are named: the primary)."""
+
+    hosts: tuple[Host, ...]
     user: str
     password: str
     dbname: str
     schema: str
     lock_timeout_ms: int = LOCK_TIMEOUT_MS
     statement_timeout_ms: int = STATEMENT_TIMEOUT_MS
+    target_session_attrs: str | None = None  # libpq's; None: its default (any)
+
+    @property
+    def host(self) -> str:
+        """The first (in a one-host URL, the only) server's host."""
+        return self.hosts[0][0]
+
+    @property
+    def port(self) -> int:
+        return self.hosts[0][1]
+
+    @property
+    def libpq_host(self) -> str:
+        """libpq's ``host``: the hosts, comma-separated (``port``: their ports, likewise)."""
+        return ",".join(host for host, _ in self.hosts)
+
+    @property
+    def libpq_port(self) -> str:
+        return ",".join(str(port) for _, port in self.hosts)
 
     @property
     def redacted(self) -> str:
@@ -134,8 +168,11 @@ class PgTarget:
             query.append(f"lock_timeout={format_ms(self.lock_timeout_ms)}")
         if self.statement_timeout_ms != STATEMENT_TIMEOUT_MS:
             query.append(f"statement_timeout={format_ms(self.statement_timeout_ms)}")
+        if self.target_session_attrs is not None:
+            query.append(f"target_session_attrs={self.target_session_attrs}")
         suffix = f"?{'&'.join(query)}" if query else ""
-        return f"postgresql://{auth}{self.host}:{self.port}/{self.dbname}{suffix}"
+        servers = hosts_text(self.libpq_host, self.libpq_port)
+        return f"postgresql://{auth}{servers}/{self.dbname}{suffix}"
 
     @property
     def session_options(self) -> str:
@@ -148,33 +185,42 @@ class PgTarget:
     def sqlalchemy_url(self) -> URL:
         from sqlalchemy.engine import URL
         return URL.create("postgresql+psycopg", username=self.user,
-                          password=self.password or None, host=self.host, port=self.port,
-                          database=self.dbname)
+                          password=self.password or None, database=self.dbname)
 
     def connect_args(self) -> dict[str, Any]:
+        """psycopg's arguments besides the URL's: the servers (every host, as libpq takes
+        them, so an engine follows a failover as the event store does), the session."""
         return {"options": f"-csearch_path={self.schema} {self.session_options}",
-                "connect_timeout": CONNECT_TIMEOUT}
+                "connect_timeout": CONNECT_TIMEOUT, **self.servers()}
+
+    def servers(self) -> dict[str, Any]:
+        """libpq's ``host``, ``port`` and (if set) ``target_session_attrs``."""
+        found = {"host": self.libpq_host, "port": self.libpq_port}
+        if self.target_session_attrs is not None:
+            found["target_session_attrs"] = self.target_session_attrs
+        return found
 
     def env(self) -> dict[str, str]:
         """eventsourcing.postgres settings. Never POSTGRES_ENABLE_DB_FUNCTIONS: its insert
         function is per schema, not per application, and skips the insert lock."""
-        return {"PERSISTENCE_MODULE": "eventsourcing.postgres", "POSTGRES_HOST": self.host,
-                "POSTGRES_PORT": str(self.port), "POSTGRES_USER": self.user,
-                "POSTGRES_PASSWORD": self.password, "POSTGRES_DBNAME": self.dbname,
-                "POSTGRES_SCHEMA": self.schema,
+        return {"PERSISTENCE_MODULE": "eventsourcing.postgres",
+                "POSTGRES_HOST": self.libpq_host, "POSTGRES_PORT": self.libpq_port,
+                "POSTGRES_USER": self.user, "POSTGRES_PASSWORD": self.password,
+                "POSTGRES_DBNAME": self.dbname, "POSTGRES_SCHEMA": self.schema,
                 "POSTGRES_CONNECT_TIMEOUT": str(CONNECT_TIMEOUT),
                 "POSTGRES_LOCK_TIMEOUT": str(-(-self.lock_timeout_ms // 1000)),
                 LOCK_TIMEOUT_KEY: str(self.lock_timeout_ms),
                 STATEMENT_TIMEOUT_KEY: str(self.statement_timeout_ms),
+                TARGET_SESSION_ATTRS_KEY: self.target_session_attrs or "",
                 "POSTGRES_POOL_SIZE": "4", "POSTGRES_MAX_OVERFLOW": "8"}
 
     def connect(self) -> psycopg.Connection:
         import psycopg
         try:
-            return psycopg.connect(host=self.host, port=self.port, user=self.user,
-                                   password=self.password or None, dbname=self.dbname,
-                                   connect_timeout=CONNECT_TIMEOUT, autocommit=True,
-                                   options=self.session_options)
+            return psycopg.connect(user=self.user, password=self.password or None,
+                                   dbname=self.dbname, connect_timeout=CONNECT_TIMEOUT,
+                                   autocommit=True, options=self.session_options,
+                                   **self.servers())
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot connect to {self.redacted}: "
                                    f"{_first_line(exc)}") from None
@@ -215,6 +261,12 @@ class PgTarget:
                                    f"{self.redacted}: {_first_line(exc)}") from None
 
 
+def hosts_text(host: str, port: str) -> str:
+    """``h1:5432,[::1]:5433`` from libpq's comma-separated ``host`` and ``port`` values."""
+    return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}"
+                    for h, p in zip(host.split(","), port.split(",")))
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -241,6 +293,7 @@ def url_parts(url: str) -> URL:
 
 
 def parse_pg_url(url: str) -> PgTarget:
+    hosts, url = _host_list(url)
     parsed = url_parts(url)  # ValueError: a port that is not a number
     query: dict[str, str | tuple[str, ...]] = dict(parsed.query)
     repeated = sorted(key for key, value in query.items() if not isinstance(value, str))
@@ -251,15 +304,55 @@ def parse_pg_url(url: str) -> PgTarget:
         if "lock_timeout" in query else LOCK_TIMEOUT_MS
     statement_ms = parse_duration("statement_timeout", str(query.pop("statement_timeout"))) \
         if "statement_timeout" in query else STATEMENT_TIMEOUT_MS
+    attrs = _session_attrs(query.pop("target_session_attrs", None), len(hosts or ((),)))
     if query:
         raise InvalidArgument(f"store URL option(s) {', '.join(sorted(query))} are not "
-                              "supported (only schema, lock_timeout and statement_timeout)")
+                              "supported (only schema, lock_timeout, statement_timeout and "
+                              "target_session_attrs)")
     if not _IDENT.match(schema):
         raise InvalidArgument(f"schema {schema!r} is not a plain identifier")
     if not parsed.database:
         raise InvalidArgument("store URL names no database (postgresql://USER@HOST:PORT/DB)")
-    port = parsed.port or 5432
-    return PgTarget(host=parsed.host or "localhost", port=port,
+    return PgTarget(hosts=hosts or ((parsed.host or "localhost", parsed.port or 5432),),
                     user=parsed.username or "postgres", password=parsed.password or "",
                     dbname=parsed.database, schema=schema, lock_timeout_ms=lock_ms,
-                    statement_timeout_ms=statement_ms)
+                    statement_timeout_ms=statement_ms, target_session_attrs=attrs)
+
+
+def _session_attrs(value: str | tuple[str, ...] | None, hosts: int) -> str | None:
+    if value is None:
+        return "read-write" if hosts > 1 else None
+    if value not in SESSION_ATTRS:
+        raise InvalidArgument(f"store URL option target_session_attrs={str(value)[:40]!r} is "
+                              f"not one of libpq's: {', '.join(SESSION_ATTRS)}")
+    return str(value)
+
+
+_NOT_HOSTS = ("store URL hosts are not HOST[:PORT] entries separated by commas (percent-encode "
+              "',', '/', '?' and '@' in the password)")
+
+
+def _host_list(url: str) -> tuple[tuple[Host, ...], str]:
+    """A URL naming several hosts (``h1:5432,h2,[::1]:5433``, libpq's form): its servers,
+    read by libpq itself (psycopg's ``conninfo_to_dict``; a host without a port gets 5432),
+    and the URL with the first in their place, for ``make_url`` to read the rest. A URL with
+    one host: no servers (``make_url`` reads it), and the URL unchanged."""
+    scheme, _, rest = url.partition("://")
+    before, at, after = rest.split("?", 1)[0].rpartition("@")
+    servers = after.split("/", 1)[0]
+    if "," not in servers:
+        return (), url
+    from psycopg import Error
+    from psycopg.conninfo import conninfo_to_dict
+    try:
+        found = conninfo_to_dict(f"postgresql://{servers}/")
+    except Error:
+        raise InvalidArgument(_NOT_HOSTS) from None  # their text may hold a password
+    hosts = str(found.get("host", "")).split(",")
+    ports = [int(port) if port else 5432 for port in str(found.get("port", "")).split(",")]
+    if "" in hosts or len(ports) != len(hosts):
+        raise InvalidArgument(_NOT_HOSTS)
+    first = f"[{hosts[0]}]" if ":" in hosts[0] else hosts[0]
+    start = len(before) + len(at)
+    return tuple(zip(hosts, ports)), \
+        f"{scheme}://{rest[:start]}{first}:{ports[0]}{rest[start + len(servers):]}"

@@ -34,6 +34,9 @@ class ArrayInsertRecorder(PostgresApplicationRecorder):
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent],
                               **kwargs: Any) -> None:
         self._lock_table(curs)
+        watch = getattr(self.datastore, "failover_watch", None)  # pg_failover.py
+        if watch is not None:
+            watch.check_append(curs, [e.originator_id for e in stored_events])
         self._notify_channel(curs)
         curs.execute(self.insert_arrays_statement, (
             [e.originator_id for e in stored_events],

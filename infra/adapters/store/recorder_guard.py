@@ -22,10 +22,12 @@ T = TypeVar("T")
 _READS = ("select_events", "select_notifications", "max_notification_id")
 
 
-def guard_recorder(recorder: Any, timeout: Callable[[BaseException], StoreTimeout | None]) -> Any:
+def guard_recorder(recorder: Any, timeout: Callable[[BaseException], StoreTimeout | None],
+                   before_retry: Callable[[BaseException, int], None] | None = None) -> Any:
     """Make ``recorder`` report a lock or statement timeout as ``StoreTimeout`` (naming the
     timeout), at once for a read, after eventsourcing's retries for a writer's insert-lock wait.
-    Other errors are retried exactly as eventsourcing's ``@retry`` would."""
+    Other errors are retried exactly as eventsourcing's ``@retry`` would; ``before_retry`` runs
+    before each retry (``pacing.retry_call``'s)."""
     for name in (*_READS, "insert_events"):
         method = getattr(type(recorder), name, None)
         if method is None:
@@ -33,12 +35,14 @@ def guard_recorder(recorder: Any, timeout: Callable[[BaseException], StoreTimeou
         inner = getattr(method, "__wrapped__", None)  # eventsourcing's @retry, undone
         attempts = STORE_RETRIES if inner is not None else 1
         setattr(recorder, name, _guarded((inner or method).__get__(recorder), attempts,
-                                         name == "insert_events", timeout))
+                                         name == "insert_events", timeout, before_retry))
     return recorder
 
 
 def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
-             timeout: Callable[[BaseException], StoreTimeout | None]) -> Callable[..., T]:
+             timeout: Callable[[BaseException], StoreTimeout | None],
+             before_retry: Callable[[BaseException, int], None] | None = None
+             ) -> Callable[..., T]:
     @functools.wraps(call)
     def guarded(*args: Any, **kwargs: Any) -> T:
         lost = _LostWrite(is_write)
@@ -46,7 +50,7 @@ def _guarded(call: Callable[..., T], attempts: int, is_write: bool,
             return retry_call(lambda: lost.call(call, *args, **kwargs), attempts=attempts,
                               retry_on=(InterfaceError, OperationalError),
                               retry_if=lambda exc: lost.retries(exc, timeout(exc)),
-                              pause=fixed(STORE_RETRY_WAIT))
+                              pause=fixed(STORE_RETRY_WAIT), before_retry=before_retry)
         except (InterfaceError, OperationalError) as exc:
             timed_out = None if exc is lost.raised else timeout(exc)
             if timed_out is None:

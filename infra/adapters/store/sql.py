@@ -14,8 +14,8 @@ from sqlalchemy.pool import StaticPool
 
 from schedfence.infra.pacing import retry_call
 
-from .pg import (LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, StoreTimeout, session_options,
-                 timeout_of)
+from .pg import (LOCK_TIMEOUT_KEY, STATEMENT_TIMEOUT_KEY, TARGET_SESSION_ATTRS_KEY, StoreTimeout,
+                 session_options, timeout_of)
 
 SQLITE_TIMEOUT = 30  # seconds a SQLite connection waits for another's lock
 WRITE = "schedfence_write"  # execution option: this transaction will write (see _sqlite_engine)
@@ -63,15 +63,18 @@ def _sqlite_engine(url: str) -> Engine:
 
 def _postgres_engine(env: Any) -> Engine:
     url = URL.create("postgresql+psycopg", username=env.get("POSTGRES_USER"),
-                     password=env.get("POSTGRES_PASSWORD"), host=env.get("POSTGRES_HOST"),
-                     port=int(env.get("POSTGRES_PORT") or 5432),
-                     database=env.get("POSTGRES_DBNAME"))
+                     password=env.get("POSTGRES_PASSWORD"), database=env.get("POSTGRES_DBNAME"))
     schema = env.get("POSTGRES_SCHEMA")
     options = [f"-csearch_path={schema}"] if schema else []
     if env.get(LOCK_TIMEOUT_KEY):  # the store's lock and statement timeouts (infra/adapters/store/pg.py)
         options.append(session_options(int(env.get(LOCK_TIMEOUT_KEY)),
                                        int(env.get(STATEMENT_TIMEOUT_KEY))))
     connect_args: dict[str, Any] = {"options": " ".join(options)} if options else {}
+    # Every server of the store, as libpq lists them (a failover is followed, as by the store).
+    connect_args["host"] = env.get("POSTGRES_HOST")
+    connect_args["port"] = env.get("POSTGRES_PORT") or "5432"
+    if env.get(TARGET_SESSION_ATTRS_KEY):
+        connect_args["target_session_attrs"] = env.get(TARGET_SESSION_ATTRS_KEY)
     # The store's own connect timeout: an unreachable server fails a query, never hangs it.
     connect_args["connect_timeout"] = int(env.get("POSTGRES_CONNECT_TIMEOUT") or 5)
     return create_engine(url, connect_args=connect_args, pool_pre_ping=True)

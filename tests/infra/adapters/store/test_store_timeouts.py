@@ -49,7 +49,8 @@ def _holding(url: str, mode: str) -> psycopg.Connection:
     ("statement_timeout=25h", "is not a duration"),
     ("lock_timeout=2000min", "at most 24 hours"),
     ("lock_timeout=1s&lock_timeout=2s", "repeats option(s) lock_timeout"),
-    ("deadline=1s", "not supported (only schema, lock_timeout and statement_timeout)"),
+    ("deadline=1s", "not supported (only schema, lock_timeout, statement_timeout and "
+                    "target_session_attrs)"),
 ])
 def test_bad_timeouts_are_invalid_arguments(option: str, message: str) -> None:
     url = f"postgresql://u:secret@127.0.0.1:1/db?schema=s&{option}"
