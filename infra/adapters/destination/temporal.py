@@ -14,7 +14,7 @@ import asyncio
 import concurrent.futures
 import threading
 from datetime import timedelta
-from typing import Any, Awaitable, Callable, TypeVar, get_args
+from typing import Any, Awaitable, Callable, Sequence, TypeVar, get_args
 
 from temporalio.api.common.v1 import Payloads, WorkflowExecution, WorkflowType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -36,6 +36,7 @@ from schedfence.infra.adapters.destination.action_proto import start_fields
 from schedfence.infra.adapters.destination.temporal_connect import connect_client
 from schedfence.infra.adapters.destination.temporal_gone import settle_deleted
 from schedfence.infra.adapters.destination.temporal_schedule import create_schedule, settle_handover
+from schedfence.infra.adapters.destination.temporal_watch import run_statuses
 from schedfence.infra.adapters.destination.temporal_forward import TemporalScheduleHost
 from schedfence.infra.adapters.destination.temporal_wire import (cancel_request_id,
                                                                  create_request_id,
@@ -197,6 +198,11 @@ class TemporalDestination(TemporalScheduleHost):
             run_id=info.execution.run_id, first_execution_run_id=info.first_run_id,
             workflow_type=info.type.name, status=status_name(info.status),
             request_ids=frozenset(infos), create_request_id=create_request_id(infos))
+
+    def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]:
+        """``RunWatcher``: one visibility query per 100 ids (temporal_watch.py)."""
+        self._check_namespace(namespace)
+        return run_statuses(self, namespace, workflow_ids)
 
     def retention_seconds(self, namespace: str) -> float:
         """DescribeNamespace's workflow execution retention (``RetentionReader``); any
