@@ -19,6 +19,8 @@ from schedfence.domain.source.action import SchedulePolicies
 from schedfence.infra.application.display import (narrate, one_line, short, short_type,  # noqa: F401
                                                   show, verdict, verdict_lines, yes_no)
 from schedfence.infra.application.service import MigrationService
+from schedfence.infra.cli.emitting import (emit_error, emit_json, emit_json_line,  # noqa: F401
+                                           emit_lines)
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).
 _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_id",
@@ -27,30 +29,6 @@ _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_
 _REQUEST_ID_SHOWN = {"RequestIdAssigned", "FencedForMigration", "ClosedByMigration",
                      "FenceAdopted", "LegacyMigrationAdopted"}
 _MAX_VALUE = 60
-
-
-def emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, default=str))
-
-
-def emit_json_line(event: str, doc: dict[str, Any]) -> None:
-    """One object of a streaming command's ``--json`` output (JSON Lines): compact, on one
-    line, flushed at once, its kind under ``event`` (a follower reads line by line)."""
-    click.echo(json.dumps(dict(doc, event=event), default=str))
-    sys.stdout.flush()
-
-
-def emit_error(code: str, message: str, as_json: bool) -> None:
-    """The error contract: JSON object on stdout under --json, else one stderr line."""
-    if as_json:
-        click.echo(json.dumps({"error": {"code": code, "message": message}}))
-    else:
-        click.echo(f"error: {code}: {one_line(message)}", err=True)
-
-
-def emit_lines(lines: Iterable[str]) -> None:
-    for line in lines:
-        click.echo(line)
 
 
 def kv_block(title: str, pairs: Sequence[tuple[str, object]], indent: str = "  ") -> list[str]:
