@@ -8,6 +8,7 @@ runner commits a batch of them in one transaction. Migrations are folded with
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -17,9 +18,11 @@ from eventsourcing.utils import get_topic
 
 from schedfence.domain.rollback.aggregate import Migration, evolve_migration
 from schedfence.domain.source.schedule import Schedule
-from schedfence.domain.source.key import ScheduleKey
+from schedfence.domain.source.key import KeyState, ScheduleKey
+from schedfence.domain.source.state import ScheduleState
 
 from .batch import FoldedMigration
+from .names import PROJECTION
 from .records import to_us
 from .view import FenceViews
 
@@ -41,6 +44,9 @@ def _fields(event: Any) -> dict[str, Any]:
 
 
 _TYPES: dict[type, tuple[str, str]] = {}
+# kind -> the aggregate whose reducer folds it, and its state class (folded rows, tables.py).
+_FOLDED: dict[str, tuple[Any, type]] = {"schedule": (Schedule, ScheduleState),
+                                        "key": (ScheduleKey, KeyState)}
 
 
 def _type_of(cls: type) -> tuple[str, str]:
@@ -52,14 +58,18 @@ def _type_of(cls: type) -> tuple[str, str]:
 
 
 class FenceProjection(Projection[FenceViews]):
-    name = "schedfence_operator"
+    name = PROJECTION
     topics = ()  # every event: the audit index holds the whole log
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        """An event of an aggregate this code does not model: indexed, never skipped."""
+        """An event of an aggregate this code does not model, or one not nested in its
+        aggregate's class (the scheduler's run events, domain/source/runs.py): indexed, never
+        skipped, and folded into its key's or schedule's row where it has one."""
         aid = str(domain_event.originator_id)
         known = self.view.aggregate(aid) or {}
+        if known.get("kind") in _FOLDED:
+            self._fold(aid, known["kind"], known.get("folded"), domain_event)
         self._audit(domain_event, tracking, aid, known.get("kind", "other"),
                     known.get("namespace"), known.get("schedule_id"))
         self.view.insert_tracking(tracking)
@@ -109,11 +119,20 @@ class FenceProjection(Projection[FenceViews]):
                                          schedule_id=event.schedule_id,
                                          incarnation=getattr(event, "incarnation", None))
         known = self.view.aggregate(aid) or {}
+        if known:
+            self._fold(aid, kind, known.get("folded"), event)
         fields = _fields(event)
         self._audit(event, tracking, aid, kind, known.get("namespace"), known.get("schedule_id"),
                     migration_id=fields.get("migration_id"),
                     request_id=fields.get("request_id"))
         self.view.insert_tracking(tracking)
+
+    def _fold(self, aggregate_id: str, kind: str, before: str | None, event: Any) -> None:
+        """The key's or schedule's state after ``event``, by its aggregate's own reducer."""
+        aggregate, state_class = _FOLDED[kind]
+        state = aggregate.evolve(None if before is None else state_class(**json.loads(before)),
+                                 event)
+        self.view.put_folded(aggregate_id, event.originator_version, json.dumps(vars(state)))
 
     def _audit(self, event: Any, tracking: Tracking, aggregate_id: str, aggregate: str,
                namespace: str | None,

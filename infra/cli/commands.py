@@ -230,7 +230,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "rollback": ("admin", "rollback", "Hand a schedule over to the workflow side."),
     "abort": ("admin", "abort", "Cancel an open migration, restoring the source."),
     "worker": ("admin", "worker", "Run migration tasks from the due-work index."),
-    "status": ("reads", "status", "Show a schedule and its latest migration."),
+    "status": ("status", "status", "Show a schedule and its latest migration."),
     "list": ("reads", "list_", "One row per schedule key (its current incarnation), in the "
              "order keys were created."),
     "history": ("reads", "history", "Events of a schedule and its migrations, in order (JSON: "

@@ -19,6 +19,7 @@ from schedfence.domain.source.action import SchedulePolicies
 from schedfence.infra.application.display import (narrate, one_line, short, short_type,  # noqa: F401
                                                   show, verdict, verdict_lines, yes_no)
 from schedfence.infra.application.service import MigrationService
+from schedfence.infra.cli.blocks import kv_block, migration_lines, schedule_lines  # noqa: F401
 from schedfence.infra.cli.emitting import (emit_error, emit_json, emit_json_line,  # noqa: F401
                                            emit_lines)
 
@@ -29,11 +30,6 @@ _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_
 _REQUEST_ID_SHOWN = {"RequestIdAssigned", "FencedForMigration", "ClosedByMigration",
                      "FenceAdopted", "LegacyMigrationAdopted"}
 _MAX_VALUE = 60
-
-
-def kv_block(title: str, pairs: Sequence[tuple[str, object]], indent: str = "  ") -> list[str]:
-    width = max((len(k) for k, _ in pairs), default=0)
-    return [title] + [f"{indent}{k.ljust(width)}  {show(v)}" for k, v in pairs]
 
 
 def rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -142,16 +138,6 @@ def key_fields(event_type: str, data: dict[str, Any]) -> str:
 
 
 # -- views -----------------------------------------------------------------------------------
-def schedule_lines(view: dict[str, Any]) -> list[str]:
-    pairs = [("incarnation", view["incarnation"]), ("paused", view["paused"]),
-             ("notes", view["notes"]), ("closed", view["closed"]),
-             ("close reason", view["close_reason"]),
-             ("migration pending", view["migration_pending"]),
-             ("migration id", view["migration_id"]),
-             ("conflict token", view.get("conflict_token"))]
-    return kv_block(f"schedule {view['namespace']}/{view['schedule_id']}", pairs)
-
-
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
     spec, policies = view.get("spec"), view.get("policies")
@@ -191,20 +177,6 @@ def activity_lines(view: dict[str, Any]) -> list[str]:
              ("backfills", listed([f"{b['backfill_id']} {b['start']}..{b['end']} at "
                                    f"{b['cursor']}" for b in view["backfills"]]))]
     return kv_block("actions", pairs)
-
-
-def migration_lines(view: dict[str, Any] | None) -> list[str]:
-    if view is None:
-        return ["migration: none"]
-    answer = view.get("last_answer") or {}
-    pairs = [("state", view["state"]), ("request id", view["request_id"]),
-             ("request id origin", view["request_id_origin"]),
-             ("park reason", view["park_reason"]), ("park detail", view["park_detail"]),
-             ("destination first run", view["destination_first_run_id"]),
-             ("claim armed", view["claim_armed"]), ("starts issued", view["starts_issued"]),
-             ("attempts", view["attempts"]), ("last answer", answer.get("kind")),
-             ("version", view["version"])]
-    return kv_block(f"migration {view['migration_id']}", pairs)
 
 
 def rollback_lines(result: dict[str, Any]) -> list[str]:

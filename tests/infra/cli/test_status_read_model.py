@@ -1,0 +1,126 @@
+"""``status`` answers from the operator projection's rows when the projection has applied the
+whole log (infra/application/status_read.py), and from the log otherwise: byte-identical output
+either way (text and --json, from a fresh process), as fresh as the log, and the same one-line
+errors. On SQLite the read-model answer loads no event class, pydantic, eventsourcing or
+SQLAlchemy."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from schedfence.infra.application.status_read import (PG_EVENTS, SQLITE_MAX_POSITION,
+                                                      read_model_status)
+from schedfence.infra.application.views import status_doc
+from schedfence.infra.application.offline import open_offline
+from schedfence.infra.adapters.store.eventstore import event_table
+
+from tests.infra.cli.cli_runs import ROOT, ok, subprocess_cli
+
+CREATE = ("--interval", "1h", "--workflow-type", "W", "--task-queue", "q")
+# Keys in every shape status shows: no migration, an open one, a completed one, paused
+# with notes, closed, a second incarnation whose migration (aborted) is its predecessor's, and
+# one the scheduler ran an action of (its run events, folded too).
+KEYS = ("plain", "pending", "done", "noted", "closed", "again", "ran")
+
+
+def _populate(store: str) -> None:
+    sim = ("--destination", "sim")
+    for key in KEYS:
+        ok(store, *sim, "schedule", "create", "ns", key, *CREATE)
+    ok(store, *sim, "rollback", "ns", "done")
+    ok(store, *sim, "worker", "--until-idle")  # completes
+    ok(store, *sim, "rollback", "ns", "again")
+    ok(store, *sim, "abort", "ns", "again", "--reason", "changed my mind",
+       "--actor", "ops")
+    ok(store, *sim, "schedule", "notes", "ns", "noted", "a note, with ünïcode")
+    ok(store, *sim, "schedule", "pause", "ns", "noted")
+    ok(store, *sim, "schedule", "delete", "ns", "closed")
+    ok(store, *sim, "schedule", "delete", "ns", "again")
+    ok(store, *sim, "schedule", "create", "ns", "again", *CREATE)  # incarnation 2
+    ok(store, *sim, "rollback", "ns", "pending")  # stays open: no worker runs after it
+    ok(store, *sim, "schedule", "trigger", "ns", "ran")
+    ok(store, *sim, "scheduler", "--once")
+
+
+def _statuses(store: str, keys: tuple[str, ...]) -> dict[str, tuple[int, str, str]]:
+    """Exit code, stdout and stderr of text and --json status per key, each a fresh process."""
+    found = {}
+    for key in keys:
+        for extra in ((), ("--json",)):
+            done = subprocess_cli(store, "status", "ns", key, *extra)
+            found[f"{key} {' '.join(extra)}"] = (done.returncode, done.stdout, done.stderr)
+    return found
+
+
+def test_status_reads_the_projection_alike_and_only_when_caught_up(file_store_url: str) -> None:
+    store = file_store_url
+    _populate(store)
+    keys = (*KEYS, "missing")
+    assert read_model_status(store, "ns", "done") is None  # never built: read the log
+    from_log = _statuses(store, keys)
+    assert from_log["missing "][0] == 1 and from_log["missing "][2].count("\n") == 1
+    assert json.loads(from_log["again --json"][1])["schedule"]["incarnation"] == 2
+    assert json.loads(from_log["again --json"][1])["migration"]["incarnation"] == 1
+    assert json.loads(from_log["ran --json"][1])["schedule"]["action_count"] == 1
+    ok(store, "projection", "catch-up")
+    with open_offline(store) as service:
+        for key in KEYS:  # the rows answer, with the log's very document
+            assert read_model_status(store, "ns", key) == status_doc(service, "ns", key), key
+        assert read_model_status(store, "ns", "missing") is None
+        assert read_model_status(store, "ns", "") is None  # invalid: the log's read says why
+    assert _statuses(store, keys) == from_log
+
+
+def test_status_after_a_change_the_projection_has_not_applied_is_the_logs(
+        file_store_url: str) -> None:
+    store = file_store_url
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    ok(store, "projection", "catch-up")
+    assert read_model_status(store, "ns", "s")["migration"] is None
+    ok(store, "--destination", "sim", "rollback", "ns", "s")
+    assert read_model_status(store, "ns", "s") is None  # behind the log: not answered
+    shown = json.loads(subprocess_cli(store, "status", "ns", "s", "--json").stdout)
+    assert shown["migration"]["state"] == "pending" and shown["schedule"]["paused"] is True
+    ok(store, "projection", "catch-up")
+    assert read_model_status(store, "ns", "s") == shown
+
+
+def test_status_from_the_projection_loads_no_event_class(tmp_path) -> None:
+    store = f"sqlite:///{tmp_path / 'quick.db'}"
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    ok(store, "--destination", "sim", "rollback", "ns", "s")
+    ok(store, "projection", "catch-up")
+    code = ("import json, sys\n"
+            f"sys.argv = ['schedfence', '--store', {store!r}, 'status', 'ns', 's']\n"
+            "from schedfence.infra.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "migration pending  yes" in done.stdout
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    heavy = {m.split(".")[0] for m in loaded} & {"pydantic", "pydantic_core", "eventsourcing",
+                                                 "sqlalchemy", "psycopg"}
+    assert heavy == set()
+    assert not any(m.startswith(("schedfence.infra.application.service",
+                                 "schedfence.domain.source.schedule",
+                                 "schedfence.domain.rollback.aggregate")) for m in loaded)
+
+
+def test_the_log_positions_it_compares_are_the_recorders(tmp_path) -> None:
+    """The highest notification id as eventsourcing's recorders read it, on both backends."""
+    store = f"sqlite:///{tmp_path / 'pos.db'}"
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    with open_offline(store) as service:
+        assert service.app.recorder.select_max_notification_id_statement == SQLITE_MAX_POSITION
+    assert event_table() == PG_EVENTS
+
+
+@pytest.mark.parametrize("store_text", ["sqlite:///:memory:", "sqlite:///nowhere/x.db",
+                                        "sqlite:///x.db?mode=ro", "mysql://h/db"])
+def test_a_store_it_does_not_read_is_left_to_the_log(store_text: str) -> None:
+    assert read_model_status(store_text, "ns", "s") is None
