@@ -88,6 +88,11 @@ def pg_database(url: str = DEFAULT_PG) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# Every measured process runs here: ``python -c`` and ``-m`` put their working directory first
+# on sys.path, and a checkout's own directory there would win over a --tree on PYTHONPATH.
+NEUTRAL = tempfile.gettempdir()
+
+
 def tree_env(root: str | None) -> dict[str, str] | None:
     """The environment of a process that imports the tree at ``root`` (None: as called)."""
     if root is None:
@@ -110,7 +115,8 @@ def run_ms(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, f
     steadier one."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
+                          cwd=NEUTRAL)
     wall = (time.perf_counter() - t0) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -206,7 +212,8 @@ def loaded(stores: dict[str, str], name: str, env: dict[str, str] | None) -> Non
         if "--json" in argv:
             continue
         done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, drivers=DRIVERS)],
-                              capture_output=True, text=True, timeout=120, env=env)
+                              capture_output=True, text=True, timeout=120, env=env,
+                              cwd=NEUTRAL)
         count, drivers = json.loads(done.stderr.strip().splitlines()[-1])
         print(f"  {label}{f' [{name}]' if name else ''}: {count} modules; drivers: "
               f"{', '.join(drivers) or 'none'}")
@@ -220,7 +227,8 @@ def breakdown(store: str, label: str, runs: int, env: dict[str, str] | None = No
             "status", "ns", "s0"]
     per_run = []
     for _ in range(runs):
-        err = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env).stderr
+        err = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
+                             cwd=NEUTRAL).stderr
         groups: dict[str, int] = {}
         for line in err.splitlines():
             fields = line.removeprefix("import time:").split("|")
