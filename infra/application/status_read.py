@@ -86,8 +86,8 @@ def _rows(store: str) -> Iterator[StatusRows | None]:
             conn.close()
         return
     from schedfence.infra.adapters.store.pg import SCHEMES, parse_pg_url
-    if not store.startswith(SCHEMES):
-        yield None
+    if not store.startswith(SCHEMES) or store.partition("://")[2].split("?")[0].count("@") > 1:
+        yield None  # not PostgreSQL, or a URL the store refuses (eventstore._parse_pg)
         return
     target = parse_pg_url(store)
     with target.connect() as pg:

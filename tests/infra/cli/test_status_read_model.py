@@ -121,6 +121,20 @@ def test_the_log_positions_it_compares_are_the_recorders(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("store_text", ["sqlite:///:memory:", "sqlite:///nowhere/x.db",
-                                        "sqlite:///x.db?mode=ro", "mysql://h/db"])
+                                        "sqlite:///x.db?mode=ro", "mysql://h/db",
+                                        "postgresql://u:p@ss@127.0.0.1/db"])
 def test_a_store_it_does_not_read_is_left_to_the_log(store_text: str) -> None:
+    """Left to the log's read, which names the problem (two '@': refused, never connected)."""
     assert read_model_status(store_text, "ns", "s") is None
+
+
+def test_a_url_the_store_refuses_is_refused_alike(pg_store: str) -> None:
+    """A caught-up store reached through a URL the store refuses: the log's one-line error."""
+    ok(pg_store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    ok(pg_store, "projection", "catch-up")
+    scheme, _, rest = pg_store.partition("://")
+    user, _, tail = rest.partition("@")
+    twice = f"{scheme}://{user}:x@y@{tail}"  # a password with an unencoded '@'
+    done = subprocess_cli(twice, "status", "ns", "s")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith("error: invalid_argument: store URL has more than one '@'")
