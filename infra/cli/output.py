@@ -6,13 +6,10 @@ Kept apart from the command definitions so ``cli.py`` only wires commands to the
 """
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Protocol, Sequence
-
-import click
+from typing import Any, Iterator, Protocol, Sequence
 
 # Re-exported: the CLI's commands and the demo narrate with the same functions.
 from schedfence.domain.source.action import SchedulePolicies
