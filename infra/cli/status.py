@@ -1,8 +1,8 @@
 """``schedfence status NAMESPACE SCHEDULE_ID``: a schedule and its latest migration.
 
-Answered from the operator projection's rows when the projection has applied the whole log
-(infra/application/status_read.py: no event class, no SQLAlchemy), else from the log as every
-other read; the same document either way, and the same errors (the log's read names them).
+Answered from the operator projection's rows when each row it reads is at its aggregate's
+latest version (infra/application/status_read.py: no event class, no SQLAlchemy), else from the
+log as every other read; the same document either way, and the same errors (the log's read names them).
 Kept apart from ``reads`` so that its process imports only this (benchmarks/cli_startup.py)."""
 from __future__ import annotations
 

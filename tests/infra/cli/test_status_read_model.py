@@ -1,18 +1,19 @@
-"""``status`` answers from the operator projection's rows when the projection has applied the
-whole log (infra/application/status_read.py), and from the log otherwise: byte-identical output
-either way (text and --json, from a fresh process), as fresh as the log, and the same one-line
-errors. On SQLite the read-model answer loads no event class, pydantic, eventsourcing or
+"""``status`` answers from the operator projection's rows when every row it reads is at its
+aggregate's latest version (infra/application/status_read.py), and from the log otherwise:
+byte-identical output either way (text and --json, from a fresh process), as fresh as the log,
+and the same one-line errors. On SQLite the read-model answer loads no event class, pydantic, eventsourcing or
 SQLAlchemy."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 
-from schedfence.infra.application.status_read import (PG_EVENTS, SQLITE_MAX_POSITION,
-                                                      read_model_status)
+from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
+from schedfence.infra.application.status_read import PG_EVENTS, _rows, read_model_status
 from schedfence.infra.application.views import status_doc
 from schedfence.infra.application.offline import open_offline
 from schedfence.infra.adapters.store.eventstore import event_table
@@ -55,11 +56,18 @@ def _statuses(store: str, keys: tuple[str, ...]) -> dict[str, tuple[int, str, st
     return found
 
 
-def test_status_reads_the_projection_alike_and_only_when_caught_up(file_store_url: str) -> None:
+def test_status_reads_the_projection_alike_and_only_when_current(file_store_url: str) -> None:
     store = file_store_url
     _populate(store)
     keys = (*KEYS, "missing")
-    assert read_model_status(store, "ns", "done") is None  # never built: read the log
+    with open_offline(store) as service:  # the worker caught the projection up on its way
+        early = {key: read_model_status(store, "ns", key) for key in KEYS}
+        assert early["pending"] is None and early["noted"] is None  # changed since: the log
+        assert early["done"] is not None  # untouched since
+        assert all(doc is None or doc == status_doc(service, "ns", key)
+                   for key, doc in early.items())
+        service.views.projector.view.drop_tables()  # no rows: every answer is the log's
+    assert [key for key in KEYS if read_model_status(store, "ns", key) is not None] == []
     from_log = _statuses(store, keys)
     assert from_log["missing "][0] == 1 and from_log["missing "][2].count("\n") == 1
     assert json.loads(from_log["again --json"][1])["schedule"]["incarnation"] == 2
@@ -81,7 +89,7 @@ def test_status_after_a_change_the_projection_has_not_applied_is_the_logs(
     ok(store, "projection", "catch-up")
     assert read_model_status(store, "ns", "s")["migration"] is None
     ok(store, "--destination", "sim", "rollback", "ns", "s")
-    assert read_model_status(store, "ns", "s") is None  # behind the log: not answered
+    assert read_model_status(store, "ns", "s") is None  # its rows behind: not answered
     shown = json.loads(subprocess_cli(store, "status", "ns", "s", "--json").stdout)
     assert shown["migration"]["state"] == "pending" and shown["schedule"]["paused"] is True
     ok(store, "projection", "catch-up")
@@ -111,13 +119,36 @@ def test_status_from_the_projection_loads_no_event_class(tmp_path) -> None:
                                  "schedfence.domain.rollback.aggregate")) for m in loaded)
 
 
-def test_the_log_positions_it_compares_are_the_recorders(tmp_path) -> None:
-    """The highest notification id as eventsourcing's recorders read it, on both backends."""
-    store = f"sqlite:///{tmp_path / 'pos.db'}"
+def test_the_versions_it_compares_are_the_logs(file_store_url: str) -> None:
+    """The aggregates' latest versions as the status read finds them in eventsourcing's table
+    of stored events (its id encoding, on both backends) are the repository's."""
+    store = file_store_url
     ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    ok(store, "--destination", "sim", "rollback", "ns", "s")
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "t", *CREATE)
     with open_offline(store) as service:
-        assert service.app.recorder.select_max_notification_id_statement == SQLITE_MAX_POSITION
+        ids = [schedule_key_id("ns", "s"), schedule_aggregate_id("ns", "s", 1),
+               schedule_aggregate_id("ns", "t", 1)]
+        ids.append(uuid.UUID(service.migration("ns", "s").migration_id))
+        expected = {i: service.app.repository.get(i).version for i in ids}
+    with _rows(store) as found:
+        assert found is not None
+        _, latest = found
+        assert latest(ids) == expected and set(expected.values()) != {1}
     assert event_table() == PG_EVENTS
+
+
+def test_a_change_to_another_key_leaves_the_answer_to_the_rows(file_store_url: str) -> None:
+    store = file_store_url
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    ok(store, "projection", "catch-up")
+    ok(store, "--destination", "sim", "schedule", "create", "ns", "other", *CREATE)
+    ok(store, "--destination", "sim", "rollback", "ns", "other")
+    quick = read_model_status(store, "ns", "s")
+    assert quick is not None  # the projection lags, but not on this key's aggregates
+    with open_offline(store) as service:
+        assert quick == status_doc(service, "ns", "s")
+    assert read_model_status(store, "ns", "other") is None
 
 
 @pytest.mark.parametrize("store_text", ["sqlite:///:memory:", "sqlite:///nowhere/x.db",
