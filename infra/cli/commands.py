@@ -263,12 +263,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "forward-status": ("forward", "forward_status", "One forward migration: its phase, the "
                        "pre-fence pause and notes, a park's reason."),
     "forward-abort": ("forward", "forward_abort", "End a forward migration without a handover: "
-                      "the Temporal schedule gets its pre-fence pause and notes back; a dormant source "
-                      "closes without acting."),
+                      "the Temporal schedule gets its pre-fence pause and notes back; a dormant "
+                      "source closes without acting."),
     "forward-take-over": ("forward", "forward_take_over", "Confirm a delete that raced the "
                           "handoff (parked deleted_elsewhere): the source runs the schedule."),
     "audit": ("reads", "audit", "Who did what, when, and why: events from the audit index, in "
-              "log order, each with the reason its event gives (an operator's --reason, a park's)."),
+              "log order, each with the reason its event gives (an operator's --reason, a "
+              "park's)."),
     "stats": ("projections", "COMMANDS", "Migrations per namespace and state (for "
               "dashboards)."),
     "oncall": ("projections", "COMMANDS", "Migrations that need an operator: parked, legacy, "

@@ -2,8 +2,8 @@
 
 Answered from the operator projection's rows when each row it reads is at its aggregate's
 latest version (infra/application/status_read.py: no event class, no SQLAlchemy), else from the
-log as every other read; the same document either way, and the same errors (the log's read names them).
-Kept apart from ``reads`` so that its process imports only this (benchmarks/cli_startup.py)."""
+log as every other read; the same document either way, and the same errors (the log's read
+names them). Kept apart from ``reads`` so that its process imports only this (benchmarks/cli_startup.py)."""
 from __future__ import annotations
 
 import click

@@ -1,8 +1,8 @@
 """``status`` answers from the operator projection's rows when every row it reads is at its
 aggregate's latest version (infra/application/status_read.py), and from the log otherwise:
 byte-identical output either way (text and --json, from a fresh process), as fresh as the log,
-and the same one-line errors. On SQLite the read-model answer loads no event class, pydantic, eventsourcing or
-SQLAlchemy."""
+and the same one-line errors. On SQLite the read-model answer loads no event class, pydantic,
+eventsourcing or SQLAlchemy."""
 from __future__ import annotations
 
 import json
@@ -34,8 +34,7 @@ def _populate(store: str) -> None:
     ok(store, *sim, "rollback", "ns", "done")
     ok(store, *sim, "worker", "--until-idle")  # completes
     ok(store, *sim, "rollback", "ns", "again")
-    ok(store, *sim, "abort", "ns", "again", "--reason", "changed my mind",
-       "--actor", "ops")
+    ok(store, *sim, "abort", "ns", "again", "--reason", "changed my mind", "--actor", "ops")
     ok(store, *sim, "schedule", "notes", "ns", "noted", "a note, with ünïcode")
     ok(store, *sim, "schedule", "pause", "ns", "noted")
     ok(store, *sim, "schedule", "delete", "ns", "closed")
