@@ -1,24 +1,25 @@
-"""CLI start-up, side by side: a fresh ``schedfence`` process for ``--help``, ``status`` and
-``rollback --destination sim`` on a SQLite file, against the baseline
-``python -c "import pydantic, eventsourcing"`` measured in the same rounds (each round runs every
-case once, so load on the machine hits them alike). Prints, per case, the median (min-max) of
---runs rounds of its wall time and of its CPU time (user + system: steadier on a shared machine),
-each as a ratio to the baseline's (target for ``status``: wall at most 2x).
+"""CLI start-up, side by side: fresh ``schedfence`` processes for ``--help``, ``status --help``
+and ``status`` (text and ``--json``) on a SQLite store and on a PostgreSQL store (a database
+this script creates and drops), against the baseline ``python -c "import pydantic,
+eventsourcing"`` measured in the same rounds (each round runs every case once, so load on the
+machine hits them alike). Prints, per case, the median (min-max) of --runs rounds of its wall
+time and of its CPU time (user + system: steadier on a shared machine), each as a ratio to the
+baseline's (target for ``status``: wall at most 2x).
 
-The floor rows are imports alone, no command: what ``status`` cannot avoid. ``import pydantic``
-is lazy (it loads pydantic's model machinery with the first model class), so the first row is
-the least any process that decodes a pydantic event pays; the next add the domain's aggregates
-and events, then eventsourcing's application and SQLite recorder (all ``status`` needs to read a
-SQLite store); the row after is our store module as it is. Last, for ``status``: how many
-modules it loads, whether SQLAlchemy or psycopg among them, and where its import time goes,
-package by package.
+Each backend gets two stores with the same schedules (two of three rolled back): on the first
+the operator projection is caught up (``projection catch-up``, as a running ``projection
+follow`` keeps it), on the second it was never built ("projection behind": ``status`` must
+read the log). The floor rows are imports alone, no command. Last, per case: how many modules
+it loads and which database drivers among them, and where ``status``'s import time goes,
+package by package (``-X importtime`` self times).
 
-    .venv/bin/python benchmarks/cli_startup.py [--quick] [--runs N] [--tree LABEL=DIR ...]
+    .venv/bin/python benchmarks/cli_startup.py [--quick] [--runs N] [--no-pg] [--tree LABEL=DIR ...]
 
 Without ``--tree`` it measures the checkout that ``schedfence`` imports from the caller's
 directory and PYTHONPATH. Each ``--tree LABEL=DIR`` names a checkout (a directory holding
-``schedfence/``, ``domain/``, ``projections/`` and ``infra/``, e.g. a copy of the tree before a
-change): every case but the baseline then runs once per tree in every round, side by side.
+``schedfence/``, ``domain/``, ``projections/`` and ``infra/``, e.g. ``git archive`` of the
+revision before a change): every case but the baseline then runs once per tree in every round,
+side by side.
 """
 from __future__ import annotations
 
@@ -30,35 +31,32 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import machine, median, sqlite_store  # noqa: E402
+from benchkit import DEFAULT_PG, _admin, machine, median, pg_server_version  # noqa: E402
+from benchkit import sqlite_store  # noqa: E402
 
 BASELINE = "import pydantic, eventsourcing"
 FLOORS = (
     ("python -c pass", "pass"),
-    ("floor: one pydantic model, eventsourcing application",
-     "import eventsourcing.application, pydantic\nclass M(pydantic.BaseModel):\n    x: int"),
+    ("import click", "import click"),
     ("floor: domain events (Schedule, Migration)",
      "import schedfence.domain.source.schedule, schedfence.domain.rollback.aggregate"),
-    ("floor: + eventsourcing's application and SQLite store",
-     "import schedfence.domain.source.schedule, schedfence.domain.rollback.aggregate, "
-     "eventsourcing.application, eventsourcing.sqlite"),
-    ("our store module",
-     "import schedfence.domain.source.schedule, schedfence.domain.rollback.aggregate, "
-     "schedfence.infra.adapters.store.eventstore"),
     ("import schedfence.infra.cli", "import schedfence.infra.cli"),
 )
-SCHEDULES = 3  # in the store `status` reads; two of them with a migration
+SCHEDULES = 3  # in each store `status` reads; two of them with a migration
 PACKAGES = ("domain", "projections", "infra")  # schedfence.<name> lives in <checkout>/<name>
-STATUS_PROBE = ("import json, sys\nsys.argv = ['schedfence', '--store', {store!r}, 'status', "
-                "'ns', 's0']\nfrom schedfence.infra.cli.commands import main\ntry:\n    main()\n"
-                "except SystemExit:\n    pass\nprint(json.dumps([len(sys.modules), "
-                "sorted({{m.split('.')[0] for m in sys.modules}} & {{'sqlalchemy', 'psycopg', "
-                "'temporalio'}})]), file=sys.stderr)\n")
+DRIVERS = ("sqlite3", "_sqlite3", "psycopg", "psycopg_c", "psycopg_binary", "sqlalchemy",
+           "eventsourcing.sqlite", "eventsourcing.postgres", "eventsourcing.persistence")
+# Runs the console entry point with argv in this process, then reports what it loaded.
+PROBE = ("import json, sys\nsys.argv = ['schedfence', *{argv!r}]\n"
+         "from schedfence.infra.cli import main\ntry:\n    main()\nexcept SystemExit:\n"
+         "    pass\nprint(json.dumps([len(sys.modules), sorted(m for m in {drivers!r} "
+         "if m in sys.modules)]), file=sys.stderr)\n")
 
 
 @contextmanager
@@ -77,6 +75,24 @@ def import_root(checkout: Path) -> Iterator[str]:
         yield root
 
 
+@contextmanager
+def pg_database(url: str = DEFAULT_PG) -> Iterator[str]:
+    """The URL of a new database on ``url``'s server, dropped afterwards."""
+    name = f"bench_cli_{uuid.uuid4().hex[:10]}"
+    with _admin(url) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with _admin(url) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# Every measured process runs here: ``python -c`` and ``-m`` put their working directory first
+# on sys.path, and a checkout's own directory there would win over a --tree on PYTHONPATH.
+NEUTRAL = tempfile.gettempdir()
+
+
 def tree_env(root: str | None) -> dict[str, str] | None:
     """The environment of a process that imports the tree at ``root`` (None: as called)."""
     if root is None:
@@ -93,23 +109,25 @@ def cli_argv() -> list[str]:
     return [sys.executable, "-m", "schedfence.infra.cli"]
 
 
-def run_ms(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+def run_ms(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """One process: its wall time and its CPU time (user + system, from the kernel's account of
-    the waited-for child), in ms. On a shared machine the CPU figure is the steadier one."""
+    the waited-for child), in ms, and its stdout. On a shared machine the CPU figure is the
+    steadier one."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
+                          cwd=NEUTRAL)
     wall = (time.perf_counter() - t0) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(argv)}\n{done.stdout}{done.stderr}")
     cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
-    return wall, cpu
+    return wall, cpu, done.stdout
 
 
-def prepare(store: str, fresh: int) -> None:
-    """``SCHEDULES`` schedules (two rolled back: status shows a migration too), and ``fresh``
-    more that the timed rollbacks take, one per round. In process: setup is not timed."""
+def prepare(store: str, caught_up: bool) -> None:
+    """``SCHEDULES`` schedules, two rolled back (status shows a migration too); the operator
+    projection caught up, or never built. In process: setup is not timed."""
     from click.testing import CliRunner
 
     from schedfence.infra.cli.commands import cli
@@ -119,53 +137,61 @@ def prepare(store: str, fresh: int) -> None:
         if result.exit_code != 0:
             raise SystemExit(f"setup failed: {args}: {result.output}")
 
-    for i in range(SCHEDULES + fresh):
+    for i in range(SCHEDULES):
         ok("schedule", "create", "ns", f"s{i}", "--interval", "1h", "--workflow-type", "W",
            "--task-queue", "q")
     ok("rollback", "ns", "s0")
     ok("rollback", "ns", "s1")
+    if caught_up:
+        ok("projection", "catch-up")
 
 
-Case = tuple[str, object, "dict[str, str] | None"]  # label, argv (or argv of the round), env
+Case = tuple[str, list[str], "dict[str, str] | None"]  # label, argv, env
 
 
-def cases(store: str, trees: dict[str, str | None]) -> list[Case]:
+def commands(stores: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """The timed commands (argv after ``schedfence``), each with its label."""
+    rows = [("schedfence --help", ["--help"]), ("schedfence status --help", ["status", "--help"])]
+    for label, store in stores.items():
+        rows += [(f"schedfence status ({label})", ["--store", store, "status", "ns", "s0"]),
+                 (f"schedfence status --json ({label})",
+                  ["--store", store, "status", "ns", "s0", "--json"])]
+    return rows
+
+
+def cases(stores: dict[str, str], trees: dict[str, str | None]) -> list[Case]:
     """The baseline, then every floor and command once per tree (rows side by side)."""
     cli = cli_argv()
     py = sys.executable
     table: list[Case] = [("baseline: " + BASELINE, [py, "-c", BASELINE], None)]
     rows = [(label, [py, "-c", code]) for label, code in FLOORS] + [
-        ("schedfence --help", [*cli, "--help"]),
-        ("schedfence status (sqlite)", [*cli, "--store", store, "status", "ns", "s0"]),
-        ("schedfence rollback --destination sim (sqlite)", None)]
+        (label, [*cli, *argv]) for label, argv in commands(stores)]
     for label, argv in rows:
-        for i, (name, root) in enumerate(trees.items()):
-            shown = f"{label} [{name}]" if name else label
-            if argv is None:  # a new schedule each round and tree: every rollback is accepted
-                table.append((shown, _rollback_argv(cli, store, i, len(trees)), tree_env(root)))
-            else:
-                table.append((shown, argv, tree_env(root)))
+        for name, root in trees.items():
+            table.append((f"{label} [{name}]" if name else label, argv, tree_env(root)))
     return table
 
 
-def _rollback_argv(cli: list[str], store: str, tree: int, trees: int) -> object:
-    return lambda n: [*cli, "--store", store, "--destination", "sim", "rollback", "ns",
-                      f"s{SCHEDULES + n * trees + tree}"]
+Times = dict[str, tuple[list[float], list[float]]]
 
 
-def measure(store: str, runs: int, trees: dict[str, str | None]
-            ) -> dict[str, tuple[list[float], list[float]]]:
-    table = cases(store, trees)
-    times: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label, _, _ in table}
-    for n in range(runs):
+def measure(stores: dict[str, str], runs: int, trees: dict[str, str | None]) -> Times:
+    """Every case once a round; a case whose output differs between trees or rounds fails."""
+    table = cases(stores, trees)
+    times: Times = {label: ([], []) for label, _, _ in table}
+    outputs: dict[str, str] = {}
+    for _ in range(runs):
         for label, argv, env in table:
-            wall, cpu = run_ms(argv(n) if callable(argv) else argv, env)  # type: ignore[operator]
+            wall, cpu, stdout = run_ms(argv, env)
+            key = label.rsplit(" [", 1)[0]
+            if outputs.setdefault(key, stdout) != stdout:
+                raise SystemExit(f"{label}: output differs from the first run's")
             times[label][0].append(wall)
             times[label][1].append(cpu)
     return times
 
 
-def report(times: dict[str, tuple[list[float], list[float]]], runs: int) -> None:
+def report(times: Times, runs: int) -> None:
     walls, cpus = next(iter(times.values()))
     base_wall, base_cpu = median(walls), median(cpus)
     print(f"ms, median (min-max) of {runs} rounds; ratio = median / the baseline's median")
@@ -173,32 +199,36 @@ def report(times: dict[str, tuple[list[float], list[float]]], runs: int) -> None
     for label, (wall, cpu) in times.items():
         ratio, cpu_ratio = median(wall) / base_wall, median(cpu) / base_cpu
         target = ""
-        if label.startswith("schedfence status"):
+        if label.startswith("schedfence status (") or label.startswith("schedfence status --j"):
             target = f"  target wall <= 2.0x: {'met' if ratio <= 2.0 else 'not met'}"
         print(f"  {label:<64} {median(wall):7.0f} ({min(wall):.0f}-{max(wall):.0f}) "
               f"{ratio:5.2f}x   {median(cpu):7.0f} ({min(cpu):.0f}-{max(cpu):.0f}) "
               f"{cpu_ratio:5.2f}x{target}")
 
 
-def loaded(store: str, name: str, env: dict[str, str] | None) -> None:
-    """What one ``status`` process loads: how many modules, and which of the heavy ones."""
-    done = subprocess.run([sys.executable, "-c", STATUS_PROBE.format(store=store)],
-                          capture_output=True, text=True, timeout=120, env=env)
-    count, heavy = json.loads(done.stderr.strip().splitlines()[-1])
-    print(f"status{f' [{name}]' if name else ''}: {count} modules in sys.modules; "
-          f"of SQLAlchemy, psycopg, Temporal's SDK: {', '.join(heavy) or 'none'}")
+def loaded(stores: dict[str, str], name: str, env: dict[str, str] | None) -> None:
+    """What each command's process loads: how many modules, and which database drivers."""
+    for label, argv in commands(stores):
+        if "--json" in argv:
+            continue
+        done = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, drivers=DRIVERS)],
+                              capture_output=True, text=True, timeout=120, env=env,
+                              cwd=NEUTRAL)
+        count, drivers = json.loads(done.stderr.strip().splitlines()[-1])
+        print(f"  {label}{f' [{name}]' if name else ''}: {count} modules; drivers: "
+              f"{', '.join(drivers) or 'none'}")
 
 
-def breakdown(store: str, runs: int, env: dict[str, str] | None = None, name: str = "",
-              top: int = 12) -> None:
+def breakdown(store: str, label: str, runs: int, env: dict[str, str] | None = None,
+              name: str = "", top: int = 8) -> None:
     """Where ``status``'s import time goes: ``-X importtime`` self times summed per package
-    (schedfence's by room), median over ``runs`` processes. The rest of its wall time is the
-    interpreter and the command's own work (opening the store, reading two aggregates)."""
+    (schedfence's by room), median over ``runs`` processes."""
     argv = [sys.executable, "-X", "importtime", "-m", "schedfence.infra.cli", "--store", store,
             "status", "ns", "s0"]
     per_run = []
     for _ in range(runs):
-        err = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env).stderr
+        err = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env,
+                             cwd=NEUTRAL).stderr
         groups: dict[str, int] = {}
         for line in err.splitlines():
             fields = line.removeprefix("import time:").split("|")
@@ -212,22 +242,37 @@ def breakdown(store: str, runs: int, env: dict[str, str] | None = None, name: st
     total = median([sum(g.values()) for g in per_run])
     shares = sorted(((median([g.get(k, 0) for g in per_run]), k)
                      for k in set().union(*per_run)), reverse=True)
-    print(f"status{f' [{name}]' if name else ''}: where its imports go (-X importtime self "
-          f"times, median of {runs}; "
-          f"total {total / 1000:.0f} ms)")
+    print(f"status ({label}){f' [{name}]' if name else ''}: where its imports go (-X importtime "
+          f"self times, median of {runs}; total {total / 1000:.0f} ms)")
     for us, key in shares[:top]:
         print(f"  {key:<40} {us / 1000:7.1f} ms  {100 * us / total:5.1f}%")
+
+
+def open_stores(stack: ExitStack, pg: bool) -> dict[str, str]:
+    """Per backend, a store whose projection is caught up and one whose is not."""
+    stores = {}
+    backends = [("sqlite", lambda: sqlite_store())]
+    if pg:
+        backends.append(("postgresql", lambda: pg_database()))
+    for backend, opener in backends:
+        for caught_up, suffix in ((True, ""), (False, ", projection behind")):
+            store = stack.enter_context(opener())
+            prepare(store, caught_up)
+            stores[backend + suffix] = store
+    return stores
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="3 rounds (smoke)")
+    parser.add_argument("--no-pg", action="store_true", help="SQLite stores only")
     parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
                         help="A checkout to measure (repeat: side by side in each round).")
     args = parser.parse_args(argv)
     runs = 3 if args.quick else max(3, args.runs)
-    print(f"machine: {machine()}")
+    pg = not args.no_pg and pg_server_version() is not None
+    print(f"machine: {machine()}; PostgreSQL: {pg_server_version() if pg else 'not used'}")
     print(f"cli: {' '.join(cli_argv())}; cpu count {os.cpu_count()}")
     with ExitStack() as stack:
         trees: dict[str, str | None] = {"": None}
@@ -235,14 +280,16 @@ def main(argv: list[str] | None = None) -> None:
             named = [spec.partition("=") for spec in args.tree]
             trees = {label: stack.enter_context(import_root(Path(path)))
                      for label, _, path in named}
-        store = stack.enter_context(sqlite_store())
-        prepare(store, runs * len(trees))
-        times = measure(store, runs, trees)
+        stores = open_stores(stack, pg)
+        times = measure(stores, runs, trees)
         report(times, runs)
+        print("modules loaded:")
         for name, root in trees.items():
-            loaded(store, name, tree_env(root))
+            loaded(stores, name, tree_env(root))
         for name, root in trees.items():
-            breakdown(store, runs, tree_env(root), name)
+            for label in ("sqlite", "postgresql"):
+                if label in stores:
+                    breakdown(stores[label], label, runs, tree_env(root), name)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@ row, the service's view, the CLI and the JSON documents)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from schedfence.domain.rollback.aggregate import MigrationState
+if TYPE_CHECKING:  # only annotated: a reader of stored rows (status) loads no event classes
+    from schedfence.domain.rollback.aggregate import MigrationState
 
 
 @dataclass(frozen=True)

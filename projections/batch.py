@@ -39,6 +39,7 @@ class Batch:
     audit_rows: list[dict[str, Any]] = field(default_factory=list)
     aggregates: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     new_aggregates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    changed_aggregates: set[str] = field(default_factory=set)  # stored rows folded anew
     migrations: dict[str, FoldedMigration | None] = field(default_factory=dict)
     stored_migrations: set[str] = field(default_factory=set)
     dirty: set[str] = field(default_factory=set)
@@ -88,4 +89,6 @@ def migration_row(migration_id: str, f: FoldedMigration | None) -> dict[str, Any
                 created_us=f.created_us, updated_us=f.updated_us,
                 created_position=f.created_position, last_position=f.last_position,
                 version=f.version, epoch=s.epoch, due=due(s),
-                folded=json.dumps(vars(s), sort_keys=True))  # flat fields: no asdict copy
+                # Flat fields: no asdict copy. Keys in the state's own order (since v4): the
+                # documents read from it (status_read.py) print as the log's do.
+                folded=json.dumps(vars(s)))

@@ -17,12 +17,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from schedfence.domain.errors import InvalidArgument
 
-from .runner import Projector
-from .batch import Batch
+if TYPE_CHECKING:  # the runner (SQLAlchemy) is imported when a follower first runs: the
+    # CLI's options read this module's defaults for `projection follow --help`
+    from .batch import Batch
+    from .runner import Projector
 
 MODES = ("auto", "subscribe", "poll")
 POLL_INTERVAL = 1.0  # seconds between checks when polling
@@ -100,6 +102,7 @@ class ProjectionFollower:
 
     @property
     def projector(self) -> Projector:
+        from .runner import Projector
         if not isinstance(self._projector, Projector):
             self._projector = self._projector()
         return self._projector

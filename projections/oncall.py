@@ -41,6 +41,9 @@ def verdicts(state: MigrationState) -> dict[str, str]:
     }
 
 
+STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
+
+
 def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> str | None:
     if state.phase == "parked":
         return "parked"

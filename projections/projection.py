@@ -8,6 +8,7 @@ runner commits a batch of them in one transaction. Migrations are folded with
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from eventsourcing.dispatch import singledispatchmethod
@@ -19,9 +20,11 @@ from schedfence.domain.rollback.aggregate import Migration, evolve_migration
 from schedfence.domain.source.action import parse_nominal
 from schedfence.domain.source.runs import ActionStarted
 from schedfence.domain.source.schedule import Schedule
-from schedfence.domain.source.key import ScheduleKey
+from schedfence.domain.source.key import KeyState, ScheduleKey
+from schedfence.domain.source.state import ScheduleState
 
 from .batch import FoldedMigration
+from .names import PROJECTION
 from .records import to_us
 from .view import FenceViews
 
@@ -43,6 +46,9 @@ def _fields(event: Any) -> dict[str, Any]:
 
 
 _TYPES: dict[type, tuple[str, str]] = {}
+# kind -> the aggregate whose reducer folds it, and its state class (folded rows, tables.py).
+_FOLDED: dict[str, tuple[Any, type]] = {"schedule": (Schedule, ScheduleState),
+                                        "key": (ScheduleKey, KeyState)}
 
 
 def _type_of(cls: type) -> tuple[str, str]:
@@ -54,18 +60,22 @@ def _type_of(cls: type) -> tuple[str, str]:
 
 
 class FenceProjection(Projection[FenceViews]):
-    name = "schedfence_operator"
+    name = PROJECTION
     topics = ()  # every event: the audit index holds the whole log
 
     @singledispatchmethod
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
-        """An event the branches below do not fold (a schedule's runs, a job's, an epoch's,
-        or an aggregate this code does not model): indexed, never skipped."""
+        """An event the branches below do not fold in their own way (a job's, an epoch's, the
+        scheduler's run events, which are not nested in the schedule's class: domain/source/
+        runs.py; or an aggregate this code does not model): indexed, never skipped, and folded
+        into its key's or schedule's row where it has one."""
         self._indexed(domain_event, tracking)
 
     def _indexed(self, domain_event: Any, tracking: Tracking) -> None:
         aid = str(domain_event.originator_id)
         known = self.view.aggregate(aid) or {}
+        if known.get("kind") in _FOLDED:
+            self._fold(aid, known["kind"], known.get("folded"), domain_event)
         self._audit(domain_event, tracking, aid, known.get("kind", "other"),
                     known.get("namespace"), known.get("schedule_id"))
         self.view.insert_tracking(tracking)
@@ -122,11 +132,20 @@ class FenceProjection(Projection[FenceViews]):
                                          schedule_id=event.schedule_id,
                                          incarnation=getattr(event, "incarnation", None))
         known = self.view.aggregate(aid) or {}
+        if known:
+            self._fold(aid, kind, known.get("folded"), event)
         fields = _fields(event)
         self._audit(event, tracking, aid, kind, known.get("namespace"), known.get("schedule_id"),
                     migration_id=fields.get("migration_id"),
                     request_id=fields.get("request_id"))
         self.view.insert_tracking(tracking)
+
+    def _fold(self, aggregate_id: str, kind: str, before: str | None, event: Any) -> None:
+        """The key's or schedule's state after ``event``, by its aggregate's own reducer."""
+        aggregate, state_class = _FOLDED[kind]
+        state = aggregate.evolve(None if before is None else state_class(**json.loads(before)),
+                                 event)
+        self.view.put_folded(aggregate_id, event.originator_version, json.dumps(vars(state)))
 
     def _audit(self, event: Any, tracking: Tracking, aggregate_id: str, aggregate: str,
                namespace: str | None,

@@ -20,13 +20,13 @@ from schedfence.domain.rollback.phases import PHASES
 
 from . import metrics as pm
 from . import queries as q
+from .oncall import STUCK_AFTER as STUCK_AFTER  # the default, where "stuck" is decided
 from .projection import FenceProjection
 from .records import MigrationRow, OnCallItem
 from .runner import ProjectionStopped, Projector
 from .batch import RowWriter
 from .view import FenceViews
 
-STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
 MAX_ROWS = 1000
 MAX_STUCK_AFTER = 100 * 365 * 86400.0  # a century, as the CLI's --stuck-after allows
 

@@ -23,8 +23,7 @@ Id = String(1000)
 # SQLite makes only an INTEGER PRIMARY KEY the rowid: one B-tree instead of table + index.
 Position = BigInteger().with_variant(Integer(), "sqlite")
 
-PREFIX = "schedfence_proj_"
-SCHEMA_VERSION = 4  # bump on any change below: a stored projection of another version is rebuilt
+from .names import PREFIX as PREFIX, SCHEMA_VERSION as SCHEMA_VERSION  # bump it on any change
 
 metadata = MetaData()
 
@@ -39,6 +38,8 @@ tracking = Table(
 )
 
 # Which schedule every aggregate belongs to: later schedule events do not carry their key.
+# v4: a key's and a schedule's state as its aggregate's reducer folds it (``folded``: the
+# JSON of KeyState or ScheduleState) at ``version``, what ``status`` answers from.
 aggregates = Table(
     f"{PREFIX}aggregates", metadata,
     Column("aggregate_id", String(36), primary_key=True),
@@ -46,6 +47,8 @@ aggregates = Table(
     Column("namespace", Id),
     Column("schedule_id", Id),
     Column("incarnation", Integer),
+    Column("version", Integer),
+    Column("folded", Text),
     Index(f"{PREFIX}aggregates_key", "namespace", "schedule_id"),
 )
 
@@ -122,7 +125,7 @@ counts = Table(
 # Action starts of the source scheduler by lag (seconds from the nominal time to the
 # ``ActionStarted`` event), per bucket (its upper bound, ``+Inf`` for the rest; counts are per
 # bucket, not cumulative), and the row ``sum_ms``, the total lag in milliseconds; maintained
-# incrementally. v4 added it.
+# incrementally. v5 added it.
 start_lag = Table(
     f"{PREFIX}start_lag", metadata,
     Column("bucket", String(10), primary_key=True),

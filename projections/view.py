@@ -170,9 +170,20 @@ class FenceViews(TrackingRecorder):
         return self._current().aggregates.get(aggregate_id)
 
     def register_aggregate(self, aggregate_id: str, **fields: Any) -> None:
-        row = dict(fields, aggregate_id=aggregate_id)
+        row = dict(fields, aggregate_id=aggregate_id, version=None, folded=None)
         b = self._current()
         b.aggregates[aggregate_id] = b.new_aggregates[aggregate_id] = row
+
+    def put_folded(self, aggregate_id: str, version: int, folded: str) -> None:
+        """A registered aggregate's folded state (a new row: the one the previous batch may
+        still be writing is never changed in place)."""
+        b = self._current()
+        row = b.aggregates[aggregate_id] = dict(b.aggregates[aggregate_id] or {},
+                                                version=version, folded=folded)
+        if aggregate_id in b.new_aggregates:
+            b.new_aggregates[aggregate_id] = row
+        else:
+            b.changed_aggregates.add(aggregate_id)
 
     def migration(self, migration_id: str) -> FoldedMigration | None:
         return self._current().migrations.get(migration_id)
@@ -237,6 +248,10 @@ class FenceViews(TrackingRecorder):
     def _write_rows(self, conn: Connection, b: Batch) -> None:
         if b.new_aggregates:
             self.rows.insert(conn, t.aggregates, list(b.new_aggregates.values()))
+        if b.changed_aggregates:
+            folded = [b.aggregates.get(a) for a in sorted(b.changed_aggregates)]
+            self.rows.replace(conn, t.aggregates, "aggregate_id",
+                              [r for r in folded if r is not None])
         if b.audit_rows:
             self._write_audit(conn, b.audit_rows, b.top_floor_us)
         new = [migration_row(m, b.migrations[m]) for m in sorted(b.dirty - b.stored_migrations)]

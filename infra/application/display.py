@@ -9,13 +9,14 @@ shape's: infra/application/views.py.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schedfence.domain.text import one_line
 from schedfence.projections import narration
 from schedfence.projections.narration import narrate, short_type, yes_no
 
-from schedfence.infra.application.service import MIGRATION_TOPICS, MigrationService
+if TYPE_CHECKING:  # imported by ``verdict`` only: ``status`` formats without the service
+    from schedfence.infra.application.service import MigrationService
 
 __all__ = ["narrate", "one_line", "short", "short_type", "show", "verdict", "verdict_lines",
            "yes_no"]
@@ -48,6 +49,8 @@ def verdict(service: MigrationService, also: str | None = None,
             progress: Any = None) -> dict[str, Any]:
     """The invariant checker's verdict over the whole store, as a JSON-ready document
     (``progress(n)``: how many events were checked so far)."""
+    from schedfence.infra.application.service import MIGRATION_TOPICS
+
     violations = [v.to_dict() for v in service.verify(also, progress)]
     # Counted, not the last log position: PostgreSQL's sequence leaves a hole wherever a save
     # rolled back (a lost optimistic-concurrency race), so positions overstate the events.

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from schedfence.domain.errors import NotFound
 from schedfence.domain.ids import schedule_aggregate_id
-from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.read_shape import ReadShape, read_shape
 from schedfence.domain.source.state import ScheduleState
 from schedfence.projections.narration import narrate, short_type
 
 if TYPE_CHECKING:
+    from schedfence.domain.rollback.aggregate import MigrationState
     from schedfence.projections.service_views import OperatorViews
 
     from schedfence.infra.adapters.store.eventstore import FenceApplication

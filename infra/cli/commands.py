@@ -17,24 +17,28 @@ from __future__ import annotations
 
 import importlib
 import signal
+import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import click
+from click.utils import _make_default_short_help
 
 from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.domain.text import validate_worker_id
 
-from schedfence.infra.cli import output as out
-from schedfence.infra.adapters.destination.choose import (NoDestination, OpenedDestination,
-                                                          check_spec, open_destination)
+from schedfence.infra.cli import emitting as out
 from schedfence.infra.adapters.observability import logs
 from schedfence.infra.adapters.observability.logs import get_logger
-from schedfence.infra.application.offline import open_offline
-from schedfence.infra.application.service import MigrationService, open_service
-from schedfence.infra.adapters.store.eventstore import DEFAULT_STORE, parse_store_url
 
+if TYPE_CHECKING:  # the store, the service and the destinations: imported when first opened
+    from schedfence.infra.adapters.destination.choose import OpenedDestination
+    from schedfence.infra.application.service import MigrationService
+
+# What --store defaults to. The CLI's own: the store adapter (eventstore, and with it
+# eventsourcing's persistence) is imported only when a command opens a store, never for --help.
+DEFAULT_STORE = "sqlite:///schedfence.db"
 JSON_KEY = "schedfence.json"
 LOG = get_logger("cli")
 
@@ -67,6 +71,8 @@ class CliState:
 
     def existing(self) -> MigrationService:
         if self._service is None:
+            from schedfence.infra.adapters.destination.choose import NoDestination, check_spec
+            from schedfence.infra.application.offline import open_offline
             if self.worker_id is not None:
                 validate_worker_id(self.worker_id)
             if self.destination:  # not used here, but a typo in it is still named
@@ -76,6 +82,7 @@ class CliState:
         return self._service
 
     def _log_opening(self) -> None:
+        from schedfence.infra.adapters.store.eventstore import parse_store_url
         try:
             shown = parse_store_url(self.store).redacted
         except DomainError:
@@ -100,6 +107,10 @@ def open_cli_service(store: str, worker_id: str | None,
 
     Any failure to open is the caller's store/URL problem, so it is reported as invalid_argument.
     """
+    from schedfence.infra.adapters.destination.choose import open_destination
+    from schedfence.infra.adapters.store.eventstore import parse_store_url
+    from schedfence.infra.application.service import open_service
+
     url = parse_store_url(store)
     if url.kind == "sqlite-memory":
         raise InvalidArgument("store sqlite:///:memory: ends with this command, so every "
@@ -147,6 +158,26 @@ class FenceGroup(click.Group):
             # Bounded: a driver error can carry kilobytes of SQL and values, over many lines.
             self._fail(ctx, "internal", one_line(f"{type(exc).__name__}: {exc}", MAX_MESSAGE))
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's list of commands, each shortened from its registered summary while its
+        module is not imported (so ``--help`` imports none of them), else from its help."""
+        lazy = self.commands if isinstance(self.commands, LazyCommands) else None
+        names = self.list_commands(ctx)
+        summaries = {name: lazy.summary(name) for name in names} if lazy else {}
+        shown = [name for name in names if summaries.get(name) is not None
+                 or not cast(click.Command, self.get_command(ctx, name)).hidden]
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in shown)
+        rows = []
+        for name in shown:
+            summary = summaries.get(name)
+            rows.append((name, _make_default_short_help(summary, limit).strip() if summary
+                         is not None else cast(click.Command, self.get_command(ctx, name))
+                         .get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     @staticmethod
     def _fail(ctx: click.Context, code: str, message: str) -> None:
         out.emit_error(code, message, bool(ctx.meta.get(JSON_KEY)))
@@ -191,28 +222,68 @@ def emit(as_json: bool, doc: Any, lines: list[str]) -> None:
         out.emit_lines(lines)
 
 
-# name -> (module of schedfence.infra.cli, attribute): a command, or a tuple holding it by name.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "schedule": ("schedules", "schedule"), "rollback": ("admin", "rollback"),
-    "abort": ("admin", "abort"), "worker": ("admin", "worker"), "status": ("reads", "status"),
-    "list": ("reads", "list_"), "history": ("reads", "history"), "verify": ("reads", "verify"),
-    "recover": ("recovery", "recover"), "replay": ("replay", "replay"),
-    "replicate": ("replicate", "replicate"), "promote": ("replicate", "promote"),
-    "destination-worker": ("temporal", "destination_worker"),
-    "scheduler": ("scheduler", "scheduler"), "serve": ("serve", "serve"),
-    "metrics": ("metrics", "metrics"), "migrate": ("jobs", "migrate"), "job": ("jobs", "job"),
-    "forward": ("forward", "forward"), "forward-status": ("forward", "forward_status"),
-    "forward-abort": ("forward", "forward_abort"),
-    "forward-take-over": ("forward", "forward_take_over"),
-    "audit": ("reads", "audit"), "stats": ("projections", "COMMANDS"),
-    "oncall": ("projections", "COMMANDS"), "migrations": ("reads", "migrations"),
-    "projection": ("projections", "COMMANDS"),
+# name -> (module of schedfence.infra.cli, attribute, summary): the attribute is the command,
+# or a tuple holding it by name; the summary is the first sentence of its help, what
+# ``schedfence --help`` lists without importing the module (test_cli_help.py holds them equal).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "schedule": ("schedules", "schedule", "Create and change source schedules."),
+    "rollback": ("admin", "rollback", "Hand a schedule over to the workflow side."),
+    "abort": ("admin", "abort", "Cancel an open migration, restoring the source."),
+    "worker": ("admin", "worker", "Run migration tasks from the due-work index."),
+    "status": ("status", "status", "Show a schedule and its latest migration."),
+    "list": ("reads", "list_", "One row per schedule key (its current incarnation), in the "
+             "order keys were created."),
+    "history": ("reads", "history", "Events of a schedule and its migrations, in order (JSON: "
+                "each with its summary)."),
+    "verify": ("reads", "verify", "Check the log against the protocol invariants."),
+    "recover": ("recovery", "recover", "Operator recovery of a parked, stuck or legacy "
+                "migration."),
+    "replay": ("replay", "replay", "Replay a migration step by step from the stored events "
+               "alone."),
+    "replicate": ("replicate", "replicate", "Copy the event log to a standby store, in order, "
+                  "exactly once."),
+    "promote": ("replicate", "promote", "Make this store (--store) the active one after a "
+                "failover."),
+    "destination-worker": ("temporal", "destination_worker", "Run the sentinel workflow "
+                           "(recovery holds an id with it) on a Temporal server until "
+                           "SIGINT/SIGTERM, in every namespace of the destination URL (``/*``: "
+                           "every namespace the server lists when the worker starts); the "
+                           "server runs the Temporal Schedules a rollback creates itself."),
+    "scheduler": ("scheduler", "scheduler", "Run the source scheduler: tick schedules, start "
+                  "due actions, watch them close."),
+    "serve": ("serve", "serve", "Serve the HTTP admin API (and the web page at /ui/) over this "
+              "store."),
+    "metrics": ("metrics", "metrics", "Print the Prometheus metrics of a store (the text GET "
+                "/metrics serves)."),
+    "migrate": ("jobs", "migrate", "Migrate many schedules as one durable, resumable job."),
+    "job": ("jobs", "job", "Batch jobs: their status, cancelling one, listing them."),
+    "forward": ("forward", "forward", "Take a Temporal Schedule back into the source, fenced: "
+                "the Temporal schedule is paused and marked, read, the source created dormant, the "
+                "Temporal schedule deleted, and only then the source runs it."),
+    "forward-status": ("forward", "forward_status", "One forward migration: its phase, the "
+                       "pre-fence pause and notes, a park's reason."),
+    "forward-abort": ("forward", "forward_abort", "End a forward migration without a handover: "
+                      "the Temporal schedule gets its pre-fence pause and notes back; a dormant "
+                      "source closes without acting."),
+    "forward-take-over": ("forward", "forward_take_over", "Confirm a delete that raced the "
+                          "handoff (parked deleted_elsewhere): the source runs the schedule."),
+    "audit": ("reads", "audit", "Who did what, when, and why: events from the audit index, in "
+              "log order, each with the reason its event gives (an operator's --reason, a "
+              "park's)."),
+    "stats": ("projections", "COMMANDS", "Migrations per namespace and state (for "
+              "dashboards)."),
+    "oncall": ("projections", "COMMANDS", "Migrations that need an operator: parked, legacy, "
+               "stuck — and what may be done."),
+    "migrations": ("reads", "migrations", "Migrations by state, most recently changed first "
+                   "(all states: grouped by state)."),
+    "projection": ("projections", "COMMANDS", "The operator projection: status, catch-up, "
+                   "follow, rebuild from zero."),
 }
 
 
-def load_command(name: str, where: tuple[str, str]) -> click.Command:
+def load_command(name: str, where: tuple[str, str, str]) -> click.Command:
     """Import the command ``name`` from its module (``where``)."""
-    module, attribute = where
+    module, attribute, _ = where
     found = getattr(importlib.import_module(f"schedfence.infra.cli.{module}"), attribute)
     if isinstance(found, tuple):
         found = next((c for c in found if c.name == name), None)
@@ -226,8 +297,13 @@ class LazyCommands(MutableMapping[str, click.Command]):
     lists them with ``sorted(commands)`` and finds one with ``commands.get(name)``); a command
     added with ``add_command`` replaces its lazy entry."""
 
-    def __init__(self, lazy: dict[str, tuple[str, str]]) -> None:
-        self._entries: dict[str, click.Command | tuple[str, str]] = dict(lazy)
+    def __init__(self, lazy: dict[str, tuple[str, str, str]]) -> None:
+        self._entries: dict[str, click.Command | tuple[str, str, str]] = dict(lazy)
+
+    def summary(self, name: str) -> str | None:
+        """The registered summary of a command not imported yet (None once it is)."""
+        entry = self._entries.get(name)
+        return entry[2] if isinstance(entry, tuple) else None
 
     def __getitem__(self, name: str) -> click.Command:
         entry = self._entries[name]
@@ -300,10 +376,19 @@ cli.add_command(demo)
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (standalone mode: click turns exits and usage errors into codes)."""
-    from schedfence.infra.cli.temporal import leaving_cleanly
-
     # Ctrl-C (SIGINT) stops the long-running commands cleanly, also when the process began
     # with SIGINT ignored (a shell without job control starts `cmd &` so): `kill -INT` stops.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    with leaving_cleanly():  # os._exit after a Temporal client was used (sdk-python#300)
+    try:
         cli.main(args=argv, prog_name="schedfence", standalone_mode=True)
+    except SystemExit:
+        if _CHOOSER not in sys.modules:
+            raise  # no Temporal client without the chooser: nothing to leave cleanly
+        from schedfence.infra.cli.temporal import leaving_cleanly
+        with leaving_cleanly():  # os._exit after a Temporal client was used (sdk-python#300)
+            raise
+
+
+# Every Temporal client is made through it (temporal.py imports it too): while it is not
+# imported, no client was used and ``main`` exits as usual (--help never imports temporal.py).
+_CHOOSER = "schedfence.infra.adapters.destination.choose"

@@ -13,7 +13,6 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.commands import cli_state, existing
-from schedfence.infra.adapters.observability.metrics import render_metrics
 
 FILE_MODE = 0o644  # the collector usually runs as another user
 
@@ -32,6 +31,8 @@ def metrics(metrics_store: str | None, output: str | None) -> None:
     store."""
     if metrics_store is not None:
         cli_state().store = metrics_store
+    from schedfence.infra.adapters.observability.metrics import render_metrics  # SQLAlchemy
+
     service = existing()
     body, _content_type = render_metrics(service.views, service.app, service.destination,
                                          service.schedules_due)

@@ -6,19 +6,19 @@ Kept apart from the command definitions so ``cli.py`` only wires commands to the
 """
 from __future__ import annotations
 
-import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Iterable, Iterator, Protocol, Sequence
-
-import click
+from typing import Any, Iterator, Protocol, Sequence
 
 # Re-exported: the CLI's commands and the demo narrate with the same functions.
 from schedfence.domain.source.action import SchedulePolicies
 from schedfence.infra.application.display import (narrate, one_line, short, short_type,  # noqa: F401
                                                   show, verdict, verdict_lines, yes_no)
 from schedfence.infra.application.service import MigrationService
+from schedfence.infra.cli.blocks import kv_block, migration_lines, schedule_lines  # noqa: F401
+from schedfence.infra.cli.emitting import (emit_error, emit_json, emit_json_line,  # noqa: F401
+                                           emit_lines)
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).
 _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_id",
@@ -27,35 +27,6 @@ _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_
 _REQUEST_ID_SHOWN = {"RequestIdAssigned", "FencedForMigration", "ClosedByMigration",
                      "FenceAdopted", "LegacyMigrationAdopted"}
 _MAX_VALUE = 60
-
-
-def emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, default=str))
-
-
-def emit_json_line(event: str, doc: dict[str, Any]) -> None:
-    """One object of a streaming command's ``--json`` output (JSON Lines): compact, on one
-    line, flushed at once, its kind under ``event`` (a follower reads line by line)."""
-    click.echo(json.dumps(dict(doc, event=event), default=str))
-    sys.stdout.flush()
-
-
-def emit_error(code: str, message: str, as_json: bool) -> None:
-    """The error contract: JSON object on stdout under --json, else one stderr line."""
-    if as_json:
-        click.echo(json.dumps({"error": {"code": code, "message": message}}))
-    else:
-        click.echo(f"error: {code}: {one_line(message)}", err=True)
-
-
-def emit_lines(lines: Iterable[str]) -> None:
-    for line in lines:
-        click.echo(line)
-
-
-def kv_block(title: str, pairs: Sequence[tuple[str, object]], indent: str = "  ") -> list[str]:
-    width = max((len(k) for k, _ in pairs), default=0)
-    return [title] + [f"{indent}{k.ljust(width)}  {show(v)}" for k, v in pairs]
 
 
 def rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
@@ -164,16 +135,6 @@ def key_fields(event_type: str, data: dict[str, Any]) -> str:
 
 
 # -- views -----------------------------------------------------------------------------------
-def schedule_lines(view: dict[str, Any]) -> list[str]:
-    pairs = [("incarnation", view["incarnation"]), ("paused", view["paused"]),
-             ("notes", view["notes"]), ("closed", view["closed"]),
-             ("close reason", view["close_reason"]),
-             ("migration pending", view["migration_pending"]),
-             ("migration id", view["migration_id"]),
-             ("conflict token", view.get("conflict_token"))]
-    return kv_block(f"schedule {view['namespace']}/{view['schedule_id']}", pairs)
-
-
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
     spec, policies = view.get("spec"), view.get("policies")
@@ -213,20 +174,6 @@ def activity_lines(view: dict[str, Any]) -> list[str]:
              ("backfills", listed([f"{b['backfill_id']} {b['start']}..{b['end']} at "
                                    f"{b['cursor']}" for b in view["backfills"]]))]
     return kv_block("actions", pairs)
-
-
-def migration_lines(view: dict[str, Any] | None) -> list[str]:
-    if view is None:
-        return ["migration: none"]
-    answer = view.get("last_answer") or {}
-    pairs = [("state", view["state"]), ("request id", view["request_id"]),
-             ("request id origin", view["request_id_origin"]),
-             ("park reason", view["park_reason"]), ("park detail", view["park_detail"]),
-             ("destination first run", view["destination_first_run_id"]),
-             ("claim armed", view["claim_armed"]), ("starts issued", view["starts_issued"]),
-             ("attempts", view["attempts"]), ("last answer", answer.get("kind")),
-             ("version", view["version"])]
-    return kv_block(f"migration {view['migration_id']}", pairs)
 
 
 def rollback_lines(result: dict[str, Any]) -> list[str]:

@@ -20,7 +20,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.projections.follow import (MODES, POLL_INTERVAL, SAFETY_INTERVAL, Applied,
                                            ProjectionFollower)
 from schedfence.projections.forward_oncall import oncall_doc
-from schedfence.projections import service_views as pv
+from schedfence.projections.oncall import STUCK_AFTER
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, existing, json_option
@@ -58,7 +58,7 @@ def stats_lines(doc: dict[str, Any]) -> list[str]:
 # -- on-call ---------------------------------------------------------------------------------------
 def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> click.Command:
     @click.command("oncall")
-    @click.option("--stuck-after", type=click.FloatRange(min=0), default=pv.STUCK_AFTER,
+    @click.option("--stuck-after", type=click.FloatRange(min=0), default=STUCK_AFTER,
                   show_default=True, help="Seconds without an event before an open migration "
                   "counts as stuck.")
     @json_option

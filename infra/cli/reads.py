@@ -1,4 +1,4 @@
-"""``schedfence status | list | history | verify | audit | migrations``: read what a store
+"""``schedfence list | history | verify | audit | migrations``: read what a store
 holds. Each opens the store as it is (nothing is created, no destination is needed).
 
 ``list``, ``audit`` and ``migrations`` answer a page at a time (projections/queries.py, the one
@@ -16,7 +16,7 @@ from schedfence.domain.ids import validate_id
 from schedfence.projections.records import EPOCH, MICROSECOND
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, existing, json_option
-from schedfence.infra.application.views import history_doc, schedule_list, status_doc
+from schedfence.infra.application.views import history_doc, schedule_list
 
 MAX_ROWS = 1000  # rows per page unless --limit says otherwise
 MAX_LIMIT = 10_000
@@ -58,16 +58,6 @@ def next_page(cursor: str | None, shown: int) -> list[str]:
 
 
 # -- read views --------------------------------------------------------------------------------
-@click.command()
-@click.argument("namespace")
-@click.argument("schedule_id")
-@json_option
-def status(namespace: str, schedule_id: str, as_json: bool) -> None:
-    """Show a schedule and its latest migration."""
-    doc = status_doc(existing(), namespace, schedule_id)
-    emit(as_json, doc, out.schedule_lines(doc["schedule"]) + out.migration_lines(doc["migration"]))
-
-
 @click.command("list")
 @_namespace_option
 @_limit_option(MAX_ROWS)

@@ -1,0 +1,114 @@
+"""``status`` from the read model: the document ``views.status_doc`` builds from the log, built
+instead from the operator projection's folded rows (the key, the incarnations it reads, the
+migration) when each of those rows is at its aggregate's latest version in the log, checked in
+the same read transaction. Then the answer is the log's as of that read, exactly as fresh: a
+new incarnation, fence or migration step is an event of one of those aggregates. Events of other
+keys do not matter, so the projection may lag elsewhere in the log.
+
+It loads no event class, no pydantic model, no SQLAlchemy and no eventsourcing: one sqlite3 or
+psycopg connection and a few queries (benchmarks/cli_startup.py). Wherever the rows cannot
+answer (a row behind its aggregate or missing, the projection never built or in another layout,
+a state with other fields, a store URL this path does not read, any error) it answers None and
+the caller reads the log as before: the same document, and the same errors."""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import fields
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
+from uuid import UUID
+
+from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id, validate_id
+from schedfence.domain.read_shape import read_shape
+from schedfence.domain.source.state import ScheduleState
+from schedfence.projections.status_rows import StatusRows
+
+from schedfence.infra.application.views import MigrationView, ScheduleView
+
+# The aggregates' latest versions, from eventsourcing's tables of stored events (sqlite's
+# default ``stored_events``, ids as UUID hex; on PostgreSQL the application's table,
+# eventstore.event_table(), ids as uuid).
+SQLITE_EVENTS = "stored_events"
+PG_EVENTS = "schedfence_events"
+SQLITE = "sqlite:///"
+STATE_FIELDS = {f.name for f in fields(ScheduleState)}
+Latest = Callable[[list[UUID]], dict[UUID, int]]
+
+
+def read_model_status(store: str, namespace: str, schedule_id: str) -> dict[str, Any] | None:
+    """``status_doc``'s document from the projection's rows, or None (then read the log)."""
+    try:
+        validate_id("namespace", namespace)
+        validate_id("schedule id", schedule_id)
+        with _rows(store) as found:
+            return None if found is None else _status(*found, namespace, schedule_id)
+    except Exception:  # noqa: BLE001 - the log's read names any problem, in its words
+        return None
+
+
+def _status(rows: StatusRows, latest: Latest, namespace: str,
+            schedule_id: str) -> dict[str, Any] | None:
+    if not rows.current_layout():
+        return None
+    key_id = schedule_key_id(namespace, schedule_id)
+    key = rows.folded(str(key_id))
+    if key is None or not key[1]["incarnation"]:
+        return None  # not found: the log's read says so
+    read = {key_id: key[0]}  # aggregate -> the version of its row
+    views = []
+    for n in range(key[1]["incarnation"], 0, -1):  # newest first, as Aggregates.incarnations
+        aggregate_id = schedule_aggregate_id(namespace, schedule_id, n)
+        found = rows.folded(str(aggregate_id))
+        if found is None or set(found[1]) != STATE_FIELDS:
+            return None  # folded by code whose state had other fields: read the log
+        read[aggregate_id] = found[0]
+        views.append(ScheduleView.of(ScheduleState(**found[1]), found[0]))
+        if views[-1].migration_id:
+            break
+    # The open migration of the key, else its most recent (latest_migration_id's rule).
+    migration = None
+    if views[-1].migration_id:
+        folded = rows.migration(views[-1].migration_id)
+        if folded is None:
+            return None
+        version, state = folded
+        read[UUID(views[-1].migration_id)] = version
+        migration = MigrationView(**read_shape(SimpleNamespace(**state)),  # type: ignore[arg-type]
+                                  last_answer=state["last_answer"], version=version).to_dict()
+    if latest(list(read)) != read:
+        return None  # a row behind its aggregate: the projection has not applied it yet
+    return {"schedule": views[0].to_dict(), "migration": migration}
+
+
+@contextmanager
+def _rows(store: str) -> Iterator[tuple[StatusRows, Latest] | None]:
+    """The projection's rows and the log's latest versions in one read transaction on
+    ``store`` (None: a URL this path does not read). Nothing is created: a SQLite file must
+    exist."""
+    if store.startswith(SQLITE):
+        path = store[len(SQLITE):]
+        if not path or "?" in path or path == ":memory:" or not os.path.isfile(path):
+            yield None
+            return
+        import sqlite3
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("BEGIN")  # one snapshot: versions and rows read together
+            yield StatusRows(conn, "?", None), lambda ids: {UUID(i): v for i, v in conn.execute(
+                f"SELECT originator_id, MAX(originator_version) FROM {SQLITE_EVENTS} WHERE "
+                f"originator_id IN ({','.join('?' * len(ids))}) GROUP BY originator_id",
+                [i.hex for i in ids])}
+        finally:
+            conn.close()
+        return
+    from schedfence.infra.adapters.store.pg import SCHEMES, parse_pg_url
+    if not store.startswith(SCHEMES) or store.partition("://")[2].split("?")[0].count("@") > 1:
+        yield None  # not PostgreSQL, or a URL the store refuses (eventstore._parse_pg)
+        return
+    target = parse_pg_url(store)
+    with target.connect() as pg:
+        pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield StatusRows(pg, "%s", target.schema), lambda ids: dict(pg.execute(
+            f'SELECT originator_id, MAX(originator_version) FROM "{target.schema}".{PG_EVENTS} '
+            "WHERE originator_id = ANY(%s) GROUP BY originator_id", [ids]).fetchall())
