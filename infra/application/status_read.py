@@ -74,8 +74,11 @@ def _status(rows: StatusRows, latest: Latest, namespace: str,
             return None
         version, state = folded
         read[UUID(views[-1].migration_id)] = version
-        migration = MigrationView(**read_shape(SimpleNamespace(**state)),  # type: ignore[arg-type]
-                                  last_answer=state["last_answer"], version=version).to_dict()
+        # read_shape takes a MigrationState; a namespace of its stored fields reads the same
+        # names without building the pydantic model this path keeps out of the process.
+        shape = read_shape(SimpleNamespace(**state))  # type: ignore[arg-type]  # see above
+        migration = MigrationView(**shape, last_answer=state["last_answer"],
+                                  version=version).to_dict()
     if latest(list(read)) != read:
         return None  # a row behind its aggregate: the projection has not applied it yet
     return {"schedule": views[0].to_dict(), "migration": migration}
