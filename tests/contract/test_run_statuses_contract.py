@@ -30,3 +30,10 @@ def test_ids_a_query_cannot_quote_plainly_are_still_watched(world):
     wid = f"{new_wid()}-o'clock"
     start(world, wid, rid())
     assert world.dest.run_statuses(NS, [wid]) == {wid: "running"}
+
+
+def test_a_workflow_that_continued_as_new_is_its_current_run(world):
+    wid = new_wid()
+    start(world, wid, rid())
+    world.continue_as_new(wid)  # the closed first run may be listed before the new one
+    assert world.dest.run_statuses(NS, [wid]) == {wid: "running"}
