@@ -27,6 +27,7 @@ from schedfence.domain.ports import (ActionRunner, Destination, DestinationError
                                      DestinationNotFound, DestinationUnavailable, RunWatcher)
 from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.text import error_line
 
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
@@ -271,9 +272,17 @@ def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.E
     """``schedfence scheduler``'s loop: a pass (``one_pass``: the service's, which checks the
     store is active each time), then ``poll_interval`` seconds, until ``stop`` is set. A
     pass that did something is given to ``on_busy`` (the command's line), and each of its
-    errors is a warning record."""
+    errors is a warning record. A pass that fails (the store unreachable during a failover,
+    its appends refused until ``promote``, the runner down) is a warning record too, and the
+    loop goes on: the next pass decides again on what the store holds then."""
     while not stop.is_set():
-        report = one_pass()
+        try:
+            report = one_pass()
+        except Exception as exc:  # noqa: BLE001 - the loop outlives a bad pass, as a worker's
+            LOG.warning("scheduler: error: %s (retrying)", error_line(exc),
+                        extra={"worker": worker_id})
+            stop.wait(poll_interval)
+            continue
         if report.busy:
             on_busy(report)
             for error in report.errors:  # the line counts them; each is a record

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from schedfence.domain.errors import StandbyNotPromoted
 from schedfence.infra.engines.drive import Drive
 from schedfence.infra.engines.pool import WorkerPool
 from schedfence.infra.engines.scheduler import SchedulerReport, run_until_stopped
@@ -101,3 +102,19 @@ def test_the_scheduler_loop_runs_passes_until_stopped() -> None:
     run_until_stopped(one_pass, stop, 0.0, seen.append)
     assert len(passes) == 3
     assert [r.ticks for r in seen] == [1]  # only a pass that did something is shown
+
+
+def test_the_scheduler_loop_outlives_a_failed_pass(caplog) -> None:
+    stop, seen, passes = threading.Event(), [], []
+
+    def one_pass() -> SchedulerReport:
+        passes.append(1)
+        if len(passes) == 1:
+            raise StandbyNotPromoted("the store's primary changed; run promote")
+        stop.set()
+        return SchedulerReport(started=1)
+
+    run_until_stopped(one_pass, stop, 0.0, seen.append)
+    assert len(passes) == 2 and [r.started for r in seen] == [1]
+    assert "StandbyNotPromoted: the store's primary changed; run promote (retrying)" in \
+        caplog.text
