@@ -103,7 +103,10 @@ def test_a_record_that_is_not_a_json_object_is_named_on_every_read(store, state,
     url, mid = store["url"], store["mid"]
     where = f"{topic} at log position {position} (aggregate {mid} version 1)"
     # (``list`` reads migration states from the projection, built before the damage; it
-    # loads only each key's current source from the log, which is intact here.)
+    # loads only each key's current source from the log, which is intact here. ``status``
+    # answers from the projection's rows while each is at its aggregate's latest version,
+    # which a damaged record does not change: without the rows it reads the log.)
+    _drop_projection(url)
     for args in (("status", NS, "a"),):
         line = _cli_error(url, *args)
         assert line.startswith("error: undecodable_event: ") and what in line, line
@@ -122,6 +125,7 @@ def test_a_garbage_originator_id_in_the_record_is_named(store, store_kind: str) 
     if store_kind == "sqlite":  # a TEXT column: the row's own id can be anything
         _sql(url, "UPDATE {events} SET originator_id = 'garbage' WHERE {pos} = ?", position)
         what = "originator id 'garbage' is not a UUID"
+        _drop_projection(url)  # status reads the log (without the rows built before)
         line = _cli_error(url, "status", NS, "a")  # the migration lost its first record
         assert line.startswith("error: corrupt_history: ") and str(mid) in line
         assert "version 1 is missing" in line, line
@@ -130,6 +134,7 @@ def test_a_garbage_originator_id_in_the_record_is_named(store, store_kind: str) 
         _sql(url, "UPDATE {events} SET state = ? WHERE {pos} = ?",
              bytes(state).replace(str(mid).encode(), b"garbage"), position)
         what = "originator_id"
+        _drop_projection(url)  # status reads the log (without the rows built before)
         line = _cli_error(url, "status", NS, "a")
         assert line.startswith("error: undecodable_event: ") and str(mid) in line, line
     line = _cli_error(url, "verify")
@@ -172,7 +177,10 @@ def test_a_deleted_middle_record_names_the_aggregate_and_the_missing_version(sto
     _sql(url, "DELETE FROM {events} WHERE {pos} = ?", position)
     next_topic = store["rows"][3][2]
     # (``list`` reads migration states from the projection, built before the damage; it
-    # loads only each key's current source from the log, which is intact here.)
+    # loads only each key's current source from the log, which is intact here. ``status``
+    # answers from the projection's rows while each is at its aggregate's latest version,
+    # which a damaged record does not change: without the rows it reads the log.)
+    _drop_projection(url)
     for args in (("status", NS, "a"),):
         line = _cli_error(url, *args)
         assert line.startswith("error: corrupt_history: "), line
@@ -203,9 +211,20 @@ def test_fold_events_refuses_gaps_and_wraps_reducer_errors(store) -> None:
 
 def test_the_module_entry_point_prints_one_line_not_internal(store) -> None:
     _corrupt_first(store, b"{broken")
+    _drop_projection(store["url"])  # status reads the log (without the rows built before)
     done = subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store["url"], "status",
                            NS, "a"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: undecodable_event: ") and \
         done.stderr.count("\n") == 1, done.stderr
     assert str(store["mid"]) in done.stderr and "version 1" in done.stderr
+
+
+def test_status_from_current_rows_does_not_read_a_record_damaged_after_them(store) -> None:
+    """What a read-model read means: ``status`` answers from the rows the projection built
+    from the intact records; ``verify``, which reads the log, names the damage."""
+    _corrupt_first(store, b"{broken")
+    result = CliRunner().invoke(cli, ["--store", store["url"], "status", NS, "a"])
+    assert result.exit_code == 0 and "completed" in result.stdout, result.stderr
+    line = _cli_error(store["url"], "verify")
+    assert line.startswith("error: undecodable_event: ") and str(store["mid"]) in line
