@@ -91,8 +91,9 @@ class ServiceCollector(Collector):
         yield _start_lag(snap)
         if self.schedules_due is not None:
             yield GaugeMetricFamily(f"{PREFIX}schedules_due", "Schedules due now in the source "
-                                    "scheduler's due index (its backlog; 0 when every pass "
-                                    "keeps up).", value=self.schedules_due())
+                                    "scheduler's due index: those a pass has not reached yet, "
+                                    "and those with actions running, which every pass looks "
+                                    "at.", value=self.schedules_due())
         yield from _projection(snap)
         yield from _jobs(self._job_states())
         yield from latency_of(self.destination).histogram.collect()
