@@ -24,6 +24,7 @@ from schedfence.projections.service_views import OperatorViews
 from schedfence.projections.tables import migrations
 
 from schedfence.infra.pacing import doubling, retry_call
+from schedfence.infra.engines.lease import now_us
 from schedfence.infra.adapters.store.sql import SideTables
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
@@ -37,10 +38,6 @@ backoff = Table(
     Column("failures", Integer, nullable=False),
     Column("reason", String(40), nullable=False),
 )
-
-
-def _now_us() -> int:
-    return int(time.time() * 1_000_000)
 
 
 def backoff_seconds(failures: int, rng: random.Random | None = None) -> float:
@@ -78,7 +75,7 @@ class DueWork(SideTables):
         workable = or_(migrations.c.due == "now",
                        and_(migrations.c.due == "after_failover",
                             migrations.c.epoch < self.epoch()))
-        ready = or_(backoff.c.not_before_us.is_(None), backoff.c.not_before_us <= _now_us())
+        ready = or_(backoff.c.not_before_us.is_(None), backoff.c.not_before_us <= now_us())
         query = (select(migrations.c.migration_id, backoff.c.failures)
                  .select_from(migrations.outerjoin(
                      backoff, backoff.c.migration_id == migrations.c.migration_id))
@@ -103,7 +100,7 @@ class DueWork(SideTables):
             row = conn.execute(select(backoff.c.failures).where(
                 backoff.c.migration_id == mid)).first()
             failures: int = (row[0] if row else 0) + 1
-            not_before_us = _now_us() + int(backoff_seconds(failures) * 1e6)
+            not_before_us = now_us() + int(backoff_seconds(failures) * 1e6)
             values = {"not_before_us": not_before_us, "failures": failures,
                       "reason": reason[:40]}
             if row is None:

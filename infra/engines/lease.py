@@ -54,7 +54,8 @@ lease = Table(
 )
 
 
-def _now_us() -> int:
+def now_us() -> int:
+    """The wall clock in microseconds: what lease and backoff expiries are kept in."""
     return int(time.time() * 1_000_000)
 
 
@@ -85,7 +86,7 @@ class Leases(SideTables):
         if not ids:
             return []
         self._ensure_table()
-        now = _now_us()
+        now = now_us()
         wanted = [str(i) for i in ids]
         postgres = self.engine.dialect.name == "postgresql"
         with self._writing() as conn:
@@ -106,7 +107,7 @@ class Leases(SideTables):
     def held(self) -> list[tuple[str, str, float]]:
         """Every unexpired lease: (migration id, holder, seconds left)."""
         self._ensure_table()
-        now = _now_us()
+        now = now_us()
         with self.engine.connect() as conn:
             rows = conn.execute(lease.select().where(lease.c.expires_us >= now))
             return [(r.migration_id, r.holder, (r.expires_us - now) / 1e6) for r in rows]

@@ -21,7 +21,6 @@ the schedule version that time was decided on, and a lease (``holder``, ``lease_
 """
 from __future__ import annotations
 
-import time
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +30,9 @@ from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Ta
 from schedfence.domain.topics import STORED_TOPICS
 
 from schedfence.infra.adapters.store.sql import SideTables
+from schedfence.infra.engines.lease import LEASE_SECONDS, now_us
+from schedfence.projections.records import to_us
 
-LEASE_SECONDS = 30.0  # longer than a batch's worst case
 SWEEP_PAGE = 5000
 # Every event of a schedule (not of its key: ``schedfence.schedule_key.*``).
 SCHEDULE_TOPICS = tuple(sorted(t for t in STORED_TOPICS if t.startswith("schedfence.schedule.")))
@@ -70,10 +70,6 @@ _TAKE = (f"UPDATE {due_rows.name} SET holder = :holder, lease_us = :lease "
          "ORDER BY due_us LIMIT :limit{lock}) RETURNING aggregate_id")
 _TAKES = {True: text(_TAKE.format(lock=" FOR UPDATE SKIP LOCKED")),
           False: text(_TAKE.format(lock=""))}
-
-
-def to_us(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
 
 
 class ScheduleDue(SideTables):
@@ -116,7 +112,7 @@ class ScheduleDue(SideTables):
     def take(self, now: datetime, holder: str, limit: int) -> list[str]:
         """Lease up to ``limit`` schedules due at ``now`` (earliest first) to ``holder``."""
         self._ensure_table()
-        wall = int(time.time() * 1_000_000)
+        wall = now_us()
         postgres = self.engine.dialect.name == "postgresql"
         with self._writing() as conn:
             return [r[0] for r in conn.execute(_TAKES[postgres], {

@@ -28,6 +28,7 @@ from schedfence.domain.ports import (ActionRunner, Destination, DestinationError
 from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import error_line
+from schedfence.projections.records import to_us
 
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
@@ -255,15 +256,11 @@ class Scheduler:
             report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")
 
 
-def _to_us(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
-
-
 def _next_us(decided: scheduling.Due, now: datetime) -> int | None:
     """The index's next due time (µs) for a schedule decided ``decided`` on at ``now``: its
     own, or the next pass's (``now``) while it has running actions to watch; None: not due."""
-    at = None if decided.at is None else _to_us(decided.at)
-    return _to_us(now) if decided.watch else at
+    at = None if decided.at is None else to_us(decided.at)
+    return to_us(now) if decided.watch else at
 
 
 def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.Event,
