@@ -9,7 +9,7 @@ database must exist.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -31,7 +31,7 @@ def is_shared_sim(url: str) -> bool:
 
 
 class SharedSimDestination:
-    """The ``Destination`` port (and ``ActionRunner``, ``HandoverTarget``) over a
+    """The ``Destination`` port (and ``ActionRunner``, ``RunWatcher``, ``HandoverTarget``) over a
     ``SimulatedDestination`` in its own store.
 
     A database error in a call means the outcome is unknown, exactly like an unreachable
@@ -70,6 +70,13 @@ class SharedSimDestination:
                  run_id: str | None = None) -> RunDescription:
         try:
             return self.simulator.describe(namespace, workflow_id, run_id)
+        except SQLAlchemyError as exc:
+            raise self._unavailable("describe", exc) from None
+
+    def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]:
+        """``RunWatcher``: the simulator's one-session answer."""
+        try:
+            return self.simulator.run_statuses(namespace, workflow_ids)
         except SQLAlchemyError as exc:
             raise self._unavailable("describe", exc) from None
 

@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 from datetime import datetime, timezone
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
@@ -35,6 +35,7 @@ from schedfence.infra.adapters.destination.sim_sql import SqlSimState
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 
 CLOSED_STATUSES = ("completed", "failed", "canceled", "terminated", "timed_out")
+T = TypeVar("T")
 FAULTS = ("unavailable", "fail_before_commit", "lose_response")
 FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_schedule")
 # The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
@@ -198,33 +199,32 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         return "already_started", already_started(current)
 
     def describe(self, namespace: str, workflow_id: str, run_id: str | None = None) -> RunDescription:
+        return self._described(
+            lambda tx: describe_run(find_run(tx, namespace, workflow_id, run_id)))
+
+    def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]:
+        """``RunWatcher``: every id's current run status in one session (``gone``: none). A
+        fault injected for ``describe`` applies to the whole call."""
+        def statuses(tx: SimTx) -> dict[str, str]:
+            runs = {w: current_run(tx.runs(namespace, w)) for w in workflow_ids}
+            return {w: run["status"] if run is not None else "gone" for w, run in runs.items()}
+        return self._described(statuses)
+
+    def _described(self, read: Callable[[SimTx], T]) -> T:
+        """``read`` of the runs in one session, under the next fault injected for
+        ``describe``: none, an outage before it, or its answer lost after it."""
         fault = self._next_fault("describe")
         if fault in _PRE_COMMIT_OUTCOME:
             raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
         try:
             with self._state.session() as tx:
-                description = describe_run(find_run(tx, namespace, workflow_id, run_id))
+                answer = read(tx)
         except DestinationNotFound:
             if fault != "lose_response":
                 raise
         if fault == "lose_response":  # a lost answer is lost whatever it was, NotFound too
             raise DestinationUnavailable("describe response was lost")
-        return description
-
-    def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]:
-        """``RunWatcher``: every id's current run status in one session (``gone``: none). A
-        fault injected for ``describe`` applies to the whole call."""
-        fault = self._next_fault("describe")
-        if fault in _PRE_COMMIT_OUTCOME:
-            raise DestinationUnavailable(f"describe: {_PRE_COMMIT_OUTCOME[fault]}")
-        with self._state.session() as tx:
-            statuses: dict[str, str] = {}
-            for workflow_id in workflow_ids:
-                run = current_run(tx.runs(namespace, workflow_id))
-                statuses[workflow_id] = run["status"] if run is not None else "gone"
-        if fault == "lose_response":
-            raise DestinationUnavailable("describe response was lost")
-        return statuses
+        return answer
 
     def retention_seconds(self, namespace: str) -> float:
         """``RetentionReader``: as told (closed runs stay until ``delete``)."""

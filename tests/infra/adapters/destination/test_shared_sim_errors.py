@@ -59,4 +59,6 @@ def test_reads_keep_failing_as_unavailable(sim) -> None:
     with pytest.raises(DestinationUnavailable) as err:
         sim.describe(NS, WID)
     assert not isinstance(err.value, DestinationNotReached)
+    with pytest.raises(DestinationUnavailable, match="describe on sim\\+"):
+        sim.run_statuses(NS, [WID])  # the scheduler's watch: the same mapping
 
