@@ -184,6 +184,18 @@ class RunWatcher(Protocol):
     def run_statuses(self, namespace: str, workflow_ids: Sequence[str]) -> dict[str, str]: ...
 
 
+@runtime_checkable
+class StartBatcher(Protocol):
+    """A runner that takes many starts in one call (the simulator: one transaction for all):
+    each request's answer in order, a refusal or an outage as the ``DestinationError`` that
+    ``start_workflow`` would have raised for it. A call that fails as a whole raises
+    ``DestinationUnavailable``: no start's outcome is known, and each is asked again with its
+    own request id, which dedupes."""
+
+    def start_workflows(self, requests: Sequence[StartWorkflow]
+                        ) -> list[StartAccepted | DestinationError]: ...
+
+
 @dataclass(frozen=True)
 class Settled:
     """What a settle asked the destination to start (nominal times, RFC 3339 UTC) and, for a

@@ -24,7 +24,8 @@ from schedfence.domain.source import runs
 
 from schedfence.domain.source import scheduling
 from schedfence.domain.ports import (ActionRunner, Destination, DestinationError,
-                                     DestinationNotFound, DestinationUnavailable, RunWatcher)
+                                     DestinationNotFound, DestinationUnavailable, RunWatcher,
+                                     StartBatcher)
 from schedfence.domain.model import Facts
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import error_line
@@ -32,6 +33,7 @@ from schedfence.projections.records import to_us
 
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -114,7 +116,8 @@ class Scheduler:
         """A batch of due schedules: their closed runs recorded, then one tick each at ``at``
         (saved in one append), then every start they issued sent together and the answers
         saved in one append; the schedules as they then stand."""
-        sources: list[Schedule] = [self.app.repository.get(UUID(aid)) for aid in ids]
+        loaded = load_many(self.app, [UUID(aid) for aid in ids])
+        sources: list[Schedule] = [loaded[UUID(aid)] for aid in ids]
         active = [i for i, source in enumerate(sources) if scheduling.scheduled(source.state)]
         report.schedules += len(active)
         self._watch_all(sources, active, report)  # first: a closed run frees its slot now
@@ -141,13 +144,19 @@ class Scheduler:
         return sources
 
     def _send(self, requests: list[Any]) -> list[Any]:
-        """Each start's answer (a refusal or an outage as its error), the starts in flight
-        together (up to ``STARTS_IN_FLIGHT`` at once)."""
+        """Each start's answer (a refusal or an outage as its error): in one call where the
+        runner takes a batch (``StartBatcher``), else the starts in flight together (up to
+        ``STARTS_IN_FLIGHT`` at once)."""
         def send(request: Any) -> Any:
             try:
                 return self.runner.start_workflow(request)
             except DestinationError as exc:
                 return exc
+        if isinstance(self.runner, StartBatcher):  # all in one call (the simulator)
+            try:
+                return self.runner.start_workflows(requests)
+            except DestinationError as exc:  # no start's outcome known: each asked again
+                return [exc] * len(requests)
         if len(requests) == 1:
             return [send(requests[0])]
         with ThreadPoolExecutor(min(STARTS_IN_FLIGHT, len(requests))) as pool:

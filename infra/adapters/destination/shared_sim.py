@@ -9,13 +9,14 @@ database must exist.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.text import error_line
-from schedfence.domain.ports import (DestinationNotReached, DestinationUnavailable,
+from schedfence.domain.ports import (DestinationError, DestinationNotReached, DestinationUnavailable,
                                      RunDescription, Settled, StartAccepted, StartWorkflow,
                                      StopKind)
 
@@ -57,14 +58,26 @@ class SharedSimDestination:
         self.simulator = SimulatedDestination(self.state)
 
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
-        try:
+        with self._start_errors("start"):
             return self.simulator.start_workflow(request)
+
+    @contextmanager
+    def _start_errors(self, call: str) -> Iterator[None]:
+        try:
+            yield
         except RolledBack as exc:  # before COMMIT: provably nothing started, the claim re-arms
             raise DestinationNotReached(
-                f"start on {self.label}: nothing committed, the transaction failed before "
+                f"{call} on {self.label}: nothing committed, the transaction failed before "
                 f"COMMIT: {error_line(exc.__cause__ or exc)}") from None
         except SQLAlchemyError as exc:
-            raise self._unavailable("start", exc) from None
+            raise self._unavailable(call, exc) from None
+
+    def start_workflows(self, requests: Sequence[StartWorkflow]
+                        ) -> list[StartAccepted | DestinationError]:
+        """``StartBatcher``: the simulator's one-session batch, its errors mapped as a single
+        start's (before COMMIT: none of them started)."""
+        with self._start_errors("starts"):
+            return self.simulator.start_workflows(requests)
 
     def describe(self, namespace: str, workflow_id: str,
                  run_id: str | None = None) -> RunDescription:

@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import (BigInteger, Column, Index, MetaData, String, Table, Text, create_engine,
-                        event, select)
+from sqlalchemy import (BigInteger, Column, Index, MetaData, String, Table, Text, bindparam,
+                        create_engine, event, select)
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
@@ -22,6 +22,7 @@ from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimTx
 from schedfence.infra.adapters.store.pg import SCHEMES as PG_SCHEMES, parse_pg_url
 
+PRELOAD_CHUNK = 500  # workflow ids read in one query
 TABLE_NAME = "schedfence_sim_destination"  # the one-row layout of older releases
 META_TABLE = "schedfence_sim_meta"
 WORKFLOWS_TABLE = "schedfence_sim_workflows"
@@ -86,13 +87,23 @@ class SqlSimTx:
     def runs(self, namespace: str, workflow_id: str) -> list[dict]:
         k = (namespace, workflow_id)
         if k not in self._loaded:
-            text = self._conn.execute(
-                select(_workflows.c.runs).where(_workflows.c.name == self._name,
-                                                _workflows.c.namespace == namespace,
-                                                _workflows.c.workflow_id == workflow_id)
-            ).scalar()
-            self._loaded[k] = (text, json.loads(text) if text is not None else [])
+            self.preload([k])
         return self._loaded[k][1]
+
+    def preload(self, keys: list[tuple[str, str]]) -> None:
+        c = _workflows.c
+        wanted = [k for k in dict.fromkeys(keys) if k not in self._loaded]
+        for start in range(0, len(wanted), PRELOAD_CHUNK):
+            chunk = wanted[start:start + PRELOAD_CHUNK]
+            found: dict[tuple[str, str], str] = {}
+            for ns in {ns for ns, _ in chunk}:
+                rows = self._conn.execute(select(c.workflow_id, c.runs).where(
+                    c.name == self._name, c.namespace == ns,
+                    c.workflow_id.in_([w for n, w in chunk if n == ns])))
+                found.update({(ns, wid): text for wid, text in rows})
+            for k in chunk:
+                text = found.get(k)
+                self._loaded[k] = (text, json.loads(text) if text is not None else [])
 
     def add_run(self, namespace: str, workflow_id: str, run: dict) -> None:
         runs = self.runs(namespace, workflow_id)
@@ -132,23 +143,28 @@ class SqlSimTx:
         return [(ns, wid) for ns, wid in rows]
 
     def _flush(self) -> None:
-        """Write the changed workflow rows and the new log rows (still inside the transaction)."""
+        """Write the changed workflow rows and the new log rows (still inside the transaction):
+        each kind in one statement."""
         c = _workflows.c
+        inserts, updates = [], []
         for (ns, wid), (old, runs) in self._loaded.items():
             if old is None and not runs:
                 continue  # asked about, never created
             text = json.dumps(runs)
             if old is None:
-                self._conn.execute(_workflows.insert().values(
-                    name=self._name, namespace=ns, workflow_id=wid, ord=self._ords[(ns, wid)],
-                    runs=text))
+                inserts.append({"name": self._name, "namespace": ns, "workflow_id": wid,
+                                "ord": self._ords[(ns, wid)], "runs": text})
             elif text != old:
-                self._conn.execute(_workflows.update().where(
-                    c.name == self._name, c.namespace == ns, c.workflow_id == wid
-                ).values(runs=text))
+                updates.append({"k_ns": ns, "k_wid": wid, "runs": text})
             else:
                 continue
             self._loaded[(ns, wid)] = (text, runs)
+        if inserts:
+            self._conn.execute(_workflows.insert(), inserts)
+        if updates:
+            self._conn.execute(_workflows.update().where(
+                c.name == self._name, c.namespace == bindparam("k_ns"),
+                c.workflow_id == bindparam("k_wid")), updates)
         if self._pending_log:
             self._conn.execute(_log.insert(), self._pending_log)
             self._pending_log = []

@@ -24,6 +24,11 @@ class SimTx(Protocol):
 
     def add_run(self, namespace: str, workflow_id: str, run: dict) -> None: ...
 
+    def preload(self, keys: list[tuple[str, str]]) -> None:
+        """Read the runs of these (namespace, workflow id) pairs at once (a call about many
+        ids: one read, not one per id); ``runs`` then answers them from what was read."""
+        ...
+
     def next_counter(self) -> int: ...
 
     def append_log(self, entry: dict) -> None: ...
@@ -67,6 +72,9 @@ class DictTx:
 
     def add_run(self, namespace: str, workflow_id: str, run: dict) -> None:
         self._s["workflows"].setdefault(_key(namespace, workflow_id), []).append(run)
+
+    def preload(self, keys: list[tuple[str, str]]) -> None:
+        pass  # the whole state is in hand
 
     def next_counter(self) -> int:
         self._s["counter"] += 1

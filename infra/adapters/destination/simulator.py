@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.domain.source.action import StartWorkflowAction
-from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
+from schedfence.domain.ports import (DestinationError, DestinationNotFound, DestinationUnavailable,
                                      InvalidStartRequest, RunDescription, StartAccepted,
                                      StartWorkflow, StopKind)
 from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
@@ -143,28 +143,44 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
     def start_workflow(self, request: StartWorkflow) -> StartAccepted:
         return self._logged_start(request, attach=False)
 
+    def start_workflows(self, requests: Sequence[StartWorkflow]
+                        ) -> list[StartAccepted | DestinationError]:
+        """``StartBatcher``: each start exactly as ``start_workflow`` makes it (its own fault
+        drawn, its own log entry, in order), all in one session, so a batch takes the
+        counters row once instead of once per start; a refusal is its answer."""
+        faults = [self._next_fault("start") for _ in requests]
+        with self._state.session() as tx:
+            tx.preload([(r.namespace, r.workflow_id) for r in requests])
+            return [self._start_logged(tx, r, f, attach=False) for r, f in zip(requests, faults)]
+
     def _logged_start(self, request: StartWorkflow, attach: bool) -> StartAccepted:
         fault = self._next_fault("start")
         with self._state.session() as tx:
-            if fault in _PRE_COMMIT_OUTCOME:
-                outcome = _PRE_COMMIT_OUTCOME[fault]
-                result: StartAccepted | Exception = DestinationUnavailable(f"start: {outcome}")
-            else:
-                outcome, result = self._start(tx, request, attach)
-                if fault == "lose_response":
-                    outcome = "lost_response"
-                    result = DestinationUnavailable("start committed but its response was lost")
-            # A shallow copy: the request is frozen and its input is built per call (asdict's
-            # deep copy was half of a start's cost in benchmarks/batch_throughput.py).
-            tx.append_log({"request": dict(vars(request), action=action_doc(request.action)),
-                           "outcome": outcome})
+            result = self._start_logged(tx, request, fault, attach)
         if isinstance(result, Exception):
             raise result
         return result
 
+    def _start_logged(self, tx: SimTx, request: StartWorkflow, fault: str | None,
+                      attach: bool) -> StartAccepted | DestinationError:
+        """One start in ``tx`` under ``fault``, logged; its answer or the error it raises."""
+        if fault in _PRE_COMMIT_OUTCOME:
+            outcome = _PRE_COMMIT_OUTCOME[fault]
+            result: StartAccepted | DestinationError = DestinationUnavailable(f"start: {outcome}")
+        else:
+            outcome, result = self._start(tx, request, attach)
+            if fault == "lose_response":
+                outcome = "lost_response"
+                result = DestinationUnavailable("start committed but its response was lost")
+        # A shallow copy: the request is frozen and its input is built per call (asdict's
+        # deep copy was half of a start's cost in benchmarks/batch_throughput.py).
+        tx.append_log({"request": dict(vars(request), action=action_doc(request.action)),
+                       "outcome": outcome})
+        return result
+
     def _start(
         self, tx: SimTx, req: StartWorkflow, attach: bool
-    ) -> tuple[str, StartAccepted | Exception]:
+    ) -> tuple[str, StartAccepted | DestinationError]:
         """StartWorkflowExecution; returns (log outcome, result or error to raise)."""
         problem = request_problem(req)
         if problem is not None:
@@ -187,7 +203,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
 
     def _start_over_running(
         self, tx: SimTx, req: StartWorkflow, request_id: str, current: dict, attach: bool
-    ) -> tuple[str, StartAccepted | Exception]:
+    ) -> tuple[str, StartAccepted | DestinationError]:
         if req.id_conflict_policy == "terminate_existing" or req.id_reuse_policy == "terminate_if_running":
             close_run(current, "terminated", self.clock().isoformat())
             return "created", accepted(self._add_run(tx, req, request_id, None), True)
@@ -206,6 +222,7 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
         """``RunWatcher``: every id's current run status in one session (``gone``: none). A
         fault injected for ``describe`` applies to the whole call."""
         def statuses(tx: SimTx) -> dict[str, str]:
+            tx.preload([(namespace, w) for w in workflow_ids])
             runs = {w: current_run(tx.runs(namespace, w)) for w in workflow_ids}
             return {w: run["status"] if run is not None else "gone" for w, run in runs.items()}
         return self._described(statuses)

@@ -9,6 +9,7 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.engines.schedule_due import ScheduleDue
@@ -134,3 +135,67 @@ def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, m
     assert calls == [sorted(running)] and report.closed == 2
     left = {w for s in range(5) for w in svc.load.source(NS, f"s{s}").state.running}
     assert left == set(sorted(running)[2:])
+
+
+def test_a_batchs_starts_go_in_one_call_where_the_runner_takes_a_batch(world, monkeypatch):
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}", every=2) for k in range(8))
+    svc.run_scheduler(now=t0)
+    calls = []
+    monkeypatch.setattr(dest, "start_workflow", lambda r: calls.append("one") or 1 / 0)
+    batch = dest.start_workflows
+    monkeypatch.setattr(dest, "start_workflows", lambda rs: calls.append(len(rs)) or batch(rs))
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=2))
+    assert calls == [8] and report.started == 8
+    assert len(once_each(svc, dest)) == 8
+
+
+def test_a_batch_call_that_fails_whole_leaves_each_start_to_be_asked_again(world, monkeypatch):
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}", every=2) for k in range(6))
+    svc.run_scheduler(now=t0)
+    batch = dest.start_workflows
+    dest.inject("start", "lose_response", times=2)  # two starts made, their answers lost
+
+    def lost_whole(requests):  # the batch committed, then its answer was lost
+        batch(requests)
+        raise DestinationUnavailable("the connection dropped after COMMIT")
+    monkeypatch.setattr(dest, "start_workflows", lost_whole)
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=2))
+    assert (report.started, report.retrying) == (0, 6)
+    monkeypatch.setattr(dest, "start_workflows", batch)
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=3))  # after the backoff
+    assert report.started == 6  # each deduplicated by its request id: created once
+    assert len(once_each(svc, dest)) == 6
+    assert {o for _, o in dest.start_log()} >= {"created", "deduplicated", "lost_response"}
+
+
+class OneAtATime:
+    """A runner without a batch call (as Temporal): starts are sent in flight together."""
+
+    def __init__(self, dest) -> None:
+        self.dest, self.calls, self.lock = dest, 0, threading.Lock()
+        self.together = threading.Barrier(2, timeout=20)  # broken unless two are in flight
+
+    def start_workflow(self, request):
+        with self.lock:
+            self.calls += 1
+            first_two = self.calls <= 2
+        if first_two:
+            self.together.wait()
+        return self.dest.start_workflow(request)
+
+    def __getattr__(self, name):
+        if name == "start_workflows":
+            raise AttributeError(name)
+        return getattr(self.dest, name)
+
+
+def test_a_runner_without_a_batch_call_gets_its_starts_in_flight_together(world):
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}", every=2) for k in range(8))
+    runner = OneAtATime(dest)
+    scheduler(svc, runner, "h1", 30.0).run_once(t0)
+    report = scheduler(svc, runner, "h1", 30.0).run_once(t0 + timedelta(seconds=2))
+    assert report.started == 8 and not runner.together.broken
+    assert len(once_each(svc, dest)) == 8

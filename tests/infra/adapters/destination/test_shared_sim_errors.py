@@ -62,3 +62,15 @@ def test_reads_keep_failing_as_unavailable(sim) -> None:
     with pytest.raises(DestinationUnavailable, match="describe on sim\\+"):
         sim.run_statuses(NS, [WID])  # the scheduler's watch: the same mapping
 
+
+
+def test_a_batch_of_starts_fails_as_a_single_start_does(sim) -> None:
+    disarm = _fail_on(sim, "before_cursor_execute", lambda sql: sql.startswith("INSERT"))
+    with pytest.raises(DestinationNotReached, match="starts on .*before COMMIT"):
+        sim.start_workflows([req("r1"), req("r2", wid="w2")])
+    disarm()
+    assert sim.chains(NS, WID) == [] and sim.start_log() == []
+    _fail_on(sim, "commit")
+    with pytest.raises(DestinationUnavailable) as err:
+        sim.start_workflows([req("r1")])
+    assert not isinstance(err.value, DestinationNotReached)
