@@ -31,7 +31,8 @@ from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
 from schedfence.infra.application.views import ScheduleView
-from schedfence.infra.engines.scheduler import Scheduler, SchedulerReport, utc_now
+from schedfence.infra.engines.scheduler import (Scheduler, SchedulerReport, SeenSchedules,
+                                               utc_now)
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -47,6 +48,7 @@ class ScheduleCommands:
                  due: Callable[[], ScheduleDue]) -> None:
         self.app, self.load, self.unit, self.destination = app, load, unit, destination
         self.require_active, self.due = require_active, due
+        self.seen = SeenSchedules()  # the scheduler's, between its passes
 
     def create_schedule(self, namespace: str, schedule_id: str, paused: bool = False,
                         notes: str = "", *, spec: ScheduleSpec | None = None,
@@ -158,7 +160,7 @@ class ScheduleCommands:
         id's. Nothing happens on a fenced schedule (I1)."""
         self.require_active()
         return Scheduler(self.load, self.destination, self.due(), crash_hook=crash_hook,
-                         holder=self.unit.worker_id).run_once(now)
+                         holder=self.unit.worker_id, seen=self.seen).run_once(now)
 
     def schedules_due(self, now: datetime | None = None) -> int:
         """Schedules the due index says are due at ``now`` (default: the clock)."""

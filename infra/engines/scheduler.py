@@ -11,6 +11,7 @@ a later pass (after a backoff) asks again with the same id, which the runner ded
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -48,6 +49,7 @@ RACES = 8  # reloads after a lost race before a step gives up until the next pas
 LOG = get_logger("scheduler")
 BATCH = 200  # schedules leased and stepped at a time
 STARTS_IN_FLIGHT = 16  # action starts sent at once
+SEEN = 50_000  # schedules kept between passes (SeenSchedules)
 # A pass that did something: any of these counts, or an error.
 BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
 
@@ -72,6 +74,30 @@ class SchedulerReport:
         return any(getattr(self, name) for name in BUSY)
 
 
+class SeenSchedules:
+    """The schedules a scheduler saved or loaded in its last passes, as committed then (at
+    most ``size``, the least recently used dropped): the next pass brings each up to date from
+    the events stored after it (``load_many``'s ``known``) instead of folding its whole history
+    again, which grows with every action. Stale is safe: every save is checked against the
+    stored version. Emptied when a pass fails, since its schedules may hold unsaved facts."""
+
+    def __init__(self, size: int = SEEN) -> None:
+        self.size, self._seen = size, OrderedDict[UUID, Schedule]()
+
+    def known(self, ids: list[UUID]) -> dict[UUID, Schedule]:
+        return {i: self._seen[i] for i in ids if i in self._seen}
+
+    def keep(self, sources: list[Schedule]) -> None:
+        for source in sources:
+            self._seen[source.id] = source
+            self._seen.move_to_end(source.id)
+        while len(self._seen) > self.size:
+            self._seen.popitem(last=False)
+
+    def clear(self) -> None:
+        self._seen.clear()
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -84,9 +110,10 @@ class Scheduler:
 
     def __init__(self, load: Aggregates, runner: Destination, due: ScheduleDue,
                  clock: Clock = utc_now, crash_hook: CrashHook | None = None,
-                 holder: str = "", batch: int = BATCH) -> None:
+                 holder: str = "", batch: int = BATCH, seen: SeenSchedules | None = None) -> None:
         self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
         self.due, self.batch = due, batch
+        self.seen = seen if seen is not None else SeenSchedules()
         self.holder = holder or f"scheduler-{uuid4()}"
         self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
         self.crash = self.unit.crash
@@ -106,9 +133,14 @@ class Scheduler:
             seen.update(taken)
             decided = []
             try:
-                for source in self._batch(taken, at, report):
+                sources = self._batch(taken, at, report)
+                self.seen.keep(sources)
+                for source in sources:
                     next_at = _next_us(scheduling.due(source.state), at)
                     decided.append((str(source.id), source.version, next_at))
+            except BaseException:
+                self.seen.clear()  # a schedule in hand may hold facts never saved
+                raise
             finally:
                 self.due.settle(decided, self.holder)
 
@@ -116,8 +148,9 @@ class Scheduler:
         """A batch of due schedules: their closed runs recorded, then one tick each at ``at``
         (saved in one append), then every start they issued sent together and the answers
         saved in one append; the schedules as they then stand."""
-        loaded = load_many(self.app, [UUID(aid) for aid in ids])
-        sources: list[Schedule] = [loaded[UUID(aid)] for aid in ids]
+        uuids = [UUID(aid) for aid in ids]
+        loaded = load_many(self.app, uuids, self.seen.known(uuids))
+        sources: list[Schedule] = [loaded[i] for i in uuids]
         active = [i for i, source in enumerate(sources) if scheduling.scheduled(source.state)]
         report.schedules += len(active)
         self._watch_all(sources, active, report)  # first: a closed run frees its slot now
