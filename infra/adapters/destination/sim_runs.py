@@ -1,16 +1,19 @@
 """The simulated destination's runs: each a plain-JSON dict among the runs of its workflow id
 (sim_store.py's ``SimTx`` holds them), and what the simulator reads and does to them: the
-current run, a run by id, closing one, the port's answers made from one, and the request
-validation a server does before any dedupe.
+current run, a run by id, closing one (by hand, or at its timeout), the port's answers made
+from one, and the request validation a server does before any dedupe.
 """
 from __future__ import annotations
 
-from typing import Any, get_args
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, Callable, get_args
 
 from schedfence.domain.source.action import StartWorkflowAction
 from schedfence.domain.ports import (AlreadyStarted, ConflictPolicy, DestinationNotFound,
                                      ReusePolicy, RunDescription, StartAccepted, StartWorkflow)
-from schedfence.infra.adapters.destination.sim_store import SimTx
+from schedfence.infra.adapters.destination.sim_store import SimState, SimTx
 
 REUSE_POLICIES: tuple[str, ...] = get_args(ReusePolicy)
 CONFLICT_POLICIES: tuple[str, ...] = get_args(ConflictPolicy)
@@ -91,3 +94,58 @@ def request_problem(req: StartWorkflow) -> str | None:
         # A real server refuses this pair too (INVALID_ARGUMENT; contract suite).
         return "reject_duplicate cannot be combined with conflict policy 'terminate_existing'"
     return None
+
+
+def timeout_at(action: StartWorkflowAction | None, started: datetime) -> str | None:
+    """When a run a schedule's action started times out (RFC 3339), from the action's
+    execution or run timeout, whichever is shorter; None: it never does."""
+    limits = [t for t in (action.execution_timeout, action.run_timeout) if t] if action else []
+    return (started + timedelta(seconds=min(limits))).isoformat() if limits else None
+
+
+class TimedTx:
+    """A session's view of the state in which a running run past its ``timeout_at`` has closed
+    ``timed_out`` at that time, as the server closes it. The simulator keeps no timer: a run
+    is closed when it is next read, which no reader can tell apart."""
+
+    def __init__(self, tx: SimTx, now: datetime) -> None:
+        self._tx, self._now = tx, now
+
+    def runs(self, namespace: str, workflow_id: str) -> list[dict]:
+        runs = self._tx.runs(namespace, workflow_id)
+        for run in runs:
+            deadline = run.get("timeout_at")
+            if run["status"] == "running" and deadline and \
+                    datetime.fromisoformat(deadline) <= self._now:
+                close_run(run, "timed_out", deadline)
+        return runs
+
+    def add_run(self, namespace: str, workflow_id: str, run: dict) -> None:
+        self._tx.add_run(namespace, workflow_id, run)
+
+    def preload(self, keys: list[tuple[str, str]]) -> None:
+        self._tx.preload(keys)
+
+    def next_counter(self) -> int:
+        return self._tx.next_counter()
+
+    def append_log(self, entry: dict) -> None:
+        self._tx.append_log(entry)
+
+    def log(self, namespace: str | None = None, workflow_id: str | None = None) -> list[dict]:
+        return self._tx.log(namespace, workflow_id)
+
+    def workflow_ids(self) -> list[tuple[str, str]]:
+        return self._tx.workflow_ids()
+
+
+class TimedState:
+    """A ``SimState`` whose sessions are ``TimedTx`` views at the clock's time."""
+
+    def __init__(self, state: SimState, clock: Callable[[], datetime]) -> None:
+        self.inner, self._clock = state, clock
+
+    @contextmanager
+    def session(self) -> Iterator[SimTx]:
+        with self.inner.session() as tx:
+            yield TimedTx(tx, self._clock())

@@ -27,7 +27,7 @@ from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
 from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc, already_started,
                                                             close_run, current_run, describe_run,
                                                             find_run, request_problem,
-                                                            stop_current)
+                                                            stop_current, timeout_at, TimedState)
 from schedfence.infra.adapters.destination.sim_schedules import Clock, SimSchedules
 from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx
 from schedfence.infra.adapters.destination.sim_sql import SqlSimState
@@ -74,7 +74,8 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
     ) -> None:
         self.clock = clock  # when a schedule is created (sim_schedules.py)
         self.retention = retention  # seconds; what ``retention_seconds`` answers
-        self._state = state if state is not None else InMemorySimState()
+        # Every call's view: a run past its action's timeout has closed (sim_runs.TimedTx).
+        self._state = TimedState(state if state is not None else InMemorySimState(), clock)
         self.seed = seed
         self.faults = faults or FaultRates()
         self._rng = random.Random(seed)
@@ -133,6 +134,8 @@ class SimulatedDestination(SimSchedules, SimScheduleHost):
             "deleted": False,
             "by_start": first is None,
         }
+        if first is None and (deadline := timeout_at(req.action, self.clock())):
+            run["timeout_at"] = deadline  # a continued run carries none (not modelled)
         if first is None and creates_schedule(req):  # a schedule: when it began
             run["created_at"] = self.clock().isoformat()
         tx.add_run(req.namespace, req.workflow_id, run)
