@@ -7,10 +7,13 @@ per-schedule destination check: the creation is not what is measured). The first
 at every schedule (each is new: due at once) and writes each one's next due time; then five
 idle passes, each timed, with the events they appended (0 expected) and the due backlog.
 
-**Sustained starts.** N schedules every second (``allow_all``), the simulator as the runner
-(kept in the store), ``schedfence scheduler`` in 1 and then 2 processes for ``--seconds``;
-afterwards the log says how many actions started, the lag of each start (the ``ActionStarted``
-event's time minus its nominal time: p50, p99), and events per action.
+**Sustained starts.** N schedules every second (``allow_all``), each action timing out
+after ``--timeout`` seconds (its runs end, as real ones do, so the running set stays bounded),
+the simulator as the runner (kept in the store), ``schedfence scheduler`` in 1 and then 2
+processes for ``--seconds``; afterwards the log says how many actions started, the lag of each
+start (the ``ActionStarted`` event's time minus its nominal time: p50, p99), and events per
+action (the close of each run included). ``--saturate N`` repeats it with a fleet larger than
+one process keeps up with, where 2 processes against 1 is a capacity ratio.
 
     .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
     .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
@@ -42,15 +45,18 @@ def open_fleet(url: str) -> MigrationService:
     return open_service(url, "sim")
 
 
-def write_fleet(svc: MigrationService, n: int, spec: ScheduleSpec, now: datetime) -> None:
+def write_fleet(svc: MigrationService, n: int, spec: ScheduleSpec, now: datetime,
+                timeout: int | None = None) -> None:
     """``n`` schedules ``s0 .. s<n-1>`` on ``spec``, each its own action workflow id (``s<i>``:
-    a start names ``s<i>-<time>``), ``CHUNK`` to an append."""
+    a start names ``s<i>-<time>``; ``timeout``: its execution timeout, seconds), ``CHUNK`` to
+    an append."""
     policies = make_policies(overlap="allow_all")
     for start in range(0, n, CHUNK):
         aggregates = []
         for i in range(start, min(n, start + CHUNK)):
             program = Program(spec, make_action(workflow_type="W", task_queue="q",
-                                                workflow_id=f"s{i}"), policies)
+                                                workflow_id=f"s{i}", execution_timeout=timeout),
+                              policies)
             key = ScheduleKey.create(NS, f"s{i}")
             aggregates += [key, Schedule.create(NS, f"s{i}", key.start_incarnation(), False, "",
                                                 None, 0, program, now)]
@@ -95,17 +101,18 @@ def started(url: str, since: int) -> tuple[list[float], int]:
             position = page[-1].id
 
 
-def sustained(url: str, n: int, processes: int, seconds: float) -> dict[str, float]:
+def sustained(url: str, n: int, processes: int, seconds: float,
+              timeout: int) -> dict[str, float]:
     now = datetime.now(timezone.utc)
     with open_fleet(url) as svc:
-        write_fleet(svc, n, make_spec(intervals=[(1, 0)]), now + timedelta(seconds=2))
+        write_fleet(svc, n, make_spec(intervals=[(1, 0)]), now + timedelta(seconds=2), timeout)
         svc.run_scheduler(now)  # the index: every schedule's first time
         since = svc.app.recorder.max_notification_id() or 0
     cmd = [sys.executable, "-m", "schedfence.infra.cli", "--store", url, "--destination", "sim",
            "scheduler", "--poll-interval", "0.05"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(processes)]  # each its own worker id (host:pid), its own leases
-    time.sleep(seconds)
+    time.sleep(2 + seconds)  # the first times are 2 s after the fleet was written
     for p in procs:
         p.send_signal(signal.SIGINT)
     for p in procs:
@@ -124,6 +131,11 @@ def main() -> None:
     parser.add_argument("--idle", default="1000,100000", help="fleet sizes for idle passes")
     parser.add_argument("--fleet", type=int, default=500, help="schedules every second")
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--timeout", type=int, default=2,
+                        help="each action's execution timeout (s): the runs end, as real ones do")
+    parser.add_argument("--saturate", type=int, default=0,
+                        help="also a fleet this large every second, more than one process can "
+                             "start, to compare 1 and 2 processes at capacity")
     args = parser.parse_args()
     store = pg_store if args.store == "pg" else sqlite_store
     print(f"# scheduler_fleet on {args.store}: {machine()}")
@@ -140,11 +152,11 @@ def main() -> None:
     if len(rows) > 1:
         print(f"idle pass at {rows[-1]['n']:,} / at {rows[0]['n']:,}: "
               f"{rows[-1]['idle_ms'] / rows[0]['idle_ms']:.2f}x")
-    if args.fleet:
+    for fleet in (f for f in (args.fleet, args.saturate) if f):
         runs = []
         for processes in (1, 2):
             with store() as url:
-                runs.append(sustained(url, args.fleet, processes, args.seconds))
+                runs.append(sustained(url, fleet, processes, args.seconds, args.timeout))
         print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
               "| events per action |")
         print("|---:|---:|---:|---:|---:|---:|")
