@@ -178,13 +178,18 @@ class Timeline:
 
     @property
     def steps(self) -> list[Row]:
-        """The migrations' steps (the page leads with them), in log order."""
-        return [r for r in self.rows if r.lane == "migration"]
+        """The migrations' steps, the source's fences and closes among them (the page leads
+        with them), in log order."""
+        return [r for r in self.rows if _is_step(r)]
 
     @property
     def others(self) -> list[Row]:
-        """The source's and its actions' events, in log order."""
-        return [r for r in self.rows if r.lane != "migration"]
+        """The rest: the source's own events and its actions', in log order."""
+        return [r for r in self.rows if not _is_step(r)]
+
+
+def _is_step(row: Row) -> bool:
+    return row.lane == "migration" or row.migration_id is not None
 
 
 @dataclass(frozen=True)

@@ -50,12 +50,18 @@ def mixed(store: str) -> World:
     return w
 
 
+MISSING = "missing-1"  # a schedule the job names that does not exist: skipped
+FOREIGN = "s0001"  # somebody else's workflow holds its destination id: parked
+
+
 def many(store: str, n: int, handed: int) -> World:
-    """``n`` source schedules ``s0000``...; a job hands the first ``handed`` to Temporal."""
+    """``n`` source schedules ``s0000``...; job ``JOB`` asks to hand the first ``handed`` to
+    Temporal and ``MISSING``: all complete but ``FOREIGN`` (parked) and ``MISSING`` (skipped)."""
     w = new_world(store)
     for i in range(n):
         w.service.create_schedule(NS, f"s{i:04d}", notes="bulk")
+    start_foreign(w.dest, FOREIGN)
     run_job(w.service, JOB, NS, "workflow",
-            schedule_ids=[f"s{i:04d}" for i in range(handed)],
+            schedule_ids=[f"s{i:04d}" for i in range(handed)] + [MISSING],
             options=RunOptions(actor="carol", page_size=100))
     return w
