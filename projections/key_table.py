@@ -196,7 +196,8 @@ def _handed_paused(conn: Any, latest: dict[Key, dict[str, Any]]) -> None:
 
 def migration_counts(engine: Engine) -> dict[str, dict[str, int]]:
     """Every migration, by direction and state (the states each direction has, in order)."""
-    out = {ROLLBACK: dict.fromkeys(ROLLBACK_PHASES, 0), FORWARD: dict.fromkeys(FORWARD_PHASES, 0)}
+    out: dict[str, dict[str, int]] = {ROLLBACK: dict.fromkeys(ROLLBACK_PHASES, 0),
+                                      FORWARD: dict.fromkeys(FORWARD_PHASES, 0)}
     with engine.connect() as conn:
         for state, n in conn.execute(select(t.counts.c.state, t.counts.c.n)):
             out[ROLLBACK][state] = out[ROLLBACK].get(state, 0) + int(n)
