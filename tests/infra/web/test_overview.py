@@ -80,8 +80,10 @@ def test_the_owner_column_reads_the_stores_history_not_the_sources_pause_flag(
                       key(W.GONE): "none", key(W.BACK): "source"}
     assert mixed.service.schedule(NS, W.HANDED).paused  # the source's flag, fenced then closed
     top = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    # hourly, from the spec: the next top of the hour (the page may have been read just
+    # before the hour this test reads the clock in)
     assert rows[key(W.HANDED)]["next"] in {(top + timedelta(hours=h)).isoformat()
-                                           for h in (1, 2)}  # hourly, from the spec
+                                           for h in (0, 1)}
     assert rows[key(W.PAUSED)]["next"] == "paused"  # handed over paused: no next run
     assert rows[key(W.PLAIN)]["next"] == "-"
     assert (rows[key(W.BACK)]["direction"], rows[key(W.BACK)]["state"]) == ("forward",
