@@ -3,8 +3,9 @@
 The one narration of the project: ``history --narrate``, the demo, replay's step summaries and
 the audit reader all show these lines; on-call advice and park narration share the domain's
 ``PARK_MEANING``. It reads an event's stored fields (its payload), so it narrates live events,
-stored history entries and replayed events alike. An event type it does not know (one a later
-release writes) returns None, and the caller shows the raw fields instead.
+stored history entries and replayed events alike. Every stored type (domain/topics.py) has a
+line (tests/projections/test_narration_coverage.py); one it does not know (a later release's)
+returns None, and the caller shows the raw fields instead.
 """
 from __future__ import annotations
 
@@ -233,11 +234,76 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
 }
 
 
+def _job_defined(d: dict[str, Any]) -> Line:
+    ids = d.get("schedule_ids")
+    which = f"{len(ids)} named schedule(s)" if ids is not None else "every schedule"
+    match = f" matching {d['match']!r}" if d.get("match") else ""
+    return Line("admin", f"job {d['job_id']} defined by {d.get('actor') or '-'}: --to "
+                         f"{d['direction']} in {d['namespace']}, {which}{match}")
+
+
+def _page_decided(d: dict[str, Any]) -> Line:
+    counts: dict[str, int] = {}
+    for x in d["decisions"]:
+        counts[x["decision"]] = counts.get(x["decision"], 0) + 1
+    shown_counts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing new"
+    return Line("worker", f"job page {d['page']} decided: {shown_counts}" +
+                ("; the selection is exhausted" if d.get("exhausted") else ""))
+
+
+# Types whose short name another type shares (``Created``): narrated by their topic.
+_BY_TOPIC: dict[str, Callable[[dict[str, Any]], Line]] = {
+    "schedfence.schedule.Created": lambda d: Line(
+        "admin", f"schedule created, incarnation {d['incarnation']}, paused="
+                 f"{yes_no(d.get('paused'))}"),
+    "schedfence.schedule_key.Created": lambda d: Line(
+        "admin", f"key {d['namespace']}/{d['schedule_id']} first used"),
+    "schedfence.migration.Created": lambda d: Line("admin", "migration created"),
+    "schedfence.forward.Created": lambda d: Line("admin", "forward migration created"),
+    "schedfence.job.Created": lambda d: Line("admin", "job created"),
+    "schedfence.store_epoch.Created": lambda d: Line("admin", "store epoch record created"),
+}
+_NARRATE.update({
+    # a schedule key: its incarnations and the forward migration holding it
+    "IncarnationStarted": lambda d: Line("admin", f"key moved to incarnation "
+                                                  f"{d['incarnation']}"),
+    "ForwardOpened": lambda d: Line(
+        "admin", f"key held by forward migration {short(d['migration_id'])}: no new "
+                 "incarnation until it ends"),
+    "ForwardClosed": lambda d: Line(
+        "worker", f"forward migration {short(d['migration_id'])} released the key"),
+    # a batch job
+    "Defined": _job_defined,
+    "PageDecided": _page_decided,
+    "CancelRequested": lambda d: Line(
+        "operator", f"job cancel requested by {d['actor']}" +
+                    (f" ({d['reason']})" if d.get("reason") else "") +
+                    "; the migrations it requested finish"),
+    # the store's failover epoch
+    "FailoverRecorded": lambda d: Line(
+        "admin", f"store promoted to epoch {d['epoch']} by {d['actor']} ({d['reason']})"),
+})
+
+
+def narration_of(event_type: str) -> Callable[[dict[str, Any]], Line] | None:
+    """The narration of a type (its topic, or its name where no other type shares it)."""
+    return _BY_TOPIC.get(event_type) or _NARRATE.get(short_type(event_type))
+
+
+def actor_name(fields: dict[str, Any]) -> str | None:
+    """Who took a step, by name: an operator's identity where the event names one, else the
+    worker id. A worker's own re-arm says ``actor="worker"``; its ``worker`` names which."""
+    actor = fields.get("actor") or ""
+    if actor and actor != "worker":
+        return str(actor)
+    return fields.get("worker") or actor or None
+
+
 def narrate(event_type: str, fields: dict[str, Any], *, full_ids: bool = True) -> Line | None:
     """The event's line, or None for a type this release does not narrate (or whose fields
-    do not fit: a record of a later release, say). ``event_type``: the type's name or its
-    topic. ``full_ids=False``: uuids cut to 8 digits."""
-    fn = _NARRATE.get(short_type(event_type))
+    do not fit: a record of a later release, say). ``event_type``: the type's topic, or its
+    name where no other type shares it. ``full_ids=False``: uuids cut to 8 digits."""
+    fn = narration_of(event_type)
     if fn is None:
         return None
     token = _FULL_IDS.set(full_ids)

@@ -16,6 +16,7 @@ from eventsourcing.persistence import Tracking
 from eventsourcing.projection import Projection
 from eventsourcing.utils import get_topic
 
+from schedfence.domain.forward.aggregate import ForwardMigration, ForwardState
 from schedfence.domain.rollback.aggregate import Migration, evolve_migration
 from schedfence.domain.source.action import parse_nominal
 from schedfence.domain.source.runs import ActionStarted
@@ -25,19 +26,14 @@ from schedfence.domain.source.state import ScheduleState
 
 from .batch import FoldedMigration
 from .names import PROJECTION
+from .narration import actor_name
 from .records import to_us
 from .view import FenceViews
 
 
 def actor_of(event: Any) -> str | None:
-    """Who acted: an operator's identity where the event names one, else the worker id.
-
-    A worker's own re-arm says ``actor="worker"``; its ``worker`` field names which one."""
-    fields = _fields(event)  # a pydantic event's fields; a missing one costs an exception
-    actor = fields.get("actor") or ""
-    if actor and actor != "worker":
-        return actor
-    return fields.get("worker") or actor or None
+    """Who acted (narration.actor_name), from a pydantic event's fields."""
+    return actor_name(_fields(event))  # its __dict__: a missing field costs no exception
 
 
 def _fields(event: Any) -> dict[str, Any]:
@@ -47,8 +43,10 @@ def _fields(event: Any) -> dict[str, Any]:
 
 _TYPES: dict[type, tuple[str, str]] = {}
 # kind -> the aggregate whose reducer folds it, and its state class (folded rows, tables.py).
+# v6: a forward migration's row too (its ForwardState), keyed by the (namespace, id) it moves.
 _FOLDED: dict[str, tuple[Any, type]] = {"schedule": (Schedule, ScheduleState),
-                                        "key": (ScheduleKey, KeyState)}
+                                        "key": (ScheduleKey, KeyState),
+                                        "forward": (ForwardMigration, ForwardState)}
 
 
 def _type_of(cls: type) -> tuple[str, str]:
@@ -117,15 +115,22 @@ class FenceProjection(Projection[FenceViews]):
 
     @process_event.register(Schedule.Event)
     def _schedule(self, domain_event: Any, tracking: Tracking) -> None:
-        self._keyed(domain_event, tracking, "schedule", Schedule.Created)
+        # A forward migration's incarnation begins with ``CreatedByMigration`` (v6 registers it).
+        self._keyed(domain_event, tracking, "schedule",
+                    (Schedule.Created, Schedule.CreatedByMigration))
 
     @process_event.register(ScheduleKey.Event)
     def _key(self, domain_event: Any, tracking: Tracking) -> None:
         self._keyed(domain_event, tracking, "key", ScheduleKey.Created)
 
+    @process_event.register(ForwardMigration.Event)
+    def _forward(self, domain_event: Any, tracking: Tracking) -> None:
+        self._keyed(domain_event, tracking, "forward", ForwardMigration.ForwardRequested)
+
     def _keyed(self, event: Any, tracking: Tracking, kind: str,
-               created: type[Schedule.Created] | type[ScheduleKey.Created]) -> None:
-        """Schedule and key events: only their creation names the (namespace, id) key."""
+               created: type[Any] | tuple[type[Any], ...]) -> None:
+        """Schedule, key and forward migration events: only their creation names the
+        (namespace, id) key. A forward migration's events index under its own id."""
         aid = str(event.originator_id)
         if isinstance(event, created):
             self.view.register_aggregate(aid, kind=kind, namespace=event.namespace,
@@ -136,7 +141,8 @@ class FenceProjection(Projection[FenceViews]):
             self._fold(aid, kind, known.get("folded"), event)
         fields = _fields(event)
         self._audit(event, tracking, aid, kind, known.get("namespace"), known.get("schedule_id"),
-                    migration_id=fields.get("migration_id"),
+                    migration_id=fields.get("migration_id") or (aid if kind == "forward"
+                                                                else None),
                     request_id=fields.get("request_id"))
         self.view.insert_tracking(tracking)
 

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
 from schedfence.domain.rollback.phases import PHASES
 
+from . import key_table as kt
 from . import metrics as pm
 from . import queries as q
 from .oncall import STUCK_AFTER as STUCK_AFTER  # the default, where "stuck" is decided
@@ -158,6 +159,15 @@ class OperatorViews:
         if after is not None:
             q.decode_cursor("schedules", after, (int,))
         return q.schedule_keys(self._fresh().view.engine, namespace, limit, after)
+
+    def key_rows(self, only: tuple[str, str] | None = None) -> list[kt.KeyRow]:
+        """Every schedule key (or ``only`` that one) with its current incarnation and latest
+        migration, either direction (the operator page's table: projections/key_table.py)."""
+        return kt.read_key_rows(self._fresh().view.engine, only)
+
+    def migration_counts(self) -> dict[str, dict[str, int]]:
+        """Every migration by direction and state."""
+        return kt.migration_counts(self._fresh().view.engine)
 
     def migration_states(self, ids: list[str]) -> dict[str, str]:
         return q.migration_states(self._fresh().view.engine, ids)

@@ -43,7 +43,7 @@ tracking = Table(
 aggregates = Table(
     f"{PREFIX}aggregates", metadata,
     Column("aggregate_id", String(36), primary_key=True),
-    Column("kind", String(20), nullable=False),  # key | schedule | migration | other
+    Column("kind", String(20), nullable=False),  # key | schedule | forward | other
     Column("namespace", Id),
     Column("schedule_id", Id),
     Column("incarnation", Integer),

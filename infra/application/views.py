@@ -112,7 +112,7 @@ def history_doc(service: Any, namespace: str, schedule_id: str) -> dict[str, Any
     for entry in service.history(namespace, schedule_id):
         doc = entry.to_dict()
         doc["short_type"] = short_type(entry.type)
-        line = narrate(doc["short_type"], entry.data)
+        line = narrate(entry.type, entry.data)
         doc["summary"] = None if line is None else line.text
         events.append(doc)
     return {"namespace": namespace, "schedule_id": schedule_id, "events": events}

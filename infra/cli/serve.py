@@ -19,7 +19,7 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.commands import cli_state
-from schedfence.infra.http.settings import MAX_BODY, RATE, TOKENS_ENV
+from schedfence.infra.http.settings import MAX_BODY, RATE, TEMPORAL_UI_ENV, TOKENS_ENV
 from schedfence.infra.adapters.observability import logs
 
 MAX_RATE = 100_000.0
@@ -60,25 +60,31 @@ def is_loopback(host: str) -> bool:
 @click.option("--rate-limit", type=click.FloatRange(0, MAX_RATE), default=RATE,
               show_default=True, help="Requests a second per token, in bursts of twice that "
                                       "(over it: 429); 0 = no limit.")
+@click.option("--temporal-ui", envvar=TEMPORAL_UI_ENV, default=None, metavar="URL",
+              help="Temporal's Web UI (e.g. http://localhost:8233): the web page links "
+                   f"handed-over schedules and workflows into it; env {TEMPORAL_UI_ENV}. "
+                   "Default: no links.")
 @click.option("--print-openapi", is_flag=True,
               help="Print the API's OpenAPI document and exit (opens nothing).")
 def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_body: int,
-          rate_limit: float, print_openapi: bool) -> None:
+          rate_limit: float, temporal_ui: str | None, print_openapi: bool) -> None:
     """Serve the HTTP admin API (and the web page at /ui/) over this store."""
     from schedfence.infra.http.app import create_app, openapi_text  # the framework: only here
     from schedfence.infra.http.auth import load_tokens
+    from schedfence.infra.web.overview import TemporalUI
 
     if print_openapi:
         click.echo(openapi_text(), nl=False)
         return
     host, port = parse_listen(listen)
+    TemporalUI.at(temporal_ui)  # a bad URL is refused before anything is opened
     tokens = load_tokens(tokens_file)  # before the store is opened: refused, nothing created
     state = cli_state()
     if serve_store is not None:
         state.store = serve_store
     service = state.service()
     app = create_app(service, tokens, destination_label=state.destination_label,
-                     max_body=max_body, rate=rate_limit)
+                     max_body=max_body, rate=rate_limit, temporal_ui=temporal_ui)
     import uvicorn
 
     level = _server_logs()

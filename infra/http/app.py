@@ -60,15 +60,16 @@ def openapi_text() -> str:
 
 def create_app(service: MigrationService, tokens: Tokens, *, destination_label: str = "none",
                max_body: int = MAX_BODY, rate: float = RATE,
-               burst: int | None = None) -> FastAPI:
+               burst: int | None = None, temporal_ui: str | None = None) -> FastAPI:
     """The app over ``service``; ``tokens`` decide who may call what (``auth.authorize``).
-    ``rate`` requests a second per token (0: no limit); ``max_body`` bytes per request."""
+    ``rate`` requests a second per token (0: no limit); ``max_body`` bytes per request;
+    ``temporal_ui`` the base URL of Temporal's Web UI the pages link into (None: no links)."""
     app = _build()
     app.state.service = service
     app.state.auth = Auth(tokens, RateLimiter(rate, burst))
     app.state.lock = threading.Lock()
     app.state.destination_label = destination_label
-    app.include_router(make_pages(authorize), include_in_schema=False)
+    app.include_router(make_pages(authorize, temporal_ui), include_in_schema=False)
     _serve_metrics(app)
     app.add_middleware(BodyLimit, max_bytes=max_body)
     return app

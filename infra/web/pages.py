@@ -7,9 +7,13 @@ header or the ``schedfence_token`` cookie, which ``/ui/login`` sets (HttpOnly, S
 after ``authorize`` accepted the token. A page without a token redirects to the login form; the
 token is never shown back.
 
-Pages: ``/ui/`` the on-call list and the schedules; ``/ui/schedule`` a schedule's timeline
-(``migration``, ``since``, ``until`` filter it); ``/ui/migration``, ``/ui/run``, ``/ui/workflow``
-each id's own view. Ids are query parameters (an id may hold ``/``), always shown whole.
+Pages: ``/ui/`` the summary counts, the on-call list and the schedules table (``state``,
+``direction``, ``key``, ``owner`` filter it, ``page`` and ``per_page`` page it: overview.py);
+``/ui/schedule`` a schedule's timeline (``migration``, ``since``, ``until`` filter it);
+``/ui/migration``, ``/ui/run``, ``/ui/workflow`` each id's own view; ``/ui/jobs`` the batch
+jobs and ``/ui/job?id=`` one job's progress. Ids are query parameters (an id may hold ``/``),
+always shown whole. With a Temporal Web UI URL (``make_router(..., temporal_ui=)``), the
+schedules and workflows at Temporal link into it.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from schedfence.domain.text import validate_id
 from schedfence.projections.service_views import STUCK_AFTER
 
 from schedfence.infra.application.service import MigrationService
+from schedfence.infra.web import overview as ov
 from schedfence.infra.web import timeline as tl
 from schedfence.infra.web.origin import foreign_origin
 
@@ -59,7 +64,7 @@ ENV = Environment(loader=FileSystemLoader(HERE / "templates"),
                   autoescape=select_autoescape(default=True, default_for_string=True),
                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 ENV.globals.update(url=url, shown=tl.shown, utc_parts=tl.utc_parts, RUN=tl.RUN,
-                   WORKFLOW=tl.WORKFLOW, MIGRATION=tl.MIGRATION)
+                   WORKFLOW=tl.WORKFLOW, MIGRATION=tl.MIGRATION, state_of=ov.state_of)
 
 
 def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -90,8 +95,8 @@ def _text_arg(request: Request, name: str) -> str | None:
 
 
 class _Pages:
-    def __init__(self, authorize: Authorize) -> None:
-        self.authorize = authorize
+    def __init__(self, authorize: Authorize, temporal_ui: ov.TemporalUI) -> None:
+        self.authorize, self.temporal_ui = authorize, temporal_ui
 
     # -- plumbing ---------------------------------------------------------------------------
     def _page(self, request: Request, build: Callable[[MigrationService], tuple[str, dict]]
@@ -112,7 +117,7 @@ class _Pages:
         except READ_ERRORS as exc:
             return render("error.html", 404 if isinstance(exc, NotFound) else 400,
                           principal=principal, code=exc.code, message=exc.message)
-        return render(name, principal=principal, **context)
+        return render(name, principal=principal, temporal=self.temporal_ui, **context)
 
     def _key(self, request: Request) -> tuple[str, str]:
         return _arg(request, "namespace", "namespace"), _arg(request, "schedule", "schedule id")
@@ -126,11 +131,10 @@ class _Pages:
             except ValueError:
                 raise InvalidArgument(f"stuck_after {stuck[:40]!r} is not a number of "
                                       "seconds") from None
-            states = {m.migration_id: m.state for m in service.migrations_by_state()}
+            query = ov.table_query(request.query_params)
             return "index.html", {"items": service.oncall(seconds),
                                   "forward": service.forward_oncall(seconds),
-                                  "schedules": service.list_schedules(), "states": states,
-                                  "stuck_after": seconds}
+                                  "o": ov.schedules(service, query), "stuck_after": seconds}
         return self._page(request, build)
 
     def schedule(self, request: Request) -> Response:
@@ -140,7 +144,7 @@ class _Pages:
                                  _text_arg(request, "until"))
             view = service.schedule(ns, sid)
             return "schedule.html", {"view": view, "t": tl.build(service, ns, sid, filters),
-                                     "filters": filters}
+                                     "filters": filters, "key": ov.one_key(service, ns, sid)}
         return self._page(request, build)
 
     def migration(self, request: Request) -> Response:
@@ -161,6 +165,14 @@ class _Pages:
             return "mentions.html", {"t": t, "kind": kind, "wanted": wanted, "runs": runs,
                                      "actions": actions}
         return self._page(request, build)
+
+    def jobs(self, request: Request) -> Response:
+        return self._page(request, lambda service: ("jobs.html",
+                                                    {"jobs": ov.job_list(service)}))
+
+    def job(self, request: Request) -> Response:
+        return self._page(request, lambda service: (
+            "job.html", {"job": ov.job(service, _arg(request, "id", "job id"))}))
 
     def run(self, request: Request) -> Response:
         return self._mentions(request, tl.RUN)
@@ -227,16 +239,18 @@ def _with_token(request: Request, token: str) -> Request:
     return Request(dict(request.scope, headers=headers), request.receive)
 
 
-def make_router(authorize: Authorize) -> APIRouter:
+def make_router(authorize: Authorize, temporal_ui: str | None = None) -> APIRouter:
     """The operator pages' routes; ``authorize(request, role)`` returns the principal or
-    raises an HTTP error with ``status_code`` 401 or 403."""
-    pages = _Pages(authorize)
+    raises an HTTP error with ``status_code`` 401 or 403. ``temporal_ui``: the base URL of
+    Temporal's Web UI (None: no links into it; a bad URL raises InvalidArgument)."""
+    pages = _Pages(authorize, ov.TemporalUI.at(temporal_ui))
     router = APIRouter(include_in_schema=False)
     for path, endpoint, methods in (
             ("/ui", lambda: RedirectResponse(HOME, status_code=308), ["GET"]),
             ("/ui/", pages.index, ["GET"]), ("/ui/schedule", pages.schedule, ["GET"]),
             ("/ui/migration", pages.migration, ["GET"]), ("/ui/run", pages.run, ["GET"]),
-            ("/ui/workflow", pages.workflow, ["GET"]),
+            ("/ui/workflow", pages.workflow, ["GET"]), ("/ui/jobs", pages.jobs, ["GET"]),
+            ("/ui/job", pages.job, ["GET"]),
             ("/ui/login", pages.login_form, ["GET"]), ("/ui/login", pages.login, ["POST"]),
             ("/ui/logout", pages.logout, ["POST"]),
             ("/ui/static/page.css", pages.stylesheet, ["GET"])):

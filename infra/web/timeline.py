@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 from uuid import UUID
 
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.projections.narration import narrate, short_type
+from schedfence.projections.narration import actor_name, narrate, short_type
 from schedfence.projections.queries import parse_time
 from schedfence.projections.records import to_us
 
@@ -129,11 +129,12 @@ class Row:
     version: int
     type: str
     who: str  # the narration's actor: admin | operator | worker | dest | legacy | source
-    text: list[Segment]  # the narration; empty for a type this release does not narrate
+    text: list[Segment]  # the narration; empty only for a type of a later release
     fields: list[tuple[str, list[Segment]]]
     data: dict[str, Any]  # the event's fields as stored
     migration_id: str | None = None  # the migration whose replay holds this step
     decision: Decision | None = None
+    actor: str | None = None  # who, by name: the operator's identity, or the worker's id
 
 
 @dataclass
@@ -175,6 +176,21 @@ class Timeline:
     def truncated(self) -> bool:
         return self.matched > len(self.rows)
 
+    @property
+    def steps(self) -> list[Row]:
+        """The migrations' steps, the source's fences and closes among them (the page leads
+        with them), in log order."""
+        return [r for r in self.rows if _is_step(r)]
+
+    @property
+    def others(self) -> list[Row]:
+        """The rest: the source's own events and its actions', in log order."""
+        return [r for r in self.rows if not _is_step(r)]
+
+
+def _is_step(row: Row) -> bool:
+    return row.lane == "migration" or row.migration_id is not None
+
 
 @dataclass(frozen=True)
 class Filters:
@@ -208,13 +224,13 @@ def lane(entry: HistoryEntry, event_type: str) -> str:
 def row_of(entry: HistoryEntry, step: tuple[str, dict[str, Any]] | None,
          link: Linker) -> Row:
     kind = short_type(entry.type)
-    line = narrate(kind, entry.data, full_ids=True)
+    line = narrate(entry.type, entry.data, full_ids=True)
     row = Row(entry.position, entry.timestamp, lane(entry, kind), entry.aggregate,
               entry.aggregate_id, entry.version, kind,
               line.actor if line is not None else "-",
               link(line.text) if line is not None else [],
               [(k, link(shown(v))) for k, v in entry.data.items()],
-              entry.data)
+              entry.data, actor=actor_name(entry.data))
     if step is not None:
         mid, s = step
         row.migration_id = mid

@@ -113,7 +113,7 @@ def next_step(state: Any) -> str:
 
 def summary(event: Any, before: Any) -> str:
     """The step's narration, or its fields for a type this release does not narrate."""
-    line = narrate(type(event).__name__, event.payload())
+    line = narrate(getattr(type(event), "TOPIC", None) or type(event).__name__, event.payload())
     return line.text if line is not None else _generic(event, before)
 
 

@@ -16,6 +16,7 @@ def test_history_narrates_each_event_and_json_carries_the_summary(store: str) ->
     events = ok_json(store, "history", "ns", "a")["events"]
     by_type = {e["short_type"]: e for e in events}
     assert by_type["FencedForMigration"]["summary"].startswith("source paused and fenced")
-    assert by_type["IncarnationStarted"]["summary"] is None  # not narrated: fields only
+    assert by_type["IncarnationStarted"]["summary"] == "key moved to incarnation 1"
+    assert all(e["summary"] for e in events)  # every type this release writes is narrated
     plain = ok(store, "history", "ns", "a").splitlines()
     assert plain[0].split()[-1] == "FIELDS" and "request_id=r-1" in "\n".join(plain)

@@ -38,10 +38,10 @@ def fake_authorize(request: Request, role: str) -> Principal:
     return principal
 
 
-def make_app(service: MigrationService) -> FastAPI:
+def make_app(service: MigrationService, temporal_ui: str | None = None) -> FastAPI:
     app = FastAPI()
     app.state.service = service
-    app.include_router(make_router(fake_authorize))
+    app.include_router(make_router(fake_authorize, temporal_ui))
     return app
 
 

@@ -128,7 +128,7 @@ def test_the_oncall_list_shows_the_parked_migration_and_what_it_allows(
         assert line in shown_page.text
     done = shown.service.migration(NS, DONE).migration_id
     assert (f"/ui/schedule?namespace={NS}&schedule={DONE}", f"{NS}/{DONE}") in shown_page.links
-    assert f"{done} completed" in shown_page.text  # in the schedules table, not on call
+    assert f"{done} rollback completed" in shown_page.text  # in the schedules table, not on call
 
 
 def test_a_bad_stuck_after_is_a_400_page_naming_the_error(reader: TestClient) -> None:
@@ -141,15 +141,22 @@ def test_the_timeline_shows_every_step_of_a_completed_rollback_in_order_with_ful
         shown: World, reader: TestClient) -> None:
     history = shown.service.history(NS, DONE)
     shown_page = page(reader, "/ui/schedule", **timeline_url(DONE))
-    assert [int(r["position"]) for r in shown_page.rows] == [e.position for e in history]
-    assert [r["type"] for r in shown_page.rows] == [short_type(e.type) for e in history]
+    # the migration's steps (the source's fence and close among them) lead, then the
+    # source's own events, each in log order
+    mid = shown.service.migration(NS, DONE).migration_id
+    step_at = {s["position"] for s in shown.service.replay(NS, DONE, migration_id=mid)["steps"]}
+    lead = [e for e in history if e.position in step_at] + \
+        [e for e in history if e.position not in step_at]
+    assert lead[0].position > history[0].position  # the steps come before the creation
+    assert [int(r["position"]) for r in shown_page.rows] == [e.position for e in lead]
+    assert [r["type"] for r in shown_page.rows] == [short_type(e.type) for e in lead]
     steps = [r["type"] for r in shown_page.rows if r["lane"] == "migration"]
     assert steps == shown.migration_events(DONE)
     assert steps[0] == "RequestIdAssigned" and steps[-1] == "SourceClosed"
     for e in history:  # the replay's narration, ids whole
-        line = narrate(short_type(e.type), e.data, full_ids=True)
-        if line is not None:
-            assert " ".join(line.text.split()) in shown_page.text
+        line = narrate(e.type, e.data, full_ids=True)
+        assert line is not None, e.type  # every type this release writes is narrated
+        assert " ".join(line.text.split()) in shown_page.text
     view = shown.service.migration(NS, DONE)
     link_texts = {text for _, text in shown_page.links}
     assert {view.migration_id, view.destination_first_run_id} <= link_texts
