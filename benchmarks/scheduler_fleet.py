@@ -21,6 +21,7 @@ one process keeps up with, where 2 processes against 1 is a capacity ratio.
 from __future__ import annotations
 
 import argparse
+import resource
 import signal
 import statistics
 import subprocess
@@ -101,6 +102,20 @@ def started(url: str, since: int) -> tuple[list[float], int]:
             position = page[-1].id
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_busy() -> tuple[int, int]:
+    """The machine's busy and total CPU ticks so far, all cores (/proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def sustained(url: str, n: int, processes: int, seconds: float,
               timeout: int) -> dict[str, float]:
     now = datetime.now(timezone.utc)
@@ -110,16 +125,21 @@ def sustained(url: str, n: int, processes: int, seconds: float,
         since = svc.app.recorder.max_notification_id() or 0
     cmd = [sys.executable, "-m", "schedfence.infra.cli", "--store", url, "--destination", "sim",
            "scheduler", "--poll-interval", "0.05"]
+    cpu_before, busy_before = children_cpu(), machine_busy()
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(processes)]  # each its own worker id (host:pid), its own leases
     time.sleep(2 + seconds)  # the first times are 2 s after the fleet was written
+    busy = machine_busy()
     for p in procs:
         p.send_signal(signal.SIGINT)
     for p in procs:
         p.wait(timeout=60)
+    wall = 2 + seconds
     lags, events = started(url, since)
     lags.sort()
     return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
+            "scheduler_cores": (children_cpu() - cpu_before) / wall,
+            "machine_busy": (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1),
             "p50_lag_s": lags[len(lags) // 2] if lags else float("nan"),
             "p99_lag_s": lags[int(len(lags) * 0.99)] if lags else float("nan"),
             "events_per_action": events / len(lags) if lags else float("nan")}
@@ -158,12 +178,13 @@ def main() -> None:
             with store() as url:
                 runs.append(sustained(url, fleet, processes, args.seconds, args.timeout))
         print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
-              "| events per action |")
-        print("|---:|---:|---:|---:|---:|---:|")
+              "| events per action | scheduler cores | machine busy |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in runs:
             print(f"| {r['n']:,} | {r['processes']} | {r['starts_per_s']:.0f} "
                   f"| {r['p50_lag_s']:.2f} | {r['p99_lag_s']:.2f} "
-                  f"| {r['events_per_action']:.2f} |")
+                  f"| {r['events_per_action']:.2f} | {r['scheduler_cores']:.2f} "
+                  f"| {r['machine_busy']:.0%} |")
         print(f"2 processes / 1: {runs[1]['starts_per_s'] / runs[0]['starts_per_s']:.2f}x")
 
 
