@@ -26,6 +26,7 @@ from schedfence.domain.errors import DomainError, InvalidArgument
 
 if TYPE_CHECKING:
     import psycopg
+    from sqlalchemy.engine import URL
 
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -214,7 +215,7 @@ class PgTarget:
                 TARGET_SESSION_ATTRS_KEY: self.target_session_attrs or "",
                 "POSTGRES_POOL_SIZE": "4", "POSTGRES_MAX_OVERFLOW": "8"}
 
-    def keywords(self) -> dict[str, str]:
+    def keywords(self) -> dict[str, Any]:
         """libpq's connection keywords for one session on this store (psycopg's, and the
         libpq client's of ``status``: libpq.py)."""
         found = {"user": self.user, "dbname": self.dbname, "options": self.session_options,
