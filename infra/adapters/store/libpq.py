@@ -78,6 +78,7 @@ class Connection:
 
     def __init__(self, lib: Any, keywords: dict[str, str], redacted: str) -> None:
         self.lib = lib
+        keywords = dict(keywords, client_encoding="UTF8")  # the text it decodes
         pairs = [(k, v) for k, v in keywords.items() if v is not None]
         self.conn = lib.PQconnectdbParams(_strings([k for k, _ in pairs] + [None]),
                                           _strings([v for _, v in pairs] + [None]), 0)
