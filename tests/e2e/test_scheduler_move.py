@@ -57,5 +57,7 @@ def _the_oracle_reads_the_listing(url: str, cut: datetime) -> None:
     lost, twice = ids[0], ids[-1]  # a source start, a destination schedule's
     verdicts = check_listing(events, [i for i in ids if i != lost] + [twice], cut)
     bad = {k: v for k, v in verdicts.items() if not v.ok}
-    assert len(bad) == 2 if lost.split("-")[0] != twice.split("-")[0] else 1, bad
-    assert [len(v.missing) + len(v.twice) for v in bad.values()] == [1] * len(bad)
+    same = lost.split("-")[0] == twice.split("-")[0]  # one schedule's, by chance
+    assert len(bad) == (1 if same else 2), bad
+    assert sum(len(v.missing) for v in bad.values()) == 1
+    assert sum(len(v.twice) for v in bad.values()) == 1
