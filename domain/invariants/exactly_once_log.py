@@ -258,16 +258,18 @@ def check_listing(events: Iterable[tuple[int, Any]], listing: Iterable[str],
     spec carried on by the destination). ``log_starts``: add the source's starts from the
     log (when the listing holds the destination's runs alone; on one server it holds both)."""
     ledger = _ledger(events)
-    ids = list(listing)
+    by_key: dict[tuple[str, str], list[Life]] = {}
+    for life in ledger.lives.values():
+        by_key.setdefault(life.key, []).append(life)
+    times = _listed_times({lf.prefix for lf in ledger.lives.values() if lf.prefix}, listing)
     verdicts: dict[tuple[str, str], Verdict] = {}
-    for key in sorted({life.key for life in ledger.lives.values()}):
-        lives = sorted((lf for lf in ledger.lives.values() if lf.key == key),
-                       key=lambda lf: lf.incarnation)
+    for key in sorted(by_key):
+        lives = sorted(by_key[key], key=lambda lf: lf.incarnation)
         owed = _key_owed(lives, until)
         if owed is None:
             continue
         prefixes = {lf.prefix for lf in lives if lf.prefix}
-        listed = [t for p in prefixes for t in _listed_times(p, ids)]
+        listed = [t for p in prefixes for t in times.get(p, ())]
         source = [s for lf in lives for s in lf.slots()[0]] if log_starts else []
         verdicts[key] = check_exactly_once(owed, [t for t, _ in source], listed)
     return verdicts
@@ -289,14 +291,19 @@ def _key_owed(lives: list[Life], until: datetime) -> Owed | None:
                 also=tuple(s for _, o in parts for s in o.also))
 
 
-def _listed_times(prefix: str, ids: list[str]) -> list[datetime]:
-    out = []
+def _listed_times(prefixes: set[str], ids: Iterable[str]) -> dict[str, list[datetime]]:
+    """Per prefix, the times of the ids ``<prefix>-<time>`` (an id counts under every prefix
+    it reads as: the text after a ``-`` that is a time); in one pass over the listing."""
+    out: dict[str, list[datetime]] = {}
     for wid in ids:
-        if wid.startswith(f"{prefix}-"):
-            try:
-                out.append(parse_nominal(wid[len(prefix) + 1:]))
-            except ValueError:
-                continue  # another schedule's id that shares the prefix
+        dash = wid.find("-")
+        while dash != -1:
+            if wid[:dash] in prefixes:
+                try:
+                    out.setdefault(wid[:dash], []).append(parse_nominal(wid[dash + 1:]))
+                except ValueError:
+                    pass  # another schedule's id that shares the prefix
+            dash = wid.find("-", dash + 1)
     return out
 
 

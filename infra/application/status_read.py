@@ -5,8 +5,9 @@ the same read transaction. Then the answer is the log's as of that read, exactly
 new incarnation, fence or migration step is an event of one of those aggregates. Events of other
 keys do not matter, so the projection may lag elsewhere in the log.
 
-It loads no event class, no pydantic model, no SQLAlchemy and no eventsourcing: one sqlite3 or
-psycopg connection and a few queries (benchmarks/cli_startup.py). Wherever the rows cannot
+It loads no event class, no pydantic model, no SQLAlchemy and no eventsourcing: one sqlite3
+connection, or on PostgreSQL one connection through the system's libpq (infra/adapters/store/
+libpq.py; psycopg where no libpq loads), and a few queries (benchmarks/cli_startup.py). Wherever the rows cannot
 answer (a row behind its aggregate or missing, the projection never built or in another layout,
 a state with other fields, a store URL this path does not read, any error) it answers None and
 the caller reads the log as before: the same document, and the same errors."""
@@ -110,7 +111,10 @@ def _rows(store: str) -> Iterator[tuple[StatusRows, Latest] | None]:
         yield None  # not PostgreSQL, or a URL the store refuses (eventstore._parse_pg)
         return
     target = parse_pg_url(store)
-    with target.connect() as pg:
+    from schedfence.infra.adapters.store import libpq
+    lib = libpq.load()  # psycopg's import costs more than the whole read (libpq.py)
+    with (target.connect() if lib is None else
+          libpq.Connection(lib, target.keywords(), target.redacted)) as pg:
         pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield StatusRows(pg, "%s", target.schema), lambda ids: dict(pg.execute(
             f'SELECT originator_id, MAX(originator_version) FROM "{target.schema}".{PG_EVENTS} '

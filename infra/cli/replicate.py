@@ -8,14 +8,17 @@ URLs are shown without their password.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, json_option, service
-from schedfence.infra.adapters.replication.follower import (BATCH, ReplicationReport, follow,
-                                                   replicate as copy_log)
+from schedfence.infra.adapters.replication import BATCH
 from schedfence.infra.adapters.store.eventstore import parse_store_url
+
+if TYPE_CHECKING:  # the follower imports the drivers: loaded when a copy runs, not for --help
+    from schedfence.infra.adapters.replication.follower import ReplicationReport
 
 PROGRESS_EVERY = 10_000  # events between progress lines on a long copy
 def _summary(report: ReplicationReport) -> list[str]:
@@ -79,6 +82,7 @@ def replicate(primary: str, standby: str, keep_following: bool, poll_interval: f
     over from the replicated state alone; see docs/operators.md, "Failover". With --json,
     JSON Lines: one object per line, ``"event": "copied"`` (per pass with --follow),
     ``"stopped"`` last."""
+    from schedfence.infra.adapters.replication.follower import replicate as copy_log
     progress = _Progress(as_json, keep_following)
     if not keep_following:
         with out.progress("copying", "events") as update:
@@ -98,6 +102,7 @@ def replicate(primary: str, standby: str, keep_following: bool, poll_interval: f
 
 def _follow(primary: str, standby: str, poll_interval: float, batch_size: int,
             progress: _Progress, as_json: bool) -> None:
+    from schedfence.infra.adapters.replication.follower import follow
     state: dict[str, ReplicationReport] = {}
 
     def on_batch(report: ReplicationReport) -> None:

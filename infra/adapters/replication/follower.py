@@ -36,6 +36,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEv
 from schedfence.domain.errors import DomainError, InvalidArgument
 from schedfence.domain.text import error_line
 from schedfence.infra.pacing import linear, retry_call
+from schedfence.infra.adapters.replication import BATCH
 from schedfence.infra.adapters.store.pg import StoreUnavailable
 from schedfence.infra.adapters.replication.primary import primary_reader
 from schedfence.domain.ports import CrashHook
@@ -44,7 +45,6 @@ from schedfence.infra.adapters.store.eventstore import (FenceApplication, StoreU
                                                holds_event_log, open_application,
                                                parse_store_url)
 
-BATCH = 500
 CONFLICT_RETRIES = 3  # re-validations after a conflict before giving up
 OPEN_RETRIES = 3
 

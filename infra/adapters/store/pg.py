@@ -10,8 +10,9 @@ same database and schema. A URL names its schema with ``?schema=NAME`` (default 
 the schema is created on first use, and eventsourcing creates its tables in it.
 
 Every command imports this module (through the event store's), so it imports neither psycopg
-nor SQLAlchemy until a PostgreSQL store is used (a URL is read by SQLAlchemy's ``make_url``,
-imported when a ``postgresql://`` URL is parsed): a command on a SQLite store loads neither.
+nor SQLAlchemy until a PostgreSQL store is used, and a URL is read without SQLAlchemy
+(``url_parts``, as its ``make_url`` reads one): a command on a SQLite store loads neither, and
+``status`` on PostgreSQL loads psycopg alone.
 """
 from __future__ import annotations
 
@@ -214,13 +215,17 @@ class PgTarget:
                 TARGET_SESSION_ATTRS_KEY: self.target_session_attrs or "",
                 "POSTGRES_POOL_SIZE": "4", "POSTGRES_MAX_OVERFLOW": "8"}
 
+    def keywords(self) -> dict[str, Any]:
+        """libpq's connection keywords for one session on this store (psycopg's, and the
+        libpq client's of ``status``: libpq.py)."""
+        found = {"user": self.user, "dbname": self.dbname, "options": self.session_options,
+                 "connect_timeout": str(CONNECT_TIMEOUT), **self.servers()}
+        return dict(found, password=self.password) if self.password else found
+
     def connect(self) -> psycopg.Connection:
         import psycopg
         try:
-            return psycopg.connect(user=self.user, password=self.password or None,
-                                   dbname=self.dbname, connect_timeout=CONNECT_TIMEOUT,
-                                   autocommit=True, options=self.session_options,
-                                   **self.servers())
+            return psycopg.connect(autocommit=True, **self.keywords())
         except psycopg.Error as exc:
             raise StoreUnavailable(f"cannot connect to {self.redacted}: "
                                    f"{_first_line(exc)}") from None
@@ -272,24 +277,47 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def url_parts(url: str) -> URL:
-    """SQLAlchemy's ``make_url`` reading of ``url`` (imported here: only a PostgreSQL store
-    pays for SQLAlchemy). ValueError for a port that is not a number.
+@dataclass(frozen=True)
+class UrlParts:
+    """What a ``postgresql://`` URL names, as SQLAlchemy's ``make_url`` reads it."""
 
-    ``make_url`` stops at a line break in the options and ignores text its pattern does not
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+    query: dict[str, str | tuple[str, ...]]
+
+
+# SQLAlchemy's URL grammar (``make_url``), matched from the start: scheme, an optional
+# ``user[:password]@``, an optional ``[ipv6]`` or host with an optional ``:port``, an optional
+# ``/database``, an optional ``?options``. A test holds the two readings equal.
+_URL = re.compile(r"[\w+]+://(?:(?P<user>[^:/]*)(?::(?P<password>[^@]*))?@)?"
+                  r"(?:(?:\[(?P<v6>[^/?]+)\]|(?P<host>[^/:?]+))?(?::(?P<port>[^/?]*))?)?"
+                  r"(?:/(?P<database>[^?]*))?(?:\?(?P<query>.*))?")
+
+
+def url_parts(url: str) -> UrlParts:
+    """``url`` read as SQLAlchemy's ``make_url`` reads it, without importing SQLAlchemy (what
+    ``status`` on PostgreSQL would otherwise pay). ValueError for a port that is not a number.
+
+    ``make_url`` stops at a line break in the options and ignores text its grammar does not
     match (after a bracketed IPv6 host). So a raw line break, which no well-formed URL holds,
-    is read as its percent-encoding ``%0A``, and a URL whose end would be ignored is refused:
-    its reading would not change if more were appended."""
-    from sqlalchemy.engine import make_url
+    is read as its percent-encoding ``%0A``, and a URL with such an ignored end is refused."""
+    from urllib.parse import parse_qsl, unquote
     url = url.replace("\n", "%0A")
-    parts = make_url(url)
-    try:
-        ignored = make_url(url + "/p=1") == parts
-    except ValueError:  # the appended text was read, as the port
-        ignored = False
-    if ignored:
+    m = _URL.match(url)
+    if m is None or m.end() != len(url):
         raise InvalidArgument("store URL is not a valid postgresql:// URL")
-    return parts
+    query: dict[str, str | tuple[str, ...]] = {}
+    for key, value in parse_qsl(m["query"] or ""):
+        seen = query.get(key)
+        query[key] = value if seen is None else (
+            (seen, value) if isinstance(seen, str) else (*seen, value))
+    return UrlParts(username=None if m["user"] is None else unquote(m["user"]),
+                    password=None if m["password"] is None else unquote(m["password"]),
+                    host=m["host"] or m["v6"], port=None if m["port"] is None else int(
+                        m["port"]), database=m["database"], query=query)
 
 
 def parse_pg_url(url: str) -> PgTarget:

@@ -19,9 +19,6 @@ from tests.infra.cli.cli_runs import ROOT
 
 DRIVERS = ("sqlite3", "_sqlite3", "psycopg", "psycopg_binary", "psycopg_c", "sqlalchemy",
            "eventsourcing.sqlite", "eventsourcing.postgres")
-# Commands whose module still imports a driver at the top: replicate and promote (their batch
-# size default comes from the replication follower, which imports eventsourcing.postgres).
-STILL_HEAVY = {"replicate", "promote"}
 PROBE = ("import json, sys\nsys.argv = ['schedfence', *{argv!r}]\n"
          "from schedfence.infra.cli import main\ntry:\n    main()\nexcept SystemExit as exc:\n"
          "    assert exc.code in (0, None), exc.code\n"
@@ -51,8 +48,27 @@ def test_help_loads_no_database_driver_and_no_command_module() -> None:
     assert loaded_commands <= {"commands", "emitting"}
 
 
-@pytest.mark.parametrize("argv", [[name] for name in sorted(set(COMMANDS) - STILL_HEAVY)]
-                         + [["demo"], ["projection", "follow"], ["schedule", "create"]])
+def _every_command(group: click.Group = cli, path: tuple[str, ...] = ()) -> list[list[str]]:
+    """Every command and subcommand as its argv, groups too (loaded in this process only)."""
+    found = []
+    for name in sorted(group.commands):
+        command = group.commands[name]
+        found.append([*path, name])
+        if isinstance(command, click.Group):
+            found += _every_command(command, (*path, name))
+    return found
+
+
+EVERY_COMMAND = _every_command()
+
+
+def test_every_command_is_listed_subcommands_too() -> None:
+    names = {" ".join(argv) for argv in EVERY_COMMAND}
+    assert {*COMMANDS, "demo", "replicate", "promote", "job status", "projection follow",
+            "schedule create"} <= names
+
+
+@pytest.mark.parametrize("argv", EVERY_COMMAND, ids=" ".join)
 def test_a_command_help_loads_no_database_driver(argv: list[str]) -> None:
     shown, modules = _loaded(*argv, "--help")
     assert shown.startswith(f"Usage: schedfence {' '.join(argv)} ")

@@ -1,8 +1,9 @@
 """``status`` answers from the operator projection's rows when every row it reads is at its
 aggregate's latest version (infra/application/status_read.py), and from the log otherwise:
 byte-identical output either way (text and --json, from a fresh process), as fresh as the log,
-and the same one-line errors. On SQLite the read-model answer loads no event class, pydantic,
-eventsourcing or SQLAlchemy."""
+and the same one-line errors. The read-model answer loads no event class, pydantic,
+eventsourcing or SQLAlchemy, and on PostgreSQL reads through the system's libpq (psycopg
+where none loads: both answer alike)."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
 from schedfence.infra.application.status_read import PG_EVENTS, _rows, read_model_status
 from schedfence.infra.application.views import status_doc
 from schedfence.infra.application.offline import open_offline
+from schedfence.infra.adapters.store import libpq
 from schedfence.infra.adapters.store.eventstore import event_table
 
 from tests.infra.cli.cli_runs import ROOT, ok, subprocess_cli
@@ -95,8 +97,11 @@ def test_status_after_a_change_the_projection_has_not_applied_is_the_logs(
     assert read_model_status(store, "ns", "s") == shown
 
 
-def test_status_from_the_projection_loads_no_event_class(tmp_path) -> None:
-    store = f"sqlite:///{tmp_path / 'quick.db'}"
+def test_status_from_the_projection_loads_no_event_class(file_store_url: str,
+                                                         store_kind: str) -> None:
+    """Nor SQLAlchemy on PostgreSQL (its URL is read without ``make_url``), nor psycopg
+    where the system's libpq loads (infra/adapters/store/libpq.py)."""
+    store = file_store_url
     ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
     ok(store, "--destination", "sim", "rollback", "ns", "s")
     ok(store, "projection", "catch-up")
@@ -112,7 +117,8 @@ def test_status_from_the_projection_loads_no_event_class(tmp_path) -> None:
     loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
     heavy = {m.split(".")[0] for m in loaded} & {"pydantic", "pydantic_core", "eventsourcing",
                                                  "sqlalchemy", "psycopg"}
-    assert heavy == set()
+    assert heavy == ({"psycopg"} if store_kind == "postgres" and libpq.load() is None
+                     else set())
     assert not any(m.startswith(("schedfence.infra.application.service",
                                  "schedfence.domain.source.schedule",
                                  "schedfence.domain.rollback.aggregate")) for m in loaded)
@@ -168,3 +174,30 @@ def test_a_url_the_store_refuses_is_refused_alike(pg_store: str) -> None:
     done = subprocess_cli(twice, "status", "ns", "s")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.startswith("error: invalid_argument: store URL has more than one '@'")
+
+
+def test_psycopg_answers_alike_where_no_libpq_loads(pg_store: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    assert libpq.load() is not None  # this machine has one: the quick path above used it
+    ok(pg_store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
+    ok(pg_store, "--destination", "sim", "rollback", "ns", "s")
+    ok(pg_store, "projection", "catch-up")
+    through_libpq = read_model_status(pg_store, "ns", "s")
+    monkeypatch.setattr(libpq, "load", lambda: None)
+    assert through_libpq is not None and read_model_status(pg_store, "ns", "s") == through_libpq
+
+
+def test_the_libpq_client_reads_types_and_refuses_alike(pg_store: str) -> None:
+    from schedfence.infra.adapters.store.pg import StoreUnavailable, parse_pg_url
+    target, lib = parse_pg_url(pg_store), libpq.load()
+    with libpq.Connection(lib, target.keywords(), target.redacted) as conn:
+        ids = [uuid.uuid4(), uuid.uuid4()]
+        row = conn.execute("SELECT %s::int, %s::bigint, true, %s::uuid, NULL, 'x''y', "
+                           "%s::uuid[] @> ARRAY[%s::uuid]", [7, 2**40, ids[0], ids, ids[1]])
+        assert row.fetchall() == [(7, 2**40, True, ids[0], None, "x'y", True)]
+        assert conn.execute("SHOW statement_timeout").fetchall() == [("1min",)]
+        with pytest.raises(libpq.QueryFailed, match="no_such_table"):
+            conn.execute("SELECT * FROM no_such_table")
+    bad = dict(target.keywords(), port="1")
+    with pytest.raises(StoreUnavailable, match="cannot connect to"):
+        libpq.Connection(lib, bad, target.redacted)
