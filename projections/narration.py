@@ -112,7 +112,8 @@ def _requested(d: dict[str, Any]) -> Line:
     if d.get("request_id") is None:
         return Line("legacy", "pending migration written by an older release (v1): no "
                               "request id, every worker attempt fails closed")
-    return Line("admin", f"rollback accepted{_by(d)}, request id {short(d['request_id'])} "
+    return Line("admin", f"rollback accepted{_by(d)}{_job(d)}, request id "
+                         f"{short(d['request_id'])} "
                          f"({d['origin']}); pre-migration paused={yes_no(d['pre_paused'])}; "
                          "source paused and fenced in the same append")
 
@@ -120,6 +121,11 @@ def _requested(d: dict[str, Any]) -> Line:
 def _by(d: dict[str, Any]) -> str:
     """`` by ACTOR`` where the event names who asked (older records did not: nothing)."""
     return f" by {d['actor']}" if d.get("actor") else ""
+
+
+def _job(d: dict[str, Any]) -> str:
+    """`` for job ID`` where a batch job requested the migration."""
+    return f" for job {d['job_id']}" if d.get("job_id") else ""
 
 
 def _operator(text: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], Line]:
@@ -215,7 +221,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "Deleted": _operator(lambda d: "schedule deleted"),
     # a forward migration (a Temporal Schedule handed to the source) and its source
     "ForwardRequested": lambda d: Line(
-        "admin", f"forward migration requested by {d['actor']} with request id "
+        "admin", f"forward migration requested by {d['actor']}{_job(d)} with request id "
                  f"{short(d['request_id'])} ({d['request_id_origin']})"),
     "TemporalFenceIssued": lambda d: Line(
         "worker", f"fence issued on the Temporal schedule (token {d['conflict_token']}; before "

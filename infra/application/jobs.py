@@ -123,13 +123,14 @@ def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: s
         if sel.direction == TO_WORKFLOW:
             outcome = (predict_rollback(service.load, service.destination, ns, schedule_id, rid)
                        if dry_run else
-                       service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome)
+                       service.rollback(ns, schedule_id, request_id=rid, actor=actor,
+                                        job_id=job_id).outcome)
         elif dry_run:
             outcome, park = service.predict_forward(ns, schedule_id, rid)
             return j.requested(schedule_id, rid, outcome, predicted=True, park=park)
         else:
-            outcome = service.forward(ns, schedule_id, request_id=rid,
-                                      actor=actor).outcome
+            outcome = service.forward(ns, schedule_id, request_id=rid, actor=actor,
+                                      job_id=job_id).outcome
     except AlreadyExists as exc:
         return j.refused(schedule_id, rid, _held_by_another(service, sel, schedule_id, exc))
     except DomainError as exc:
@@ -300,7 +301,8 @@ class _Runner:
         """No rate limit: the page's rollbacks in one append (MigrationService.rollback_many),
         each answer the decision its own ``rollback`` would have given."""
         rids = [j.job_request_id(self.job.state.job_id, TO_WORKFLOW, sid) for sid in sids]
-        answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor)
+        answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor,
+                                             self.job.state.job_id)
         decisions = [j.requested(sid, rid, a.outcome) if not isinstance(a, DomainError) else
                      j.refused(sid, rid, _held_by_another(self.service, self.sel, sid, a)
                                if isinstance(a, AlreadyExists) else a)

@@ -319,7 +319,8 @@ def test_forward_jobs_page_through_the_temporal_side_listing(world, monkeypatch)
         end = start + page_size
         return listed[start:end], (str(end).encode() if end < len(listed) else None)
 
-    def forward(namespace, schedule_id, request_id=None, actor=""):
+    def forward(namespace, schedule_id, request_id=None, actor="", job_id=None):
+        assert job_id == "f1"  # the job names itself on each migration it requests
         asked.append((schedule_id, request_id))
         if schedule_id == "t3" and len(asked) == 4:
             raise Crash("forward")

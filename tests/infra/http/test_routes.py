@@ -161,3 +161,17 @@ def test_every_schedule_change_records_the_token_name_as_its_actor(api: Api) -> 
         {NAMES["admin"]}
     bodied = api.post("/v1/schedule/pause", dict(KEY, actor="mallory"))
     assert bodied.status_code == 422  # a body cannot name another actor
+
+
+def test_audit_filters_by_job_and_drops_excluded_types(api: Api) -> None:
+    for sid in ("a1", "a2", "b1"):
+        api.ok("/v1/schedule/create", dict(namespace=NS, schedule_id=sid))
+    job = api.ok("/v1/migrate", {"job_id": "jobA", "namespace": NS, "to": "workflow",
+                                 "match": "a*"})
+    assert job["job_id"] == "jobA"
+    entries = api.read("/v1/audit", job="jobA", limit=1000)["entries"]
+    assert {e["schedule_id"] for e in entries} == {"a1", "a2"}
+    assert {e["type"] for e in entries} == {"RequestIdAssigned", "FencedForMigration"}
+    kept = api.read("/v1/audit", job="jobA", exclude_type=["FencedForMigration"])["entries"]
+    assert [e["type"] for e in kept] == ["RequestIdAssigned", "RequestIdAssigned"]
+    assert all(e["actor"] == NAMES["admin"] for e in kept)
