@@ -28,6 +28,7 @@ from schedfence.domain.model import EvolvingAggregate, Fact, Facts
 from schedfence.domain.text import validate_id
 
 Decision = Literal["requested", "skipped", "blocked"]
+JOB_PHASES = ("selecting", "selected", "cancelled")  # JobState.phase
 # What the service answered to a request it took (MigrationResult.outcome): each counts once.
 REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
 # Refusals that may clear by themselves (retry later with a new job): reported as blocked.
@@ -123,7 +124,8 @@ class JobState:
 
     @property
     def phase(self) -> str:
-        """``selecting`` (pages left), ``selected`` (all decided) or ``cancelled``."""
+        """``selecting`` (pages left), ``selected`` (all decided) or ``cancelled``
+        (``JOB_PHASES``)."""
         if self.cancelled:
             return "cancelled"
         return "selected" if self.exhausted else "selecting"
