@@ -6,6 +6,7 @@ from __future__ import annotations
 PREFIX = "schedfence_proj_"
 # Bump on any change to tables.py: a stored projection of another version is rebuilt.
 # v4: ``version`` and ``folded`` on key and schedule rows of the aggregates table, or (another
-# v4, never released) the ``start_lag`` table; v5: both; v6: ``job_id`` on migration rows.
+# v4, never released) the ``start_lag`` table; v5: both; v6: ``job_id`` on migration rows,
+# and the incarnations a forward migration created (``CreatedByMigration``) registered.
 SCHEMA_VERSION = 6
 PROJECTION = "schedfence_operator"  # FenceProjection.name: its tracking row's projection

@@ -117,14 +117,17 @@ class FenceProjection(Projection[FenceViews]):
 
     @process_event.register(Schedule.Event)
     def _schedule(self, domain_event: Any, tracking: Tracking) -> None:
-        self._keyed(domain_event, tracking, "schedule", Schedule.Created)
+        # An incarnation begins with Created, or, made by a forward migration, with
+        # CreatedByMigration: either names its key, so ``list`` finds the key's current one.
+        self._keyed(domain_event, tracking, "schedule",
+                    (Schedule.Created, Schedule.CreatedByMigration))
 
     @process_event.register(ScheduleKey.Event)
     def _key(self, domain_event: Any, tracking: Tracking) -> None:
         self._keyed(domain_event, tracking, "key", ScheduleKey.Created)
 
     def _keyed(self, event: Any, tracking: Tracking, kind: str,
-               created: type[Schedule.Created] | type[ScheduleKey.Created]) -> None:
+               created: type | tuple[type, ...]) -> None:
         """Schedule and key events: only their creation names the (namespace, id) key."""
         aid = str(event.originator_id)
         if isinstance(event, created):
