@@ -311,6 +311,15 @@ def plan_summary(plan: list[dict[str, str]]) -> dict[str, Any]:
     return {"would": would, "reasons": reasons}
 
 
+def report_phase(state: JobState, counts: dict[str, int]) -> str:
+    """The job's phase as its report reads it: ``done`` once it decided its whole selection
+    and none of its migrations is still in progress (each completed, parked or aborted, or
+    its schedule skipped or blocked); otherwise its own phase (``JobState.phase``)."""
+    if state.phase == "selected" and counts.get("in_progress", 0) == 0:
+        return "done"
+    return state.phase
+
+
 def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
     """The job's report: counts by outcome, and reasons for the parked, blocked and skipped.
     ``migrations``: schedule id -> (phase, park reason) of each requested migration."""
@@ -327,7 +336,8 @@ def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> di
         if outcome != "completed":
             unfinished.append({"schedule_id": sid, "outcome": outcome, "reason": reason or "",
                                "request_id": decision["request_id"]})
-    return {"job_id": state.job_id, "phase": state.phase, **state.selection.to_dict(),
+    return {"job_id": state.job_id, "phase": report_phase(state, counts),
+            **state.selection.to_dict(),
             "pages": state.pages, "decided": len(state.decided),
             "requested": state.counts.get("requested", 0), "counts": counts,
             "reasons": reasons, "cancel_reason": state.cancel_reason, "unfinished": unfinished}
