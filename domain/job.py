@@ -311,11 +311,11 @@ def plan_summary(plan: list[dict[str, str]]) -> dict[str, Any]:
     return {"would": would, "reasons": reasons}
 
 
-def report_phase(state: JobState, counts: dict[str, int]) -> str:
+def report_phase(state: JobState, in_progress: int) -> str:
     """The job's phase as its report reads it: ``done`` once it decided its whole selection
     and none of its migrations is still in progress (each completed, parked or aborted, or
     its schedule skipped or blocked); otherwise its own phase (``JobState.phase``)."""
-    if state.phase == "selected" and counts.get("in_progress", 0) == 0:
+    if state.phase == "selected" and in_progress == 0:
         return "done"
     return state.phase
 
@@ -336,7 +336,7 @@ def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> di
         if outcome != "completed":
             unfinished.append({"schedule_id": sid, "outcome": outcome, "reason": reason or "",
                                "request_id": decision["request_id"]})
-    return {"job_id": state.job_id, "phase": report_phase(state, counts),
+    return {"job_id": state.job_id, "phase": report_phase(state, counts["in_progress"]),
             **state.selection.to_dict(),
             "pages": state.pages, "decided": len(state.decided),
             "requested": state.counts.get("requested", 0), "counts": counts,

@@ -124,10 +124,11 @@ class FenceProjection(Projection[FenceViews]):
 
     @process_event.register(ScheduleKey.Event)
     def _key(self, domain_event: Any, tracking: Tracking) -> None:
-        self._keyed(domain_event, tracking, "key", ScheduleKey.Created)
+        self._keyed(domain_event, tracking, "key", (ScheduleKey.Created,))
 
     def _keyed(self, event: Any, tracking: Tracking, kind: str,
-               created: type | tuple[type, ...]) -> None:
+               created: tuple[type[Schedule.Created] | type[Schedule.CreatedByMigration] |
+                              type[ScheduleKey.Created], ...]) -> None:
         """Schedule and key events: only their creation names the (namespace, id) key."""
         aid = str(event.originator_id)
         if isinstance(event, created):
