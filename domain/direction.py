@@ -24,3 +24,8 @@ Side = Literal["workflow", "source"]
 TO_WORKFLOW: Side = "workflow"
 TO_SOURCE: Side = "source"
 SIDES: tuple[Side, ...] = get_args(Side)
+
+
+def direction_of(side: str) -> Direction:
+    """The direction a job moving schedules to ``side`` takes (its metrics label)."""
+    return ROLLBACK if side == TO_WORKFLOW else FORWARD

@@ -28,6 +28,7 @@ from schedfence.domain.model import EvolvingAggregate, Fact, Facts
 from schedfence.domain.text import validate_id
 
 Decision = Literal["requested", "skipped", "blocked"]
+JOB_PHASES = ("selecting", "selected", "cancelled")  # JobState.phase
 # What the service answered to a request it took (MigrationResult.outcome): each counts once.
 REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
 # Refusals that may clear by themselves (retry later with a new job): reported as blocked.
@@ -123,7 +124,8 @@ class JobState:
 
     @property
     def phase(self) -> str:
-        """``selecting`` (pages left), ``selected`` (all decided) or ``cancelled``."""
+        """``selecting`` (pages left), ``selected`` (all decided) or ``cancelled``
+        (``JOB_PHASES``)."""
         if self.cancelled:
             return "cancelled"
         return "selected" if self.exhausted else "selecting"
@@ -309,6 +311,15 @@ def plan_summary(plan: list[dict[str, str]]) -> dict[str, Any]:
     return {"would": would, "reasons": reasons}
 
 
+def report_phase(state: JobState, in_progress: int) -> str:
+    """The job's phase as its report reads it: ``done`` once it decided its whole selection
+    and none of its migrations is still in progress (each completed, parked or aborted, or
+    its schedule skipped or blocked); otherwise its own phase (``JobState.phase``)."""
+    if state.phase == "selected" and in_progress == 0:
+        return "done"
+    return state.phase
+
+
 def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
     """The job's report: counts by outcome, and reasons for the parked, blocked and skipped.
     ``migrations``: schedule id -> (phase, park reason) of each requested migration."""
@@ -325,7 +336,8 @@ def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> di
         if outcome != "completed":
             unfinished.append({"schedule_id": sid, "outcome": outcome, "reason": reason or "",
                                "request_id": decision["request_id"]})
-    return {"job_id": state.job_id, "phase": state.phase, **state.selection.to_dict(),
+    return {"job_id": state.job_id, "phase": report_phase(state, counts["in_progress"]),
+            **state.selection.to_dict(),
             "pages": state.pages, "decided": len(state.decided),
             "requested": state.counts.get("requested", 0), "counts": counts,
             "reasons": reasons, "cancel_reason": state.cancel_reason, "unfinished": unfinished}

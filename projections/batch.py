@@ -88,7 +88,7 @@ def migration_row(migration_id: str, f: FoldedMigration | None) -> dict[str, Any
     return dict(row, migration_id=migration_id, last_answer=(s.last_answer or {}).get("kind"),
                 created_us=f.created_us, updated_us=f.updated_us,
                 created_position=f.created_position, last_position=f.last_position,
-                version=f.version, epoch=s.epoch, due=due(s),
+                version=f.version, epoch=s.epoch, due=due(s), job_id=s.job_id,
                 # Flat fields: no asdict copy. Keys in the state's own order (since v4): the
                 # documents read from it (status_read.py) print as the log's do.
                 folded=json.dumps(vars(s)))

@@ -6,7 +6,8 @@ from __future__ import annotations
 PREFIX = "schedfence_proj_"
 # Bump on any change to tables.py: a stored projection of another version is rebuilt.
 # v4: ``version`` and ``folded`` on key and schedule rows of the aggregates table, or (another
-# v4, never released) the ``start_lag`` table; v5: both. v6: forward migrations' folded rows
-# (kind ``forward``) in the aggregates table, their events indexed under their key.
-SCHEMA_VERSION = 6
+# v4, never released) the ``start_lag`` table; v5: both. v6 (never released): forward
+# migrations' folded rows (kind ``forward``), their events indexed under their key; or
+# ``job_id`` on migration rows and ``CreatedByMigration`` registered; v7: all of these.
+SCHEMA_VERSION = 7
 PROJECTION = "schedfence_operator"  # FenceProjection.name: its tracking row's projection

@@ -113,9 +113,25 @@ def _requested(d: dict[str, Any]) -> Line:
     if d.get("request_id") is None:
         return Line("legacy", "pending migration written by an older release (v1): no "
                               "request id, every worker attempt fails closed")
-    return Line("admin", f"rollback accepted, request id {short(d['request_id'])} "
+    return Line("admin", f"rollback accepted{_by(d)}{_job(d)}, request id "
+                         f"{short(d['request_id'])} "
                          f"({d['origin']}); pre-migration paused={yes_no(d['pre_paused'])}; "
                          "source paused and fenced in the same append")
+
+
+def _by(d: dict[str, Any]) -> str:
+    """`` by ACTOR`` where the event names who asked (older records did not: nothing)."""
+    return f" by {d['actor']}" if d.get("actor") else ""
+
+
+def _job(d: dict[str, Any]) -> str:
+    """`` for job ID`` where a batch job requested the migration."""
+    return f" for job {d['job_id']}" if d.get("job_id") else ""
+
+
+def _operator(text: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], Line]:
+    """A change an operator's command made to the source, naming who asked when recorded."""
+    return lambda d: Line("operator" if d.get("actor") else "source", text(d) + _by(d))
 
 
 def _chain(d: dict[str, Any]) -> Line:
@@ -172,7 +188,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
         "source", f"fence now holds the adopted request id {short(d['request_id'])}"),
     "FenceReleased": lambda d: Line(
         "source", f"fence released; source restored to paused={yes_no(d['restored_paused'])}"),
-    "Paused": lambda d: Line("source", f"paused={yes_no(d['paused'])}"),
+    "Paused": _operator(lambda d: f"paused={yes_no(d['paused'])}"),
     # the source scheduler's actions
     "TimesProcessed": lambda d: Line(
         "source", f"scheduler ticked to {d['cursor']}: {len(d['skipped'])} time(s) skipped, "
@@ -193,21 +209,20 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
                   f"({d['detail']}); asked again at {d['retry_at']} with the same request id"),
     "PausedOnFailure": lambda d: Line(
         "source", f"schedule paused on failure of {d['workflow_id']}: {d['detail']}"),
-    "Triggered": lambda d: Line(
-        "source", f"triggered by hand at {d['nominal']} (overlap {d['overlap']})"),
-    "BackfillRequested": lambda d: Line(
-        "source", f"{d['backfill_id']} requested: {d['start']} to {d['end']} "
+    "Triggered": _operator(
+        lambda d: f"triggered by hand at {d['nominal']} (overlap {d['overlap']})"),
+    "BackfillRequested": _operator(
+        lambda d: f"{d['backfill_id']} requested: {d['start']} to {d['end']} "
                   f"(overlap {d['overlap']})"),
     "BackfillProcessed": lambda d: Line(
         "source", f"{d['backfill_id']} moved to {d['cursor']}: {len(d['due'])} time(s) "
                   f"buffered" + ("; done" if d.get("done") else "")),
-    "ProgramUpdated": lambda d: Line("source", "schedule's spec, action, policies or limit "
-                                               "updated"),
-    "NotesUpdated": lambda d: Line("source", "notes updated"),
-    "Deleted": lambda d: Line("source", "schedule deleted"),
+    "ProgramUpdated": _operator(lambda d: "schedule's spec, action, policies or limit updated"),
+    "NotesUpdated": _operator(lambda d: "notes updated"),
+    "Deleted": _operator(lambda d: "schedule deleted"),
     # a forward migration (a Temporal Schedule handed to the source) and its source
     "ForwardRequested": lambda d: Line(
-        "admin", f"forward migration requested by {d['actor']} with request id "
+        "admin", f"forward migration requested by {d['actor']}{_job(d)} with request id "
                  f"{short(d['request_id'])} ({d['request_id_origin']})"),
     "TemporalFenceIssued": lambda d: Line(
         "worker", f"fence issued on the Temporal schedule (token {d['conflict_token']}; before "

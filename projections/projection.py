@@ -115,13 +115,14 @@ class FenceProjection(Projection[FenceViews]):
 
     @process_event.register(Schedule.Event)
     def _schedule(self, domain_event: Any, tracking: Tracking) -> None:
-        # A forward migration's incarnation begins with ``CreatedByMigration`` (v6 registers it).
+        # An incarnation begins with Created, or, made by a forward migration, with
+        # CreatedByMigration: either names its key, so ``list`` finds the key's current one.
         self._keyed(domain_event, tracking, "schedule",
                     (Schedule.Created, Schedule.CreatedByMigration))
 
     @process_event.register(ScheduleKey.Event)
     def _key(self, domain_event: Any, tracking: Tracking) -> None:
-        self._keyed(domain_event, tracking, "key", ScheduleKey.Created)
+        self._keyed(domain_event, tracking, "key", (ScheduleKey.Created,))
 
     @process_event.register(ForwardMigration.Event)
     def _forward(self, domain_event: Any, tracking: Tracking) -> None:

@@ -140,14 +140,18 @@ class AuditQuery:
     limit: int = 100
     namespace: str | None = None
     event_types: tuple[str, ...] = ()  # class names (MigrationAborted) or topics
+    exclude_types: tuple[str, ...] = ()  # dropped: class names or topics
+    job_id: str | None = None  # events of the migrations a batch job requested
     after: str | None = None  # a cursor a previous page returned
 
     def check(self) -> None:
         check_limit(self.limit)
         if self.namespace is not None:
             validate_id("namespace", self.namespace)
-        for event_type in self.event_types:
+        for event_type in (*self.event_types, *self.exclude_types):
             check_text("event type", event_type, 200)
+        if self.job_id is not None:
+            validate_id("job id", self.job_id)
         if self.after is not None:
             self.after_position()
         if self.since_us is not None and self.until_us is not None \
@@ -203,6 +207,11 @@ def _audit_filters(q: AuditQuery) -> list[Any]:
         conds.append(c.namespace == q.namespace)
     if q.event_types:
         conds.append(or_(c.event_type.in_(q.event_types), c.topic.in_(q.event_types)))
+    if q.exclude_types:
+        conds += [c.event_type.not_in(q.exclude_types), c.topic.not_in(q.exclude_types)]
+    if q.job_id is not None:
+        m = t.migrations.c
+        conds.append(c.migration_id.in_(select(m.migration_id).where(m.job_id == q.job_id)))
     after = q.after_position()
     if after is not None:
         conds.append(c.position < after if q.newest_first else c.position > after)

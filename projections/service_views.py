@@ -83,13 +83,17 @@ class OperatorViews:
               migration_id: str | UUID | None = None, actor: str | None = None,
               since: str | datetime | None = None, until: str | datetime | None = None,
               newest_first: bool = False, limit: int = 100, namespace: str | None = None,
-              event_types: Sequence[str] = (), after: str | None = None) -> q.CursorAuditPage:
+              event_types: Sequence[str] = (), after: str | None = None,
+              exclude_types: Sequence[str] = (), job_id: str | None = None,
+              ) -> q.CursorAuditPage:
         """Events matching every given filter, in log order (``newest_first`` reverses it),
         a page of at most ``limit``: while more match, ``next_cursor`` is set; pass it back as
         ``after`` with the same filters for the next page.
 
         ``schedule`` is ``NAMESPACE/ID`` (the key: all incarnations and their migrations);
         ``event_types`` class names (``MigrationAborted``) or topics, any of them;
+        ``exclude_types`` the same, none of them; ``job_id`` the events of the migrations that
+        batch job requested (and the source events naming them);
         ``since``/``until`` are inclusive, ISO 8601 or a duration ago (``15m``, ``2h``).
         Each entry carries the ``reason`` its event gives (an operator's, a park's), if any."""
         query = q.AuditQuery(
@@ -98,7 +102,8 @@ class OperatorViews:
             since_us=q.parse_time(since, "since") if since is not None else None,
             until_us=q.parse_time(until, "until") if until is not None else None,
             newest_first=bool(newest_first), limit=limit, namespace=namespace,
-            event_types=tuple(event_types), after=after)
+            event_types=tuple(event_types), after=after,
+            exclude_types=tuple(exclude_types), job_id=job_id)
         query.check()  # bad arguments fail before any catch-up work
         p = self._fresh()
         page = q.audit(p.view.engine, query, p.position)

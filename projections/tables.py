@@ -109,7 +109,9 @@ migrations = Table(
     Column("folded", Text, nullable=False),
     Column("epoch", Integer, nullable=False),
     Column("due", String(20), nullable=False),
+    Column("job_id", Id),  # v6: the batch job that requested it (audit --job)
     Index(f"{PREFIX}migrations_state", "state", "updated_us"),
+    Index(f"{PREFIX}migrations_job", "job_id", "migration_id"),
     Index(f"{PREFIX}migrations_due", "due", "last_position"),
     Index(f"{PREFIX}migrations_key", "namespace", "schedule_id"),
 )

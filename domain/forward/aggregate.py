@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from schedfence.domain.source.action import upcast_handover_v1_v2
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
 from schedfence.domain.model import EvolvingAggregate
+from schedfence.domain.rollback.upcasts import no_job
 
 PHASES = ("requested", "fence_issued", "fenced", "source_created", "delete_issued",
           "completed", "parked", "aborted")
@@ -70,6 +71,7 @@ class ForwardState:
     park_reason: str | None = None
     park_detail: str = ""
     parked_from: str | None = None  # the phase a park interrupted
+    job_id: str | None = None  # the batch job that requested it (None: asked by itself)
 
     @property
     def is_open(self) -> bool:
@@ -82,11 +84,13 @@ class ForwardState:
 
 class ForwardMigration(EvolvingAggregate):
     TOPIC = "schedfence.ForwardMigration"
-    class_version: ClassVar[int] = 2  # snapshot state v2: the handover's action whole
+    class_version: ClassVar[int] = 3  # snapshot state v2: the handover's action whole; v3: job_id
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         upcast_handover_v1_v2(state.get("handover"))
+
+    upcast_v2_v3: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_job)
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a forward migration begins with ``ForwardRequested``."""
@@ -94,8 +98,11 @@ class ForwardMigration(EvolvingAggregate):
         TOPIC: ClassVar[str] = "schedfence.forward.Created"
 
     class ForwardRequested(Created):
+        """v3 adds ``job_id``: the batch job that requested it (None: asked by itself, and
+        on v2 and older, which did not record it)."""
+
         TOPIC: ClassVar[str] = "schedfence.forward.ForwardRequested"
-        class_version: ClassVar[int] = 2
+        class_version: ClassVar[int] = 3
         namespace: str
         schedule_id: str
         request_id: str
@@ -106,10 +113,13 @@ class ForwardMigration(EvolvingAggregate):
         # function of both); "" where not read (an older event).
         schedule_identity: str = ""
         conflict_token: str = ""
+        job_id: str | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state.update(schedule_identity="", conflict_token="")
+
+        upcast_v2_v3: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_job)
 
     class TemporalFenceIssued(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.forward.TemporalFenceIssued"
@@ -183,13 +193,13 @@ class ForwardMigration(EvolvingAggregate):
     @classmethod
     def request(cls, namespace: str, schedule_id: str, request_id: str, origin: str,
                 actor: str, epoch: int, schedule_identity: str = "",
-                conflict_token: str = "") -> ForwardMigration:
+                conflict_token: str = "", job_id: str | None = None) -> ForwardMigration:
         return cls._create(cls.ForwardRequested,
                            id=forward_aggregate_id(namespace, schedule_id, request_id),
                            namespace=namespace, schedule_id=schedule_id,
                            request_id=request_id, request_id_origin=origin, actor=actor,
                            epoch=epoch, schedule_identity=schedule_identity,
-                           conflict_token=conflict_token)
+                           conflict_token=conflict_token, job_id=job_id)
 
 
 F = ForwardMigration
@@ -198,7 +208,8 @@ F = ForwardMigration
 def evolve_forward(state: ForwardState | None, e: object) -> ForwardState:
     """Pure reducer of a forward migration's events."""
     if isinstance(e, F.ForwardRequested):
-        return ForwardState(e.namespace, e.schedule_id, e.request_id, e.request_id_origin)
+        return ForwardState(e.namespace, e.schedule_id, e.request_id, e.request_id_origin,
+                            job_id=e.job_id)
     assert state is not None, f"{type(e).__name__} before ForwardRequested"
     if isinstance(e, F.TemporalFenceIssued):
         return replace(state, phase="fence_issued", conflict_token=e.conflict_token,

@@ -46,6 +46,7 @@ class MigrationState:
     epoch: int = 0  # the store epoch (failovers recorded) this migration's steps belong to
     handover: dict[str, Any] | None = None  # what the destination continues (domain/rollback/handover.py)
     boundary_settled: bool = False  # its boundary's times were asked for (BoundarySettled)
+    job_id: str | None = None  # the batch job that requested it (None: asked one by one)
 
     @property
     def is_open(self) -> bool:
@@ -80,9 +81,10 @@ class _Event(EvolvingAggregate.Event):
 
 class Migration(EvolvingAggregate):
     TOPIC = "schedfence.Migration"
-    class_version: ClassVar[int] = 2  # snapshot state v2: the handover's action whole
+    class_version: ClassVar[int] = 3  # snapshot state v2: the handover's action whole; v3: job_id
 
     upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.migration_state_v1_v2)
+    upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.no_job)
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a migration begins with one of the two subclasses below."""
@@ -92,6 +94,8 @@ class Migration(EvolvingAggregate):
     class RequestIdAssigned(Created):
         """The admin rollback was accepted; persisted with the source's pause and fence.
 
+        v6 adds ``job_id``: the batch job (``schedfence migrate``) that requested it; None for
+        a rollback asked by itself, and on v5 and older (not recorded).
         v5: the handover's action is whole (domain/source/action.py; a v4 one is upcast).
         v4 adds ``handover``: the source as the fence froze it (domain/rollback/handover.py, a JSON
         document; None for a schedule with no program, and on v3 and older).
@@ -109,7 +113,7 @@ class Migration(EvolvingAggregate):
         """
 
         TOPIC: ClassVar[str] = "schedfence.migration.RequestIdAssigned"
-        class_version: ClassVar[int] = 5
+        class_version: ClassVar[int] = 6
         namespace: str
         schedule_id: str
         source_id: str
@@ -124,11 +128,13 @@ class Migration(EvolvingAggregate):
         epoch: int = 0
         sentinel_check: dict[str, Any] | None = None
         handover: dict[str, Any] | None = None
+        job_id: str | None = None
 
         upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v1_v2)
         upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v2_v3)
         upcast_v3_v4: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v3_v4)
         upcast_v4_v5: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v4_v5)
+        upcast_v5_v6: ClassVar[Upcaster] = staticmethod(up.no_job)
 
         @model_validator(mode="after")
         def _identity_consistent(self) -> Self:
@@ -307,7 +313,7 @@ def _created(event: Migration.RequestIdAssigned, *, request_id: str | None, orig
         schedule_id=event.schedule_id, source_id=event.source_id,
         incarnation=event.incarnation, workflow_id=event.workflow_id, request_id=request_id,
         origin=origin, pre_paused=event.pre_paused, pre_notes=event.pre_notes, phase=phase,
-        claim_armed=armed, epoch=event.epoch, handover=event.handover,
+        claim_armed=armed, epoch=event.epoch, handover=event.handover, job_id=event.job_id,
     )
 
 

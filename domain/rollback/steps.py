@@ -106,7 +106,8 @@ def rollback_identity(namespace: str, schedule_id: str, incarnation: int,
 def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str,
              migration_id: UUID, *, same: MigrationState | None,
              pending: MigrationState | None, last: MigrationState | None,
-             sentinel: dict[str, Any] | None, epoch: int, actor: str) -> Change:
+             sentinel: dict[str, Any] | None, epoch: int, actor: str,
+             job_id: str | None = None) -> Change:
     """Accept a rollback: the migration's id and armed claim, and the source's fence, in one
     append (F5, F7, F8, F11). ``sentinel`` is the destination check the gate needs; it is
     only read when the rollback is accepted (see ``decide.rollback_gate``)."""
@@ -125,7 +126,7 @@ def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str
         incarnation=source.incarnation, workflow_id=destination_workflow_id(source.schedule_id),
         request_id=request_id, origin=origin, pre_paused=source.paused, pre_notes=source.notes,
         claim_armed=True, actor=actor, epoch=d.claim_epoch(source, last, epoch),
-        sentinel_check=sentinel,
+        sentinel_check=sentinel, job_id=job_id,
         handover=None if handover is None else handover.model_dump(mode="json")))
     return change(fence_facts(source, request_id, str(migration_id)), [created],
                   outcome="accepted", migration_id=str(migration_id))

@@ -20,6 +20,13 @@ def migration_state_v1_v2(state: dict[str, Any]) -> None:
     upcast_handover_v1_v2(state.get("handover"))
 
 
+def no_job(state: dict[str, Any]) -> None:
+    """A migration (its creation, or its snapshot state) from before a job was recorded: None,
+    as a rollback asked by itself reads (RequestIdAssigned v5 to v6, the state v2 to v3,
+    ForwardRequested v2 to v3)."""
+    state.update(job_id=None)
+
+
 # RequestIdAssigned: v1 (an identity-less record of an older release) to v5
 def request_id_assigned_v1_v2(state: dict[str, Any]) -> None:
     state.update(request_id=None, origin="legacy", claim_armed=False, actor="")

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 RECENT = 10  # recent actions kept in the state
 
 
+def no_actor(state: dict[str, Any]) -> None:
+    """The upcast of an operator's event from before it named who asked: "" (not recorded)."""
+    state.update(actor="")
+
+
 def buffered_doc(nominal: str, origin: str, overlap: str) -> dict[str, Any]:
     """One buffered start as the state and ``TimesProcessed.buffer`` keep it."""
     return {"nominal": nominal, "origin": origin, "overlap": overlap}
@@ -114,8 +119,12 @@ class Triggered(EvolvingAggregate.Event):
     own overlap policy; it ignores pause and the limit, as Temporal's trigger does."""
 
     TOPIC: ClassVar[str] = "schedfence.schedule.Triggered"
+    class_version: ClassVar[int] = 2  # v2 adds ``actor`` (v1 reads as "": not recorded)
     nominal: str
     overlap: str
+    actor: str = ""
+
+    upcast_v1_v2: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_actor)
 
 
 class BackfillRequested(EvolvingAggregate.Event):
@@ -123,11 +132,15 @@ class BackfillRequested(EvolvingAggregate.Event):
     ``overlap``, processed from an exclusive ``cursor`` that starts just before ``start``."""
 
     TOPIC: ClassVar[str] = "schedfence.schedule.BackfillRequested"
+    class_version: ClassVar[int] = 2  # v2 adds ``actor`` (v1 reads as "": not recorded)
     backfill_id: str
     start: str
     end: str
     overlap: str
     cursor: str
+    actor: str = ""
+
+    upcast_v1_v2: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_actor)
 
 
 class BackfillProcessed(EvolvingAggregate.Event):
@@ -147,11 +160,15 @@ class ProgramUpdated(EvolvingAggregate.Event):
     schedule had no spec before: then the update's time)."""
 
     TOPIC: ClassVar[str] = "schedfence.schedule.ProgramUpdated"
+    class_version: ClassVar[int] = 2  # v2 adds ``actor`` (v1 reads as "": not recorded)
     spec: dict[str, Any] | None = None
     action: dict[str, Any] | None = None
     policies: dict[str, Any] | None = None
     remaining_actions: int | None = None
     cursor: str | None = None
+    actor: str = ""
+
+    upcast_v1_v2: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_actor)
 
 
 RUN_EVENTS = (TimesProcessed, ActionStartIssued, ActionStartRetrying, ActionStarted,

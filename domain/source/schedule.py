@@ -15,8 +15,10 @@ from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.source.incarnation import carried_over, check_destination_free
 from schedfence.domain.source.action import nominal_text, parse_nominal, upcast_action_v1_v2, upcast_handover_v1_v2
 from schedfence.domain.model import EvolvingAggregate, Fact, Facts, updated
+from schedfence.domain.rollback.upcasts import Upcaster
 from schedfence.domain.source.program import Program
-from schedfence.domain.source.runs import evolve_runs
+from schedfence.domain.source.runs import (BackfillRequested, ProgramUpdated, Triggered,
+                                           evolve_runs, no_actor)
 from schedfence.domain.source.state import ScheduleState, check_fence, check_mutable
 
 MIGRATION_NOTE = "paused for migration to workflow-backed scheduler"
@@ -35,7 +37,10 @@ class Schedule(EvolvingAggregate):
         upcast_action_v1_v2(state.get("action"))
 
     class Created(EvolvingAggregate.Created):
-        """v4 keeps the action whole (every payload with its metadata, timeouts, retry
+        """v5 adds ``actor``: who created it (``OPERATOR_EVENTS``; v4 and older read as "",
+        not recorded).
+
+        v4 keeps the action whole (every payload with its metadata, timeouts, retry
         policy, user metadata: domain/source/action.py; a v3 action is upcast by
         ``upcast_action_v1_v2``) and adds ``cursor``: the first exclusive cursor of a schedule
         with a spec, given by the caller's clock (a test's fixed clock, so a seed replays
@@ -56,7 +61,7 @@ class Schedule(EvolvingAggregate):
         there (single owner, I1). v1 did not look, and reads as None."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.Created"
-        class_version: ClassVar[int] = 4
+        class_version: ClassVar[int] = 5
         namespace: str
         schedule_id: str
         incarnation: int
@@ -71,6 +76,7 @@ class Schedule(EvolvingAggregate):
         cursor: str | None = None
         backfill_count: int = 0
         last_trigger: str | None = None
+        actor: str = ""
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -85,26 +91,44 @@ class Schedule(EvolvingAggregate):
             state.update(cursor=None, backfill_count=0, last_trigger=None)
             upcast_action_v1_v2(state.get("action"))
 
+        upcast_v4_v5: ClassVar[Upcaster] = staticmethod(no_actor)
+
     class Paused(EvolvingAggregate.Event):
         """v2 adds ``cursor``: an unpause moves the exclusive cursor to the instant it
         applied, so the paused stretch is never caught up, however rarely the scheduler
-        passed during it (``pause_facts``). v1 reads as None: the cursor stays."""
+        passed during it (``pause_facts``). v1 reads as None: the cursor stays. v3 adds
+        ``actor`` (v2 and older read as "": not recorded)."""
 
         TOPIC: ClassVar[str] = "schedfence.schedule.Paused"
-        class_version: ClassVar[int] = 2
+        class_version: ClassVar[int] = 3
         paused: bool
         cursor: str | None = None
+        actor: str = ""
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state.update(cursor=None)
 
+        upcast_v2_v3: ClassVar[Upcaster] = staticmethod(no_actor)
+
     class NotesUpdated(EvolvingAggregate.Event):
+        """v2 adds ``actor`` (v1 reads as "": not recorded)."""
+
         TOPIC: ClassVar[str] = "schedfence.schedule.NotesUpdated"
+        class_version: ClassVar[int] = 2
         notes: str
+        actor: str = ""
+
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(no_actor)
 
     class Deleted(EvolvingAggregate.Event):
+        """v2 adds ``actor`` (v1 reads as "": not recorded)."""
+
         TOPIC: ClassVar[str] = "schedfence.schedule.Deleted"
+        class_version: ClassVar[int] = 2
+        actor: str = ""
+
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(no_actor)
 
     class FencedForMigration(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.schedule.FencedForMigration"
@@ -192,7 +216,7 @@ class Schedule(EvolvingAggregate):
         cls, namespace: str, schedule_id: str, incarnation: int, paused: bool, notes: str,
         destination_check: dict[str, Any] | None = None, epoch: int = 0,
         program: Program | None = None, now: datetime | None = None,
-        previous: ScheduleState | None = None,
+        previous: ScheduleState | None = None, actor: str = "",
     ) -> Schedule:
         """A new incarnation; ``destination_check`` must show no running run at the
         destination workflow id (see ``check_destination_free``). A schedule with a spec
@@ -205,21 +229,22 @@ class Schedule(EvolvingAggregate):
             id=schedule_aggregate_id(namespace, schedule_id, incarnation),
             namespace=namespace, schedule_id=schedule_id, incarnation=incarnation,
             paused=paused, notes=notes, destination_check=destination_check, epoch=epoch,
+            actor=actor,
             **(program or Program()).fields(), **carried_over(program, now, previous),
         )
 
-    def set_paused(self, paused: bool, now: datetime | None = None) -> None:
+    def set_paused(self, paused: bool, now: datetime | None = None, actor: str = "") -> None:
         check_mutable(self.state)
-        self.record(pause_facts(self.state, paused, now))
+        self.record(signed(pause_facts(self.state, paused, now), actor))
 
-    def set_notes(self, notes: str) -> None:
+    def set_notes(self, notes: str, actor: str = "") -> None:
         check_mutable(self.state)
         if self.state.notes != notes:
-            self.trigger_event(self.NotesUpdated, notes=notes)
+            self.trigger_event(self.NotesUpdated, notes=notes, actor=actor)
 
-    def delete(self) -> None:
+    def delete(self, actor: str = "") -> None:
         check_mutable(self.state)
-        self.trigger_event(self.Deleted)
+        self.trigger_event(self.Deleted, actor=actor)
 
     def fence_for_migration(self, request_id: str | None, migration_id: UUID) -> None:
         self.record(fence_facts(self.state, request_id, str(migration_id)))
@@ -232,6 +257,20 @@ class Schedule(EvolvingAggregate):
 
     def release_fence(self, request_id: str | None, paused: bool, notes: str) -> None:
         self.record(release_fence_facts(self.state, request_id, paused, notes))
+
+
+# The events an operator's command records on the source: each names who asked (``actor``: an
+# operator's identity, an HTTP token's name, or the worker id by default). The scheduler's own
+# events in the same append (a pause's tick) name nobody.
+OPERATOR_EVENTS: tuple[type, ...] = (Schedule.Created, Schedule.Paused, Schedule.NotesUpdated,
+                                     Schedule.Deleted, Triggered, BackfillRequested,
+                                     ProgramUpdated)
+
+
+def signed(facts: Facts, actor: str) -> Facts:
+    """``facts`` with ``actor`` on each operator event (``OPERATOR_EVENTS``)."""
+    return [Fact(event, dict(fields, actor=actor)) if event in OPERATOR_EVENTS
+            else Fact(event, fields) for event, fields in facts]
 
 
 # -- the source's side of a migration: pure decisions (domain/rollback/steps.py combines them) --------

@@ -43,23 +43,23 @@ class Parts:
     require_active: Callable[[], None]
     unit: UnitOfWork  # every save: one append per decision
     epoch: Callable[[], int]
-    rollback: Callable[[str, str, str | None, str], MigrationResult]  # one, as ``rollback``
+    rollback: Callable[[str, str, str | None, str, str | None], MigrationResult]  # one
 
 
 def rollback_many(parts: Parts, namespace: str, schedule_ids: list[str],
-                  request_ids: list[str] | None = None,
-                  actor: str = "") -> list[MigrationResult | DomainError]:
+                  request_ids: list[str] | None = None, actor: str = "",
+                  job_id: str | None = None) -> list[MigrationResult | DomainError]:
     """One answer per schedule, in order: its ``MigrationResult``, or the refusal (a
     ``DomainError``) that one ``rollback`` of it would raise. Accepted ones land together."""
     _check(namespace, schedule_ids, request_ids, actor)
     parts.require_active()
     rids: list[str | None] = list(request_ids) if request_ids else [None] * len(schedule_ids)
-    answers, changed = _decide(parts, namespace, schedule_ids, rids, actor)
+    answers, changed = _decide(parts, namespace, schedule_ids, rids, actor, job_id)
     if changed:
         try:
             parts.unit.save("rollback", *changed)
         except IntegrityError:  # another writer moved one: nothing was written
-            return [_one(parts, namespace, sid, rid, actor)
+            return [_one(parts, namespace, sid, rid, actor, job_id)
                     for sid, rid in zip(schedule_ids, rids)]
     return answers
 
@@ -88,9 +88,9 @@ def _invalid(namespace: str, sid: str, rid: str | None) -> DomainError | None:
 
 
 def _one(parts: Parts, namespace: str, sid: str, rid: str | None,
-         actor: str) -> MigrationResult | DomainError:
+         actor: str, job_id: str | None) -> MigrationResult | DomainError:
     try:
-        return parts.rollback(namespace, sid, rid, actor)
+        return parts.rollback(namespace, sid, rid, actor, job_id)
     except DomainError as exc:
         return exc
 
@@ -129,7 +129,8 @@ def _load(parts: Parts, namespace: str, schedule_ids: list[str],
 
 
 def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
-            rids: list[str | None], actor: str) -> tuple[list[Any], list[Any]]:
+            rids: list[str | None], actor: str,
+            job_id: str | None = None) -> tuple[list[Any], list[Any]]:
     loaded = _load(parts, namespace, schedule_ids, rids)
     _check_destination(parts, namespace, [
         (sid, one) for sid, rid in zip(schedule_ids, rids)
@@ -148,7 +149,7 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
             continue
         answer: MigrationResult | DomainError
         try:
-            answer, aggregates = _decide_one(namespace, sid, one, epoch, who)
+            answer, aggregates = _decide_one(namespace, sid, one, epoch, who, job_id)
         except DomainError as exc:
             answer, aggregates = exc, []
         answers.append(answer)
@@ -157,14 +158,14 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
 
 
 def _decide_one(namespace: str, sid: str, one: _Loaded, epoch: int,
-                actor: str) -> tuple[MigrationResult, list[Any]]:
+                actor: str, job_id: str | None) -> tuple[MigrationResult, list[Any]]:
     """As ``MigrationService._rollback_once`` decides, on what the batch read."""
     st, (rid, origin, mid) = one.source.state, one.identity
     if isinstance(one.sentinel, Exception):
         raise one.sentinel  # what this schedule's own check raised, in its place
     change = h.rollback(st, str(one.source.id), rid, origin, mid, same=one.same,
                         pending=one.pending, last=one.last, sentinel=one.sentinel, epoch=epoch,
-                        actor=actor)
+                        actor=actor, job_id=job_id)
     if change.outcome != "accepted":
         existing = one.same if one.same is not None else one.pending
         return MigrationResult(change.outcome, rid, existing.origin, change.migration_id), []

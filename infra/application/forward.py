@@ -54,7 +54,7 @@ class ForwardCommands:
         return ForwardEngine(self.app, self.host, self.worker_id, self.crash_hook, self.load.epoch)
 
     def forward(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                actor: str = "") -> MigrationResult:
+                actor: str = "", job_id: str | None = None) -> MigrationResult:
         """Ask for a Temporal Schedule to be handed to the source. The request id (the
         caller's, or one derived from the Temporal Schedule taken over and its conflict token
         now, stable across the caller's retries) is recorded before anything is done to
@@ -80,7 +80,7 @@ class ForwardCommands:
                 namespace, schedule_id, seen.conflict_token, seen.identity)
         racing = AlreadyExists("the schedule's key kept changing under concurrent requests; retry")
         return retry_call(
-            lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen),
+            lambda: self._forward_once(namespace, schedule_id, rid, origin, actor, seen, job_id),
             **self.unit.on_conflict(racing))
 
     def _derived_retry(self, namespace: str, schedule_id: str) -> MigrationResult | None:
@@ -114,7 +114,8 @@ class ForwardCommands:
         return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
 
     def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
-                      actor: str, seen: ScheduleSnapshot | None) -> MigrationResult:
+                      actor: str, seen: ScheduleSnapshot | None,
+                      job_id: str | None = None) -> MigrationResult:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)
         same = self.app.find(mid)
         if same is not None:
@@ -124,7 +125,7 @@ class ForwardCommands:
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
                                        actor or self.worker_id, self.load.epoch(),
                                        seen.identity if seen else "",
-                                       seen.conflict_token if seen else "")
+                                       seen.conflict_token if seen else "", job_id)
         key.open_forward(str(mig.id))
         self.unit.append(mig, key)
         return MigrationResult("accepted", request_id, origin, str(mid))

@@ -30,12 +30,12 @@ from schedfence.domain.text import validate_actor, validate_id, validate_reason
 from schedfence.infra.pacing import TokenBucket, retry_call
 from schedfence.infra.application.guards import predict_rollback
 from schedfence.infra.application.ports import Commands
+from schedfence.infra.application.job_progress import JobProgress, Progress, request_ids
 from schedfence.infra.engines.drive import Drive
 
 NO_FORWARD = "forward migration is not available in this build"
 PAGE_SIZE = 100
 CANCEL_CHECK_EVERY = 0.5  # seconds between looks for a cancel while a page is requested
-Progress = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,14 @@ def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: s
         if sel.direction == TO_WORKFLOW:
             outcome = (predict_rollback(service.load, service.destination, ns, schedule_id, rid)
                        if dry_run else
-                       service.rollback(ns, schedule_id, request_id=rid, actor=actor).outcome)
+                       service.rollback(ns, schedule_id, request_id=rid, actor=actor,
+                                        job_id=job_id).outcome)
         elif dry_run:
             outcome, park = service.predict_forward(ns, schedule_id, rid)
             return j.requested(schedule_id, rid, outcome, predicted=True, park=park)
         else:
-            outcome = service.forward(ns, schedule_id, request_id=rid,
-                                      actor=actor).outcome
+            outcome = service.forward(ns, schedule_id, request_id=rid, actor=actor,
+                                      job_id=job_id).outcome
     except AlreadyExists as exc:
         return j.refused(schedule_id, rid, _held_by_another(service, sel, schedule_id, exc))
     except DomainError as exc:
@@ -225,7 +226,7 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
         return _dry_run(service, job_id, sel, job, options.page_size)
     runner = _Runner(service, cast(j.Job, job), options, on_progress)  # not dry: never None
     runner.request_all()
-    drained = drive(service, options.concurrency) if options.wait else None
+    drained = runner.drive() if options.wait else None
     doc = job_report(service, job_id)
     doc["this_run"] = runner.summary()
     doc["drain"] = drained.to_dict() if drained is not None else None
@@ -239,9 +240,22 @@ class _Runner:
         self.sel = job.state.selection
         self.actor = options.actor or service.worker_id
         self.bucket = TokenBucket(options.rate) if options.rate else None
-        self.on_progress = on_progress
-        self.total = selection_size(service, self.sel) if on_progress else None
+        self.progress = None if on_progress is None else JobProgress(
+            on_progress, selection_size(service, self.sel), options.wait, self._find)
+        if self.progress is not None:
+            self.progress.open.update(request_ids(job.state))  # asked by an earlier run
         self.started, self.asked, self.pages = time.monotonic(), 0, 0
+
+    def _find(self, schedule_id: str, request_id: str) -> Any:
+        return self.service.app.find(migration_id(self.sel.direction)(
+            self.sel.namespace, schedule_id, request_id))
+
+    def drive(self) -> Any:
+        """Drive what was requested (``drive``); the progress counts what ended."""
+        report = drive(self.service, self.options.concurrency)
+        if self.progress is not None:
+            self.progress.driven(self.asked)
+        return report
 
     def request_all(self) -> None:
         while self.job.state.accepts_requests:
@@ -256,7 +270,7 @@ class _Runner:
                                     decisions)
             self.pages += 1
             if self.options.wait and any(x["decision"] == "requested" for x in decisions):
-                drive(self.service, self.options.concurrency)
+                self.drive()
         if self.job.state.cancelled:
             self._account_cut_page()
 
@@ -300,7 +314,8 @@ class _Runner:
         """No rate limit: the page's rollbacks in one append (MigrationService.rollback_many),
         each answer the decision its own ``rollback`` would have given."""
         rids = [j.job_request_id(self.job.state.job_id, TO_WORKFLOW, sid) for sid in sids]
-        answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor)
+        answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor,
+                                             self.job.state.job_id)
         decisions = [j.requested(sid, rid, a.outcome) if not isinstance(a, DomainError) else
                      j.refused(sid, rid, _held_by_another(self.service, self.sel, sid, a)
                                if isinstance(a, AlreadyExists) else a)
@@ -310,13 +325,8 @@ class _Runner:
         return decisions
 
     def _progress(self, page: list[dict[str, str]]) -> None:
-        if self.on_progress is None:
-            return
-        counts = dict(self.job.state.counts)
-        for x in page:
-            counts[x["decision"]] = counts.get(x["decision"], 0) + 1
-        self.on_progress({"decided": sum(counts.values()), "total": self.total,
-                          "counts": counts, "rate": self._rate()})
+        if self.progress is not None:
+            self.progress.decided(self.job.state.counts, page, self.asked)
 
     def _rate(self) -> float:
         return self.asked / max(time.monotonic() - self.started, 1e-9)

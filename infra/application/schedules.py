@@ -21,10 +21,10 @@ from schedfence.domain.ports import Destination
 from schedfence.domain.source.program import Program, program_of, upcoming
 from schedfence.domain.source.incarnation import check_creatable
 from schedfence.domain.source.key import ScheduleKey, check_not_forwarding
-from schedfence.domain.source.schedule import Schedule
+from schedfence.domain.source.schedule import Schedule, signed
 from schedfence.domain.source.state import ScheduleState, check_mutable
 from schedfence.domain.source.spec import ScheduleSpec
-from schedfence.domain.text import validate_notes
+from schedfence.domain.text import validate_actor, validate_notes
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.pacing import retry_call
@@ -55,7 +55,7 @@ class ScheduleCommands:
                         action: StartWorkflowAction | None = None,
                         policies: SchedulePolicies | None = None,
                         limit: int | None = None,
-                        now: datetime | None = None) -> ScheduleView:
+                        now: datetime | None = None, actor: str = "") -> ScheduleView:
         """A new schedule (or incarnation). ``spec`` (domain.spec.make_spec), ``action`` and
         ``policies`` (domain.action.make_action / make_policies) and ``limit`` (remaining
         actions) make it run, on times after ``now`` (default: the clock); without them it
@@ -64,6 +64,7 @@ class ScheduleCommands:
         validate_notes(notes)
         check_paused(paused)
         program = Program(spec, action, policies, limit).check()
+        who = self._actor(actor)
         self.require_active()
 
         def create() -> ScheduleView:
@@ -76,7 +77,8 @@ class ScheduleCommands:
                                       "create check")
             n = key.start_incarnation()
             schedule = Schedule.create(namespace, schedule_id, n, paused, notes, check,
-                                       self.load.epoch(), program, now or utc_now(), previous)
+                                       self.load.epoch(), program, now or utc_now(), previous,
+                                       actor=who)
             self.unit.append(key, schedule)
             return ScheduleView.of(schedule.state, schedule.version)
 
@@ -87,7 +89,7 @@ class ScheduleCommands:
                         notes: str | None = None, delete: bool = False,
                         spec: Any = KEEP, action: Any = KEEP, policies: Any = KEEP,
                         limit: Any = KEEP, now: datetime | None = None,
-                        conflict_token: int | None = None) -> ScheduleView:
+                        conflict_token: int | None = None, actor: str = "") -> ScheduleView:
         """Ordinary source mutations, in one save; all refused with ``migration_pending`` while
         fenced. ``spec``, ``action``, ``policies`` and ``limit`` replace that part of the
         program (``KEEP``, the default: unchanged; None: removed). With ``conflict_token``
@@ -98,40 +100,46 @@ class ScheduleCommands:
             check_paused(paused)
         changes = {"spec": spec, "action": action, "policies": policies,
                    "remaining_actions": limit}
-        at = now or utc_now()
+        at, who = now or utc_now(), self._actor(actor)
 
         def update(schedule: Schedule) -> None:
             manual.check_conflict_token(schedule.state, schedule.version, conflict_token)
             if any(v is not KEEP for v in changes.values()):
                 new = manual.merged(program_of(schedule.state), **changes)
-                schedule.record(manual.update_program(schedule.state, new, at))
+                schedule.record(signed(manual.update_program(schedule.state, new, at), who))
             if paused is not None:
-                schedule.set_paused(paused, at)
+                schedule.set_paused(paused, at, who)
             if notes is not None:
-                schedule.set_notes(notes)
+                schedule.set_notes(notes, who)
             if delete:
                 check_mutable(schedule.state)  # closed or fenced: those answers first
                 scheduling.check_phase(schedule.state)  # no start in flight is orphaned (I1)
-                schedule.delete()
+                schedule.delete(who)
 
         return self._change(namespace, schedule_id, update)
 
     def trigger_schedule(self, namespace: str, schedule_id: str, *, overlap: str | None = None,
-                         now: datetime | None = None) -> ScheduleView:
+                         now: datetime | None = None, actor: str = "") -> ScheduleView:
         """One action now (whole seconds), under ``overlap`` (default: the schedule's); the
         scheduler starts it on its next pass. Ignores pause and the limit, as Temporal's."""
-        at = now or utc_now()
+        at, who = now or utc_now(), self._actor(actor)
         return self._decide(namespace, schedule_id,
-                            lambda st: manual.trigger(st, at, overlap))
+                            lambda st: signed(manual.trigger(st, at, overlap), who))
 
     def backfill_schedule(self, namespace: str, schedule_id: str, start: datetime | None,
                           end: datetime | None, *, overlap: str | None = None,
-                          now: datetime | None = None) -> ScheduleView:
+                          now: datetime | None = None, actor: str = "") -> ScheduleView:
         """Every nominal time of the spec in ``[start, end]`` (both past), under ``overlap``;
         the scheduler works through it from a durable cursor (domain/source/manual.py)."""
-        at = now or utc_now()
+        at, who = now or utc_now(), self._actor(actor)
         return self._decide(namespace, schedule_id,
-                            lambda st: manual.backfill(st, start, end, at, overlap))
+                            lambda st: signed(manual.backfill(st, start, end, at, overlap), who))
+
+    def _actor(self, actor: str) -> str:
+        """Who asks, as every command records it: ``actor`` (checked), else the worker id."""
+        if actor:
+            return validate_actor(actor)
+        return self.unit.worker_id
 
     def _decide(self, namespace: str, schedule_id: str,
                 decide: Callable[[ScheduleState], Facts]) -> ScheduleView:

@@ -18,7 +18,8 @@ from schedfence.domain.ids import validate_destination_key, validate_request_id
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.ports import Destination
 from schedfence.domain.source.incarnation import latest_migration_id
-from schedfence.domain.text import validate_actor, validate_reason, validate_worker_id
+from schedfence.domain.text import (validate_actor, validate_id, validate_reason,
+                                    validate_worker_id)
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.pacing import retry_call
@@ -142,29 +143,35 @@ class MigrationService:
 
     # -- rollbacks, failover and recovery (bulk.py, guards.py, recovery.py) ---------------------
     def rollback(self, namespace: str, schedule_id: str, request_id: str | None = None,
-                 actor: str = "") -> MigrationResult:
+                 actor: str = "", job_id: str | None = None) -> MigrationResult:
+        """Hand the schedule over to the destination; ``job_id``: the batch job asking (named
+        on the migration's first event)."""
         validate_destination_key(namespace, schedule_id)
+        if job_id is not None:
+            validate_id("job id", job_id)
         if request_id is not None:
             validate_request_id(request_id)
         if actor not in ("", None):
             validate_actor(actor)
         self.require_active()
         racing = AlreadyExists("the schedule kept changing under concurrent rollbacks; retry")
-        return retry_call(lambda: self._rollback_once(namespace, schedule_id, request_id, actor),
+        return retry_call(lambda: self._rollback_once(namespace, schedule_id, request_id, actor,
+                                                      job_id),
                           **self.unit.on_conflict(racing))
 
     def rollback_many(self, namespace: str, schedule_ids: list[str],
                       request_ids: list[str] | None = None,
-                      actor: str = "") -> list[MigrationResult | DomainError]:
+                      actor: str = "", job_id: str | None = None,
+                      ) -> list[MigrationResult | DomainError]:
         """Roll back many schedules of one namespace, every accepted one in one append; one
         answer per schedule, in order (its result, or the refusal ``rollback`` would raise)."""
         from schedfence.infra.application.bulk import Parts, rollback_many
         parts = Parts(self.app, self.destination, self.require_active,
                       self.unit, self.epoch, self.rollback)
-        return rollback_many(parts, namespace, schedule_ids, request_ids, actor)
+        return rollback_many(parts, namespace, schedule_ids, request_ids, actor, job_id)
 
     def _rollback_once(self, namespace: str, schedule_id: str, request_id: str | None,
-                       actor: str) -> MigrationResult:
+                       actor: str, job_id: str | None = None) -> MigrationResult:
         source = self.load.source(namespace, schedule_id)
         st = source.state
         rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
@@ -176,7 +183,7 @@ class MigrationService:
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
-                            epoch=self.epoch(), actor=actor or self.worker_id)
+                            epoch=self.epoch(), actor=actor or self.worker_id, job_id=job_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
             assert existing is not None  # a refusal names the migration that decided it

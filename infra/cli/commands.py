@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the store, the service and the destinations: imported when 
 # eventsourcing's persistence) is imported only when a command opens a store, never for --help.
 DEFAULT_STORE = "sqlite:///schedfence.db"
 JSON_KEY = "schedfence.json"
+DISTRIBUTION = "schedule-fence"  # --version reads this distribution's installed metadata
 LOG = get_logger("cli")
 
 
@@ -325,6 +326,9 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
 
 @click.group(cls=FenceGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name=DISTRIBUTION, prog_name="schedfence",
+                      message="%(prog)s %(version)s",
+                      help="Show the installed version (package metadata) and exit.")
 @click.option("--store", envvar="SCHEDFENCE_STORE", default=DEFAULT_STORE, show_default=True,
               help="Event store URL: sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
                    "[?schema=S]; env SCHEDFENCE_STORE.")

@@ -1,14 +1,14 @@
 """``schedfence migrate`` and ``schedfence job status|cancel|list``: batch jobs (infra/application/jobs.py).
 
 ``migrate`` runs or resumes a job: the same command, run again, continues from the job's
-cursor. While it runs, a progress bar (counts, rate, ETA) goes to stderr when stderr is a
-terminal and ``--json`` is off. It ends with the job's report; when the migrations it
+cursor. While it runs, a progress bar (schedules settled, rate, ETA; migrations driven and
+completed) goes to stderr when stderr is a terminal, as for every long command (stdout, and
+``--json`` on it, stays clean). It ends with the job's report; when the migrations it
 requested could not all be driven to an end, it prints the report and exits 1
 (``not_drained``), as ``worker --until-idle`` does.
 """
 from __future__ import annotations
 
-import sys
 from contextlib import ExitStack
 from typing import Any
 
@@ -54,7 +54,7 @@ def migrate(namespace: str, schedule_ids: tuple[str, ...], match: str | None, di
     options = jobs.RunOptions(rate=parse_rate(rate), concurrency=concurrency,
                               dry_run=dry_run, wait=not no_wait, actor=actor).check()
     svc = service()
-    with _Bar(enabled=not as_json and sys.stderr.isatty()) as bar:
+    with _Bar(enabled=out.stderr_is_terminal()) as bar:  # as every long command: stderr only
         doc = jobs.run_job(svc, job_id, namespace, direction, schedule_ids=list(schedule_ids),
                            match=match, options=options,
                            on_progress=bar.update if bar.enabled else None)
@@ -156,9 +156,11 @@ def dry_run_lines(doc: dict[str, Any]) -> list[str]:
 
 
 class _Bar:
-    """The job's progress on stderr, in the CLI's one style (``out.progress``): decided of
-    total (with ETA) when the total is known, else a pulsing bar; the rate, and the counts
-    beside it. Drawn only when enabled and stderr is a terminal."""
+    """The job's progress on stderr, in the CLI's one style (``out.progress``): schedules
+    settled (skipped, blocked, or their migration driven to an end; without waiting, decided)
+    of the selection, with the rate and the ETA of the whole job, and beside it the counts:
+    decided, requested, driven (migrations ended) and completed. Drawn only when enabled and
+    stderr is a terminal (infra/application/job_progress.py counts)."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -167,7 +169,7 @@ class _Bar:
 
     def __enter__(self) -> _Bar:
         if self.enabled:
-            self._update = self._stack.enter_context(out.progress("migrating", "schedules"))
+            self._update = self._stack.enter_context(out.progress("migrating", "settled"))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -177,5 +179,7 @@ class _Bar:
         if self._update is None:
             return
         c = p["counts"]
-        self._update(p["decided"], p["total"] or None,
-                     f"requested {c['requested']} skipped {c['skipped']} blocked {c['blocked']}")
+        self._update(p["settled"], p["total"] or None,
+                     f"decided {p['decided']}: requested {p['requested']} skipped "
+                     f"{c.get('skipped', 0)} blocked {c.get('blocked', 0)}; driven "
+                     f"{p['driven']}, completed {p['completed']}")

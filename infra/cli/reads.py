@@ -91,6 +91,10 @@ def history(namespace: str, schedule_id: str, narrate: bool, as_json: bool) -> N
 @click.option("--type", "event_types", multiple=True, metavar="TYPE",
               help="Only events of this type (MigrationAborted, or its topic); repeat for "
                    "any of several.")
+@click.option("--exclude-type", "exclude_types", multiple=True, metavar="TYPE",
+              help="Drop events of this type (class name or topic); repeatable.")
+@click.option("--job", "job_id", default=None, metavar="ID",
+              help="Events of the migrations batch job ID requested (rollback jobs).")
 @click.option("--request-id", default=None, help="Events carrying this request id.")
 @click.option("--migration", "migration_id", default=None, help="Events of one migration.")
 @click.option("--actor", default=None, help="Worker id or operator identity.")
@@ -102,7 +106,7 @@ def history(namespace: str, schedule_id: str, narrate: bool, as_json: bool) -> N
 @_after_option
 @json_option
 def audit(schedule: str | None, namespace: str | None, event_types: tuple[str, ...],
-          request_id: str | None, migration_id: str | None, actor: str | None,
+          exclude_types: tuple[str, ...], job_id: str | None, request_id: str | None, migration_id: str | None, actor: str | None,
           since: str | None, until: str | None, newest_first: bool, limit: int,
           after: str | None, as_json: bool) -> None:
     """Who did what, when, and why: events from the audit index, in log order, each with
@@ -110,14 +114,15 @@ def audit(schedule: str | None, namespace: str | None, event_types: tuple[str, .
 
     Filters combine (AND); --type repeated matches any of its values."""
     for label, value in (("request id", request_id), ("actor", actor),
-                         ("namespace", namespace)):
+                         ("namespace", namespace), ("job id", job_id)):
         if value is not None:
             validate_id(label, value)  # a filter value the store can compare at all
     page = existing().audit(schedule=schedule, request_id=request_id,
                             migration_id=migration_id, actor=actor,
                             since=_moment(since, "since"), until=_moment(until, "until"),
                             newest_first=newest_first, limit=limit, namespace=namespace,
-                            event_types=event_types, after=after)
+                            event_types=event_types, after=after,
+                            exclude_types=exclude_types, job_id=job_id)
     _emit_page(as_json, page.to_dict(), lambda: out.audit_lines(page)
                + next_page(page.next_cursor, len(page.entries)))
 

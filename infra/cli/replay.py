@@ -101,7 +101,8 @@ def step_lines(step: dict[str, Any]) -> list[str]:
     role = "source " if step["role"] == "source" else ""
     head = f"#{step['position']} {role}v{step['version']} {step['type']}"
     extra = [f"attempt {step['attempt']}" if step.get("attempt") else "",
-             f"worker {step['worker']}" if step.get("worker") else ""]
+             f"worker {step['worker']}" if step.get("worker") else "",
+             f"actor {step['actor']}" if step.get("actor") else ""]
     if any(extra):
         head += "  " + " ".join(x for x in extra if x)
     lines = [head] + decision_lines(step["decision"]) + [state_line(step)]
@@ -113,7 +114,8 @@ def step_lines(step: dict[str, Any]) -> list[str]:
 def replay_lines(doc: dict[str, Any]) -> list[str]:
     at = f" (as of version {doc['at']})" if doc["at"] is not None else ""
     lines = [f"replay {doc['namespace']}/{doc['schedule_id']} migration {doc['migration_id']} "
-             f"request id {value(doc['request_id'])}: {len(doc['steps'])} steps, version "
+             f"request id {value(doc['request_id'])}, requested by "
+             f"{value(doc.get('requested_by'))}: {len(doc['steps'])} steps, version "
              f"{doc['version']}{at}"]
     for step in doc["steps"]:
         lines += step_lines(step)

@@ -30,6 +30,10 @@ def _key(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("namespace")(click.argument("schedule_id")(fn))
 
 
+_actor = click.option("--actor", default="",
+                      help="Who asks (recorded on the event; defaults to the worker id).")
+
+
 def program_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The spec, action, policy and limit options of ``create`` (with its defaults) and of
     ``update`` (no defaults: an absent option keeps that part)."""
@@ -82,12 +86,14 @@ def program_options(create: bool) -> Callable[[Callable[..., Any]], Callable[...
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option("--notes", default="", help="Free-text notes.")
 @program_options(create=True)
+@_actor
 @json_option
-def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str,
+def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str, actor: str,
                     as_json: bool, **program: Any) -> None:
     """Create a schedule (or a new incarnation); with a spec and an action it runs."""
     _schedule_out(service().create_schedule(namespace, schedule_id, paused, notes,
-                                            **parse_program(schedule_id, **program)), as_json)
+                                            **parse_program(schedule_id, **program),
+                                            actor=actor), as_json)
 
 
 @schedule.command("update")
@@ -95,8 +101,9 @@ def schedule_create(namespace: str, schedule_id: str, paused: bool, notes: str,
 @program_options(create=False)
 @click.option("--conflict-token", type=int, default=None,
               help="Apply only if the schedule is still at this token (from describe).")
+@_actor
 @json_option
-def schedule_update(namespace: str, schedule_id: str, conflict_token: int | None,
+def schedule_update(namespace: str, schedule_id: str, conflict_token: int | None, actor: str,
                     as_json: bool, **options: Any) -> None:
     """Change what a schedule runs and when: a new spec (--interval/--cron replace it), the
     action's and the policies' options given, the limit. Absent options keep their part; the
@@ -106,19 +113,21 @@ def schedule_update(namespace: str, schedule_id: str, conflict_token: int | None
     view = svc.schedule(namespace, schedule_id)
     changes = parse_update(view.to_dict(), **options)
     token = view.conflict_token if conflict_token is None else conflict_token
-    _schedule_out(svc.update_schedule(namespace, schedule_id, conflict_token=token, **changes),
-                  as_json)
+    _schedule_out(svc.update_schedule(namespace, schedule_id, conflict_token=token,
+                                      actor=actor, **changes), as_json)
 
 
 @schedule.command("trigger")
 @_key
 @click.option("--overlap", default=None, type=click.Choice(list(OVERLAPS)),
               help="Overlap policy of this start (default: the schedule's).")
+@_actor
 @json_option
-def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None,
+def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None, actor: str,
                      as_json: bool) -> None:
     """Take one action now (the scheduler starts it on its next pass), even if paused."""
-    _schedule_out(existing().trigger_schedule(namespace, schedule_id, overlap=overlap), as_json)
+    _schedule_out(existing().trigger_schedule(namespace, schedule_id, overlap=overlap,
+                                              actor=actor), as_json)
 
 
 @schedule.command("backfill")
@@ -129,12 +138,13 @@ def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None,
               help="Last time of the range (included; not in the future).")
 @click.option("--overlap", default=None, type=click.Choice(list(OVERLAPS)),
               help="Overlap policy of the backfill's starts (default: the schedule's).")
+@_actor
 @json_option
 def schedule_backfill(namespace: str, schedule_id: str, start_at: str, end_at: str,
-                      overlap: str | None, as_json: bool) -> None:
+                      overlap: str | None, actor: str, as_json: bool) -> None:
     """Start every action time of the spec in [--start, --end], from a durable cursor."""
     view = existing().backfill_schedule(namespace, schedule_id, moment(start_at, "start"),
-                                        moment(end_at, "end"), overlap=overlap)
+                                        moment(end_at, "end"), overlap=overlap, actor=actor)
     _schedule_out(view, as_json)
 
 
@@ -156,9 +166,11 @@ def schedule_describe(namespace: str, schedule_id: str, count: int, as_json: boo
 def _updater(name: str, doc: str, **change: Any) -> None:
     @schedule.command(name, help=doc)
     @_key
+    @_actor
     @json_option
-    def command(namespace: str, schedule_id: str, as_json: bool) -> None:
-        _schedule_out(existing().update_schedule(namespace, schedule_id, **change), as_json)
+    def command(namespace: str, schedule_id: str, actor: str, as_json: bool) -> None:
+        _schedule_out(existing().update_schedule(namespace, schedule_id, actor=actor, **change),
+                      as_json)
 
 
 _updater("pause", "Pause a schedule.", paused=True)
@@ -169,7 +181,10 @@ _updater("delete", "Delete (close) a schedule.", delete=True)
 @schedule.command("notes")
 @_key
 @click.argument("text")
+@_actor
 @json_option
-def schedule_notes(namespace: str, schedule_id: str, text: str, as_json: bool) -> None:
+def schedule_notes(namespace: str, schedule_id: str, text: str, actor: str,
+                   as_json: bool) -> None:
     """Replace a schedule's notes."""
-    _schedule_out(existing().update_schedule(namespace, schedule_id, notes=text), as_json)
+    _schedule_out(existing().update_schedule(namespace, schedule_id, notes=text, actor=actor),
+                  as_json)

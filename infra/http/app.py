@@ -20,6 +20,7 @@ from schedfence.infra.http import errors, migrations, operations, reads, schedul
 from schedfence.infra.http.auth import Auth, RateLimiter, Tokens, authorize
 from schedfence.infra.http.calls import Metrics, call
 from schedfence.infra.http.settings import MAX_BODY, RATE
+from schedfence.infra.adapters.observability import logs
 from schedfence.infra.adapters.observability.metrics import render_metrics
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.web.pages import make_router as make_pages
@@ -72,6 +73,7 @@ def create_app(service: MigrationService, tokens: Tokens, *, destination_label: 
     app.include_router(make_pages(authorize, temporal_ui), include_in_schema=False)
     _serve_metrics(app)
     app.add_middleware(BodyLimit, max_bytes=max_body)
+    app.add_middleware(RequestActor)
     return app
 
 
@@ -83,6 +85,30 @@ def _serve_metrics(app: FastAPI) -> None:
         body, content_type = call(request, lambda service: render_metrics(
             service.views, service.app, service.destination, service.schedules_due))
         return Response(body, media_type=content_type)
+
+
+class RequestActor:
+    """Name the request's actor (the token ``authorize`` accepted, ``request.state``) on the
+    server's access record: uvicorn writes that record inside the response start's ``send``,
+    so the name is bound around that call (``logs.request_actor``)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def named(message: dict) -> None:
+            principal = (scope.get("state") or {}).get("principal")
+            token = logs.request_actor.set(getattr(principal, "name", None))
+            try:
+                await send(message)
+            finally:
+                logs.request_actor.reset(token)
+
+        await self.app(scope, receive, named)
 
 
 class BodyLimit:

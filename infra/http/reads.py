@@ -85,6 +85,12 @@ def audit(request: Request, _: Reader,
           type: Annotated[list[EventType], Query(max_length=200, description="Event type "
                                            "(class name or topic); repeat for any of "
                                            "several")] = [],  # noqa: B006 (FastAPI copies)
+          exclude_type: Annotated[list[EventType], Query(
+              max_length=200, description="Drop events of this type (class name or topic); "
+                                          "repeatable")] = [],  # noqa: B006 (FastAPI copies)
+          job: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH,
+                                           description="Events of the migrations this batch "
+                                                       "job requested")] = None,
           request_id: Annotated[str | None, Query(min_length=1, max_length=20_000)] = None,
           migration: Annotated[str | None, Query(pattern=UUID_PATTERN)] = None,
           actor: Annotated[str | None, Query(min_length=1, max_length=20_000)] = None,
@@ -101,7 +107,8 @@ def audit(request: Request, _: Reader,
     page = call(request, lambda s: s.audit(
         schedule=schedule, request_id=request_id, migration_id=migration, actor=actor,
         since=since, until=until, newest_first=newest_first, limit=limit,
-        namespace=namespace, event_types=tuple(type), after=page_token))
+        namespace=namespace, event_types=tuple(type), after=page_token,
+        exclude_types=tuple(exclude_type), job_id=job))
     return dict(page.to_dict(), next_page_token=page.next_cursor)
 
 

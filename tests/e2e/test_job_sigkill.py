@@ -142,7 +142,7 @@ def test_a_sigkilled_job_resumes_and_migrates_every_schedule_exactly_once(tmp_pa
 
 def _check(store: str, destination: str, sids: list[str], report: dict) -> None:
     n = len(sids)
-    assert report["phase"] == "selected" and report["decided"] == n
+    assert report["phase"] == "done" and report["decided"] == n
     assert report["counts"] == {"completed": n, "parked": 0, "aborted": 0, "in_progress": 0,
                                 "blocked": 0, "skipped": 0}
     with open_service(store, destination) as svc:

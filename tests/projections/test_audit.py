@@ -87,7 +87,8 @@ def test_by_actor_tells_operators_and_workers_apart(hist: Histories) -> None:
 
 def test_filters_combine(hist: Histories) -> None:
     entries = hist.service.audit(actor="w2", schedule=f"{OTHER_NS}/done2").entries
-    assert [e.type for e in entries] == DONE_FLOW[2:6] + ["SourceClosed"]
+    # w2 created the schedule (no --actor: the worker id is recorded), then drove it.
+    assert [e.type for e in entries] == ["Created"] + DONE_FLOW[2:6] + ["SourceClosed"]
     assert hist.service.audit(actor="alice", request_id="req-done2").entries == []
 
 

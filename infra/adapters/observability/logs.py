@@ -194,14 +194,23 @@ def adopt(name: str, level: str = "info") -> str:
     return logging.getLevelName(chosen).lower()
 
 
+# The name of the token a request was authorized with, while its response starts (set by the
+# HTTP app's ``RequestActor``): the actor its events record, named on its access record.
+request_actor: ContextVar[str | None] = ContextVar("schedfence_request_actor", default=None)
+
+
 class AccessFields(logging.Filter):
     """uvicorn's access records as fields: ``client``, ``method``, ``path`` (scrubbed by the
-    formatter, as every field is) and ``status``."""
+    formatter, as every field is), ``status``, and ``actor`` (the token's name) when the
+    request was authorized."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
         if isinstance(args, tuple) and len(args) == 5:
             record.client, record.method, record.path, _, record.status = args
+            actor = request_actor.get()
+            if actor is not None:
+                record.actor = actor
         return True
 
 

@@ -16,8 +16,9 @@ Where each number comes from:
 - ``schedfence_destination_call_duration_seconds``: this process's worker calls only
   (infra/adapters/observability/calls.py), empty in a process that made none.
 
-Batch job progress (``schedfence_job_schedules``, ``_job_pages``, ``_job_done``) is read from
-the jobs' log on each scrape, one series per job id (a label that grows with every job run).
+Batch job progress (``schedfence_jobs``, ``_job_schedules``, ``_job_pages``) is read from the
+jobs' log on each scrape and summed over the jobs: no label names a job (a job id is unbounded,
+one series per job ever run); ``schedfence job status ID`` tells one job's progress.
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
-from schedfence.domain.direction import DIRECTIONS, FORWARD, ROLLBACK
+from schedfence.domain.direction import DIRECTIONS, FORWARD, ROLLBACK, direction_of
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
-from schedfence.domain.job import Decision, Job, JobState
+from schedfence.domain.job import JOB_PHASES, Decision, Job, JobState
 from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
 from schedfence.projections.metrics import COUNTERS, MetricsSnapshot
 from schedfence.projections.tables import LAG_SUM, START_LAG_BUCKETS
@@ -181,19 +182,26 @@ def _projection(snap: MetricsSnapshot) -> Iterator[Metric]:
 
 
 def _jobs(jobs: list[JobState]) -> Iterator[Metric]:
-    """Batch job progress (domain/job.py): schedules decided so far by decision, pages, and
-    whether the job has decided its whole selection (or was cancelled)."""
-    decided = GaugeMetricFamily(f"{PREFIX}job_schedules", "Schedules a batch job decided, by "
-                                "decision (requested, skipped, blocked).",
-                                labels=("job_id", "direction", "decision"))
-    pages = GaugeMetricFamily(f"{PREFIX}job_pages", "Pages of its selection a batch job "
-                              "decided.", labels=("job_id",))
-    done = GaugeMetricFamily(f"{PREFIX}job_done", "1 once a batch job decided its whole "
-                             "selection or was cancelled, else 0.", labels=("job_id", "phase"))
+    """Batch job progress (domain/job.py), summed over every job of the store: jobs by phase,
+    schedules decided by direction and decision, pages decided. Every series is exposed
+    from the start (zeros included) and none names a job: the labels are bounded sets."""
+    phases: dict[str, int] = dict.fromkeys(JOB_PHASES, 0)
+    decided = {(d, c): 0 for d in DIRECTIONS for c in get_args(Decision)}
     for job in jobs:
+        phases[job.phase] += 1
         for decision in get_args(Decision):
-            decided.add_metric((job.job_id, job.direction, decision),
-                               job.counts.get(decision, 0))
-        pages.add_metric((job.job_id,), job.pages)
-        done.add_metric((job.job_id, job.phase), 0 if job.accepts_requests else 1)
-    yield from (decided, pages, done)
+            decided[(direction_of(job.direction), decision)] += job.counts.get(decision, 0)
+    by_phase = GaugeMetricFamily(f"{PREFIX}jobs", "Batch jobs by phase: selecting (pages "
+                                 "left), selected (whole selection decided), cancelled.",
+                                 labels=("phase",))
+    for phase, n in phases.items():
+        by_phase.add_metric((phase,), n)
+    schedules = GaugeMetricFamily(f"{PREFIX}job_schedules", "Schedules the batch jobs "
+                                  "decided, by direction and decision (requested, skipped, "
+                                  "blocked).", labels=("direction", "decision"))
+    for (direction, decision), n in decided.items():
+        schedules.add_metric((direction, decision), n)
+    yield by_phase
+    yield schedules
+    yield GaugeMetricFamily(f"{PREFIX}job_pages", "Pages of their selections the batch jobs "
+                            "decided.", value=sum(job.pages for job in jobs))

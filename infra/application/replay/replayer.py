@@ -123,6 +123,7 @@ def _step(f: Folded, role: str, ctx: dict[str, Any]) -> dict[str, Any]:
         "version": e.originator_version, "timestamp": e.timestamp.isoformat(),
         "type": type(e).__name__, "topic": topic_of(e), "payload": payload,
         "attempt": payload.get("attempt"), "worker": payload.get("worker"),
+        "actor": payload.get("actor") or None,
         "diff": diff_states(f.before, f.after), "error": f.error,
         "decision": explain(role, e, f.before, f.after, ctx),
         "checks": [v.to_dict() for v in f.violations],
@@ -173,6 +174,8 @@ def replay_migration(events: Iterable[tuple[int, Any]], migration_id: str,
             state.schedule_id if state else "",
         "migration_id": mid, "source_id": source_id, "request_id":
             state.request_id if state else None,
+        "requested_by": next((s["actor"] for s in steps if s["role"] == "migration"
+                              and s["version"] == 1), None),
         "at": at, "version": version, "steps": steps, "state": as_dict(state),
         "next_step": next_step(state) if state else None,
         "final_checks": [v.to_dict() for v in final], "violations": violations,

@@ -75,7 +75,7 @@ def assert_each_migrated_once(w: World, ids: list[str], job_id: str = "j1") -> N
 def test_a_job_migrates_its_selection_in_pages_and_reports_the_store_counts(world):
     populate(world)
     report = run(world)
-    assert report["phase"] == "selected" and report["pages"] == 3
+    assert report["phase"] == "done" and report["pages"] == 3
     assert report["counts"] == {"completed": 7, "parked": 0, "aborted": 0, "in_progress": 0,
                                 "blocked": 0, "skipped": 0}
     assert store_states(world) == {"completed": 7}
@@ -319,7 +319,8 @@ def test_forward_jobs_page_through_the_temporal_side_listing(world, monkeypatch)
         end = start + page_size
         return listed[start:end], (str(end).encode() if end < len(listed) else None)
 
-    def forward(namespace, schedule_id, request_id=None, actor=""):
+    def forward(namespace, schedule_id, request_id=None, actor="", job_id=None):
+        assert job_id == "f1"  # the job names itself on each migration it requests
         asked.append((schedule_id, request_id))
         if schedule_id == "t3" and len(asked) == 4:
             raise Crash("forward")
@@ -335,7 +336,7 @@ def test_forward_jobs_page_through_the_temporal_side_listing(world, monkeypatch)
     report = jobs.run_job(world.service, "f1", NS, "source", match="t*", options=opts)
     assert [sid for sid, _ in asked] == ["t0", "t1", "t2", "t3", "t2", "t3", "t4"]
     assert all(rid == j.job_request_id("f1", "source", sid) for sid, rid in asked)
-    assert report["requested"] == 5 and report["phase"] == "selected"
+    assert report["requested"] == 5 and report["phase"] == "selected"  # in progress: not done
 
 
 def test_a_round_trip_by_jobs_workflow_then_source():

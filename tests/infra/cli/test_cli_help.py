@@ -97,3 +97,17 @@ def test_every_registered_summary_is_its_command_help_first_sentence() -> None:
         assert fresh.summary(name) is None  # loaded: its own help is used from now on
         for limit in range(10, 400, 7):
             assert _make_default_short_help(summary, limit) == command.get_short_help_str(limit)
+
+
+def test_version_prints_the_installed_version_and_loads_no_driver() -> None:
+    """``--version`` reads the distribution's metadata: no store, no driver, no command."""
+    from importlib.metadata import version
+
+    from schedfence.infra.cli.commands import DISTRIBUTION
+    shown, modules = _loaded("--version")
+    assert shown == f"schedfence {version(DISTRIBUTION)}\n"
+    assert _drivers(modules) == []
+    assert "eventsourcing.persistence" not in modules
+    assert not any(m.startswith("pydantic") for m in modules)
+    assert {m.rsplit(".", 1)[-1] for m in modules
+            if m.startswith("schedfence.infra.cli.")} <= {"commands", "emitting"}

@@ -103,3 +103,18 @@ def test_verify_reports_the_events_it_has_checked(store: str, monkeypatch) -> No
     with open_service(store, "sim") as service:
         assert service.verify(progress=seen.append) == []
         assert seen == list(range(1, service.event_count() + 1))
+
+
+def test_migrate_on_a_terminal_counts_driven_and_completed(store: str) -> None:  # noqa: F811
+    """``migrate`` draws the same bar: schedules settled of the selection with the rate and a
+    labelled ETA, and the counts of migrations driven and completed; a finished job reads
+    ``done``."""
+    with open_service(store, "sim") as service:
+        for i in range(4):
+            service.create_schedule("ns", f"m{i}")
+    stdout, shown = _on_a_terminal(store, "--destination", "sim", "migrate", "--namespace",
+                                   "ns", "--to", "workflow", "--job-id", "jt", "--json")
+    doc = json.loads(stdout)
+    assert doc["phase"] == "done" and doc["counts"]["completed"] == 4
+    assert "migrating" in shown and "settled/s" in shown and "ETA" in shown
+    assert "4/4" in shown and "driven 4, completed 4" in shown

@@ -53,3 +53,33 @@ def test_refusals_are_errors_that_write_nothing(tmp_path):
     assert code != 0 and "Traceback" not in text
     with open_service(store, f"sim+{store}") as svc:
         assert svc.event_count() == before
+
+
+def test_list_and_status_agree_after_a_forward(tmp_path):
+    """After a forward the key's current incarnation is the one the forward created: ``list``
+    (the projection's keys) and ``status`` (the key) show the same row, read by fresh
+    processes and over HTTP (``/v1/schedules``)."""
+    from tests.infra.cli.cli_runs import subprocess_cli
+    from tests.infra.http.api import api_on
+
+    store = f"sqlite:///{tmp_path / 'f.db'}"
+    on_temporal(store)
+    subprocess_cli(store, "list")  # the projection holds the rolled-back incarnation first
+    code, text = run(store, "forward", "ns", "s", "--request-id", "F1")
+    assert code == 0, text
+
+    def fresh(*args: str) -> dict:
+        done = subprocess_cli(store, *args, "--json")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    listed = fresh("list")["schedules"]
+    status = fresh("status", "ns", "s")
+    assert len(listed) == 1 and status["schedule"]["incarnation"] == 2
+    row = dict(listed[0])
+    assert row.pop("migration_state") == (status["migration"] or {}).get("state")
+    assert row == status["schedule"]
+    assert (row["closed"], row["paused"], row["notes"]) == (False, False, "kept")
+    with api_on(store) as api:
+        assert api.read("/v1/schedules")["schedules"] == listed
+        assert api.read("/v1/schedule", namespace="ns", schedule_id="s") == status

@@ -55,7 +55,7 @@ def refused(store: str, code: str, *args: str) -> str:
 
 def test_migrate_runs_the_job_and_its_report_equals_the_store(store):
     doc = ok(store, *MIGRATE)
-    assert doc["counts"]["completed"] == 5 and doc["phase"] == "selected"
+    assert doc["counts"]["completed"] == 5 and doc["phase"] == "done"
     assert doc["destination"].startswith("sim")
     with open_service(store, "sim") as svc:
         assert svc.stats()["by_state"]["completed"] == 5
@@ -147,24 +147,48 @@ def test_the_progress_line_shows_counts_and_rate(capsys, monkeypatch):
     """The CLI's one progress style (rich, infra/cli/output.py) on a terminal's stderr."""
     monkeypatch.setattr(out, "stderr_is_terminal", lambda: True)
     monkeypatch.setenv("FORCE_COLOR", "1")  # rich draws on the captured stderr as on a terminal
-    monkeypatch.setenv("COLUMNS", "160")
+    monkeypatch.setenv("COLUMNS", "200")
     counts = {"requested": 3, "skipped": 1, "blocked": 0}
+
+    def at(settled: int, total: int | None, driven: int, completed: int) -> dict:
+        return {"decided": 4, "total": total, "counts": counts, "requested": 3,
+                "driven": driven, "completed": completed, "settled": settled, "rate": 2.5}
+
     with _Bar(enabled=True) as bar:
-        bar.update({"decided": 4, "total": None, "counts": counts, "rate": 2.5})
+        bar.update(at(2, None, 1, 1))
     err = capsys.readouterr().err
-    assert "migrating" in err and "4/?" in err and "requested 3 skipped 1 blocked 0" in err
-    with _Bar(enabled=True) as bar:  # a known total: decided of total, the rate and the ETA
-        bar.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
-        bar.update({"decided": 9, "total": 9, "counts": counts, "rate": 2.5})
+    assert "migrating" in err and "2/?" in err
+    assert "decided 4: requested 3 skipped 1 blocked 0; driven 1, completed 1" in err
+    with _Bar(enabled=True) as bar:  # a known total: settled of total, the rate and the ETA
+        bar.update(at(4, 9, 3, 2))
+        bar.update(at(9, 9, 8, 8))
     err = capsys.readouterr().err
-    assert "9/9" in err and "schedules/s" in err and "ETA" in err
+    assert "9/9" in err and "settled/s" in err and "ETA" in err
     with _Bar(enabled=False) as off:
-        off.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
+        off.update(at(4, 9, 3, 2))
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(out, "stderr_is_terminal", lambda: False)
     with _Bar(enabled=True) as piped:  # not a terminal: nothing drawn
-        piped.update({"decided": 4, "total": 9, "counts": counts, "rate": 2.5})
+        piped.update(at(4, 9, 3, 2))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_progress_counts_driven_and_completed_migrations(store, wait):
+    """What the bar is fed: schedules settled of the selection reaches the total once every
+    requested migration was driven to an end (without waiting: once every one is decided)."""
+    with open_service(store, "sim") as svc:
+        svc.create_schedule(NS, "s-fenced")
+        svc.rollback(NS, "s-fenced", "R-other")  # the job's request for it is blocked
+        seen: list[dict] = []
+        doc = run_job(svc, "jp", NS, "workflow", match="s*", on_progress=seen.append,
+                      options=RunOptions(wait=wait, page_size=2))
+    last = seen[-1]
+    assert last["total"] == 6 and last["decided"] == 6 and last["requested"] == 5
+    assert (last["driven"], last["completed"]) == ((5, 5) if wait else (0, 0))
+    assert last["settled"] == 6  # 5 driven and 1 blocked, or 6 decided
+    assert [p["settled"] for p in seen] == sorted(p["settled"] for p in seen)
+    assert doc["phase"] == ("done" if wait else "selected")
 
 
 def test_job_reads_never_create_a_store_and_migrate_needs_a_destination(tmp_path, store,

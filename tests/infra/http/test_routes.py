@@ -136,3 +136,42 @@ def test_recovery_of_a_parked_migration_and_promote(api: Api) -> None:
 
 def test_health_needs_no_token(api: Api) -> None:
     assert api.client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_every_schedule_change_records_the_token_name_as_its_actor(api: Api) -> None:
+    """Each state-changing schedule call names its caller: the token's name, never the body."""
+    api.ok("/v1/schedule/create", dict(KEY, notes="pre", **PROGRAM))
+    api.ok("/v1/schedule/pause", KEY)
+    api.ok("/v1/schedule/unpause", KEY)
+    api.ok("/v1/schedule/notes", dict(KEY, notes="n"))
+    api.ok("/v1/schedule/update", dict(KEY, limit=5))
+    api.ok("/v1/schedule/trigger", KEY)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    api.ok("/v1/schedule/backfill", dict(KEY, start=(now - timedelta(hours=2)).isoformat(),
+                                         end=now.isoformat()))
+    api.ok("/v1/schedule/delete", KEY)
+    entries = api.read("/v1/audit", actor=NAMES["admin"], schedule=f"{NS}/nightly",
+                       limit=1000)["entries"]
+    assert [e["type"] for e in entries] == [
+        "Created", "Paused", "Paused", "NotesUpdated", "ProgramUpdated", "Triggered",
+        "BackfillRequested", "Deleted"]
+    assert all(e["aggregate"] == "schedule" for e in entries)
+    everyone = api.read("/v1/audit", schedule=f"{NS}/nightly", limit=1000)["entries"]
+    assert {e["actor"] for e in everyone if e["type"] in ("Paused", "Deleted")} == \
+        {NAMES["admin"]}
+    bodied = api.post("/v1/schedule/pause", dict(KEY, actor="mallory"))
+    assert bodied.status_code == 422  # a body cannot name another actor
+
+
+def test_audit_filters_by_job_and_drops_excluded_types(api: Api) -> None:
+    for sid in ("a1", "a2", "b1"):
+        api.ok("/v1/schedule/create", dict(namespace=NS, schedule_id=sid))
+    job = api.ok("/v1/migrate", {"job_id": "jobA", "namespace": NS, "to": "workflow",
+                                 "match": "a*"})
+    assert job["job_id"] == "jobA"
+    entries = api.read("/v1/audit", job="jobA", limit=1000)["entries"]
+    assert {e["schedule_id"] for e in entries} == {"a1", "a2"}
+    assert {e["type"] for e in entries} == {"RequestIdAssigned", "FencedForMigration"}
+    kept = api.read("/v1/audit", job="jobA", exclude_type=["FencedForMigration"])["entries"]
+    assert [e["type"] for e in kept] == ["RequestIdAssigned", "RequestIdAssigned"]
+    assert all(e["actor"] == NAMES["admin"] for e in kept)

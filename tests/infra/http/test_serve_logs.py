@@ -68,6 +68,9 @@ def test_every_line_is_json_and_no_token_reaches_a_log(tmp_path: Path) -> None:
     assert len(access) == 10 and all(r["client"].startswith("127.0.0.1:") for r in access)
     assert [r["status"] for r in access] == [401, 404, 303, 401, 404, 303, 200, 401, 404, 200]
     assert access[1]["path"] == "/v1/nowhere?schedfence_token=***&x=1"
+    # An authorized request's line names its actor (the token's name); a refused one none.
+    assert [r.get("actor") for r in access if r["path"] == "/v1/stats"] == \
+        ["rita", None, "rita"]
     assert "color_message" not in json.dumps(records)
 
 

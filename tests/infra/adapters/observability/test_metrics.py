@@ -206,10 +206,48 @@ def test_batch_job_progress_is_scraped_as_the_job_recorded_it(world) -> None:
     svc.create_schedule(NS, "fenced")
     svc.rollback(NS, "fenced", "R-x")  # pending: the job's own request is blocked
     report = run_job(svc, "job-1", NS, "workflow")
+    run_job(svc, "job-2", NS, "workflow", schedule_ids=["a"])  # already pending: blocked
     samples = scrape(svc)
+    assert not any("job_id" in dict(k) for name, series in samples.items()
+                   if name.startswith("schedfence_job") for k in series)  # no job id label
     decided = {dict(k)["decision"]: v for k, v in samples["schedfence_job_schedules"].items()
-               if dict(k)["job_id"] == "job-1"}
-    state = svc.app.repository.get(job_aggregate_id("job-1")).state
-    assert decided == {k: float(v) for k, v in state.counts.items()}
-    assert decided["requested"] == 3 and report is not None
-    assert samples["schedfence_job_done"][(("job_id", "job-1"), ("phase", "selected"))] == 1.0
+               if dict(k)["direction"] == "rollback"}
+    states = [svc.app.repository.get(job_aggregate_id(j)).state for j in ("job-1", "job-2")]
+    assert decided == {k: float(sum(s.counts[k] for s in states)) for k in states[0].counts}
+    assert decided["requested"] == 3 and decided["blocked"] == 1 and report is not None
+    assert {dict(k)["decision"]: v for k, v in samples["schedfence_job_schedules"].items()
+            if dict(k)["direction"] == "forward"} == dict.fromkeys(decided, 0.0)
+    assert samples["schedfence_jobs"] == {(("phase", "selecting"),): 0.0,
+                                          (("phase", "selected"),): 2.0,
+                                          (("phase", "cancelled"),): 0.0}
+    assert samples["schedfence_job_pages"] == {(): float(sum(s.pages for s in states))}
+
+
+def test_the_docs_table_lists_every_metric_with_its_type_and_labels(world) -> None:
+    """docs/operators.md's metrics table is what a scrape exposes: each family's name, type
+    and labels (``le`` is the histograms' own), and no label names a job, schedule or run."""
+    import re
+    from pathlib import Path
+
+    from prometheus_client.parser import text_string_to_metric_families
+    svc = world.service
+    svc.create_schedule(NS, "a")
+    svc.rollback(NS, "a", "R-1")
+    body, _ = render_metrics(svc.views, svc.app, svc.destination, lambda: 0)
+    exposed: dict[str, tuple[str, set[str]]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        labels = {k for s in family.samples for k in s.labels} - {"le"}
+        if family.name == "schedfence_destination_call_duration_seconds":
+            assert not family.samples  # no worker call in this process: no labels shown
+            labels = {"call", "outcome"}
+        name = family.name + ("_total" if family.type == "counter" else "")
+        exposed[name] = (family.type, labels)
+    text = (Path(__file__).resolve().parents[4] / "docs" / "operators.md").read_text()
+    documented: dict[str, tuple[str, set[str]]] = {}
+    for names, kind, labels in re.findall(r"^\| (`schedfence_[^|]+) \| (\w+) \|([^|]*)\|",
+                                          text, re.M):
+        for name in re.findall(r"`(schedfence_\w+)`", names):
+            documented[name] = (kind, set(re.findall(r"`(\w+)`", labels)) - {"le"})
+    assert exposed == documented
+    assert not {"job_id", "schedule_id", "migration_id", "run_id"} & \
+        {label for _, labels in exposed.values() for label in labels}

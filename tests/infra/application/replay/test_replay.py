@@ -216,7 +216,7 @@ def test_cli_text_is_one_block_per_step(f1_store):
     result = cli_run(f1_store, NS, "f1")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert re.match(r"^replay default/f1 migration [0-9a-f-]{36} request id R1: \d+ steps, "
+    assert re.match(r"^replay default/f1 migration [0-9a-f-]{36} request id R1, requested by w1: \d+ steps, "
                     r"version 12$", lines[0])
     heads = [i for i, line in enumerate(lines) if line.startswith("#")]
     for i in heads:  # each block: header, decision, (compared,) state, checks
