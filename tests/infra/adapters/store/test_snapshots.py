@@ -104,16 +104,19 @@ def test_old_snapshot_state_is_upcast_and_newer_is_refused(tmp_path, monkeypatch
     with svc:
         mig = svc.app.repository.get(_long_migration(svc, "s1"))
         snapshot = Migration.Snapshot.take(mig)
-        assert snapshot.state_version == Migration.class_version == 2
+        assert snapshot.state_version == Migration.class_version == 3
+        older = {k: v for k, v in snapshot.state.items() if k != "job_id"}  # before job ids
+        old = snapshot.model_copy(update={"state_version": 2, "state": older})
+        assert old.mutate(None).state.job_id is None  # the real upcast_v2_v3
 
-        def upcast_v2_v3(fields: dict) -> None:
+        def upcast_v3_v4(fields: dict) -> None:
             fields["park_detail"] = "upcast"
 
-        monkeypatch.setattr(Migration, "class_version", 3, raising=False)
-        monkeypatch.setattr(Migration, "upcast_v2_v3", staticmethod(upcast_v2_v3),
+        monkeypatch.setattr(Migration, "class_version", 4, raising=False)
+        monkeypatch.setattr(Migration, "upcast_v3_v4", staticmethod(upcast_v3_v4),
                             raising=False)
         assert snapshot.mutate(None).state.park_detail == "upcast"
-        newer = snapshot.model_copy(update={"state_version": 4})
+        newer = snapshot.model_copy(update={"state_version": 5})
         with pytest.raises(ValueError, match="newer than this code"):
             newer.mutate(None)
 
