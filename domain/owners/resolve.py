@@ -55,7 +55,8 @@ def program_args(handover: dict[str, Any]) -> list[str]:
     args: list[str] = []
     spec, action, policies = (handover.get(k) or {} for k in ("spec", "action", "policies"))
     for i in spec.get("intervals", ()):
-        args += ["--interval", f"{i['every']}/{i.get('offset', 0)}"]
+        every, offset = i["every"], i.get("offset", 0)
+        args += ["--interval", f"{every}/{offset}" if offset else str(every)]
     for cron in spec.get("cron_expressions", ()):
         args += ["--cron", cron]
     for option, name in (("--start", "start_at"), ("--end", "end_at")):

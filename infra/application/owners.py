@@ -8,21 +8,21 @@ through the destination's ``ScheduleInventory`` port: ListSchedules page by page
 describe for each row that claims drift (a listing lags), or, ``deep``, for every schedule;
 describes run ``concurrency`` at a time.
 
-``last_audit(app, namespace)`` reads the last recorded audit from the log alone (no Temporal
-call): what ``oncall``, the gauge ``schedfence_ownership_drift`` and the web page show.
+``last_audit(app, namespace)`` (projections/ownership.py) reads the last recorded audit from
+the log alone (no Temporal call): what ``oncall``, the gauge ``schedfence_ownership_drift``
+and the web page show.
 """
 from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import select
 
 from schedfence.domain.errors import InvalidArgument, NotFound
-from schedfence.domain.owners.audit import (AuditState, OwnershipAudits, audits_aggregate_id,
-                                            decide_record)
+from schedfence.domain.owners.audit import AuditState, OwnershipAudits, decide_record
 from schedfence.domain.owners.classify import (AtDestination, OwnerRow, StoreSays, classify,
                                                needs_describe, store_says)
 from schedfence.domain.ports import (DestinationUnavailable, ListedSchedule,
@@ -30,6 +30,7 @@ from schedfence.domain.ports import (DestinationUnavailable, ListedSchedule,
 from schedfence.domain.text import validate_actor, validate_id
 from schedfence.infra.pacing import retry_call
 from schedfence.projections import tables as t
+from schedfence.projections.ownership import last_audit, load_audits
 
 MAX_CONCURRENCY = 64
 LIST_PAGE = 1000
@@ -175,38 +176,12 @@ def record(service: Any, namespace: str, rows: list[OwnerRow], options: AuditOpt
                           actor=options.actor or service.worker_id, calls=calls)
 
     def save() -> AuditState:
-        audits = _load(service.app, namespace) or OwnershipAudits.start(namespace)
+        audits = load_audits(service.app, namespace) or OwnershipAudits.start(namespace)
         audits.record(facts)
         service.unit.save("owners", audits)
-        return cast(AuditState, audits.state)
+        return audits.state
     racing = InvalidArgument("another audit of this namespace was recorded at the same moment")
     return retry_call(save, **service.unit.on_conflict(racing))
-
-
-def _load(app: Any, namespace: str) -> OwnershipAudits | None:
-    """The namespace's audits, from their last event (domain/owners/audit.py)."""
-    stored = app.read_retrying(lambda: app.recorder.select_events(
-        audits_aggregate_id(namespace), desc=True, limit=1))
-    return OwnershipAudits.from_last(app.mapper.to_domain_event(stored[0])) if stored else None
-
-
-# -- reads from the log --------------------------------------------------------------------------
-def last_audit(app: Any, namespace: str) -> AuditState | None:
-    """The last recorded audit of ``namespace`` (None: never audited), from the log alone."""
-    validate_id("namespace", namespace)
-    found = _load(app, namespace)
-    return found.state if found is not None and found.state.at is not None else None
-
-
-def audited_namespaces(app: Any) -> list[str]:
-    """Every namespace audited at least once, sorted."""
-    return sorted({cast(OwnershipAudits.Created, app.mapper.to_domain_event(n)).namespace
-                   for n in app.notifications((OwnershipAudits.Created.TOPIC,))})
-
-
-def last_audits(app: Any) -> list[AuditState]:
-    """The last audit of every audited namespace."""
-    return [s for s in (last_audit(app, ns) for ns in audited_namespaces(app)) if s]
 
 
 def require_audit(app: Any, namespace: str) -> AuditState:

@@ -16,6 +16,9 @@ Where each number comes from:
 - ``schedfence_destination_call_duration_seconds``: this process's worker calls only
   (infra/adapters/observability/calls.py), empty in a process that made none.
 
+``schedfence_ownership_drift{kind}``: the last ownership audit of each namespace, read from
+the log (projections/ownership.py), summed over namespaces.
+
 Batch job progress (``schedfence_job_schedules``, ``_job_pages``, ``_job_done``) is read from
 the jobs' log on each scrape, one series per job id (a label that grows with every job run).
 """
@@ -34,7 +37,10 @@ from schedfence.domain.direction import DIRECTIONS, FORWARD, ROLLBACK
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.job import Decision, Job, JobState
 from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
+from schedfence.domain.owners.audit import AuditState
+from schedfence.domain.owners.classify import DRIFT
 from schedfence.projections.metrics import COUNTERS, MetricsSnapshot
+from schedfence.projections.ownership import last_audits
 from schedfence.projections.tables import LAG_SUM, START_LAG_BUCKETS
 
 from .calls import latency_of
@@ -96,6 +102,7 @@ class ServiceCollector(Collector):
                                     "at.", value=self.schedules_due())
         yield from _projection(snap)
         yield from _jobs(self._job_states())
+        yield _ownership(last_audits(self.app))
         yield from latency_of(self.destination).histogram.collect()
 
     def _job_states(self) -> list[JobState]:
@@ -197,3 +204,15 @@ def _jobs(jobs: list[JobState]) -> Iterator[Metric]:
         pages.add_metric((job.job_id,), job.pages)
         done.add_metric((job.job_id, job.phase), 0 if job.accepts_requests else 1)
     yield from (decided, pages, done)
+
+
+def _ownership(audits: list[AuditState]) -> Metric:
+    """Drift found by the last ownership audit of each namespace, summed, by kind (read from
+    the log: no Temporal call on a scrape)."""
+    family = GaugeMetricFamily(f"{PREFIX}ownership_drift", "Keys with ownership drift in the "
+                               "last `schedfence owners` audit of each namespace, by kind "
+                               "(changed_at_destination only from a --deep audit).",
+                               labels=("kind",))
+    for kind in DRIFT:
+        family.add_metric((kind,), sum(a.counts.get("kind", {}).get(kind, 0) for a in audits))
+    return family
