@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import select
 
@@ -53,9 +53,12 @@ class AuditOptions:
 
 
 # -- the store's side ----------------------------------------------------------------------------
-def store_keys(engine: Any, namespace: str) -> dict[str, StoreSays]:
+def store_keys(engine: Any, namespace: str,
+               load_source: Callable[[str], dict[str, Any] | None]) -> dict[str, StoreSays]:
     """What the store's history says of every key of ``namespace`` (the projection's folded
-    key and source rows; a key without a schedule yet is left out)."""
+    key and source rows; a key without a schedule yet is left out). A current source the
+    projection holds no row for (one a forward migration created: its projection registers
+    only ``Schedule.Created``) is read from the log by ``load_source(schedule_id)``."""
     a = t.aggregates.c
     keys: dict[str, dict[str, Any]] = {}
     sources: dict[tuple[str, int], dict[str, Any]] = {}
@@ -70,7 +73,11 @@ def store_keys(engine: Any, namespace: str) -> dict[str, StoreSays]:
                 sources[(sid, incarnation)] = json.loads(folded)
     found = {}
     for sid, key in keys.items():
-        says = store_says(key, sources.get((sid, key.get("incarnation", 0))))
+        n = key.get("incarnation", 0)
+        source = sources.get((sid, n)) if n else None
+        if n and source is None:
+            source = load_source(sid)
+        says = store_says(key, source)
         if says is not None:
             found[sid] = says
     return found
@@ -159,7 +166,8 @@ def run_audit(service: Any, namespace: str, options: AuditOptions = AuditOptions
                               "temporal://HOST:PORT/NAMESPACE)")
     service.require_active()
     service.catch_up()
-    store = store_keys(service.views.engine, namespace)
+    store = store_keys(service.views.engine, namespace,
+                       lambda sid: vars(service.load.source(namespace, sid).state))
     if options.deep:
         store = with_handovers(service.views.engine, store)
     side = TemporalSide(inventory, namespace, options.concurrency)

@@ -75,7 +75,8 @@ class SimInventory:
                        action: dict | None = None, paused: bool = False) -> None:
         """A schedule someone made with Temporal's tools, not handed over by a migration."""
         handover = {"namespace": namespace, "schedule_id": schedule_id, "incarnation": 0,
-                    "paused": paused, "notes": "made by hand", "spec": spec, "action": action}
+                    "paused": paused, "notes": "made by hand", "spec": spec, "action": action,
+                    "cursor": nominal_text(self.clock())}  # it acts from its create on
         self.start_workflow(StartWorkflow(
             namespace=namespace, workflow_id=WORKFLOW_ID_PREFIX + schedule_id,
             request_id=f"by-hand/{schedule_id}/{self.clock().isoformat()}",
