@@ -118,3 +118,14 @@ def test_resolutions_name_the_command_for_each_kind() -> None:
     assert set(DRIFT) - set(FAILING) == {"changed_at_destination"}
     assert "--cron" in program_args({"spec": {"cron_expressions": ["0 * * * *"],
                                               "time_zone": "Europe/Paris"}})
+
+
+def test_a_recorded_audit_is_narrated() -> None:
+    from schedfence.projections.narration import narrate
+    rows = [classify("a", StoreSays("temporal", migration_id="m"), None),
+            classify("b", None, AtDestination())]
+    (fact,) = decide_record("ns", rows, deep=False, destination="sim", actor="ann",
+                            calls={"list": 1, "describe": 1})
+    line = narrate("schedfence.ownership.AuditRecorded", fact.fields)
+    assert line is not None and "ownership audit of ns by ann: 2 key(s)" in line.text
+    assert "missing_at_destination 1" in line.text and "native" not in line.text
