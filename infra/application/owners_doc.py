@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from schedfence.domain.owners.audit import AuditState
 from schedfence.domain.owners.classify import DRIFT, FAILING, OwnerRow, failing
 from schedfence.domain.owners.resolve import resolutions
+from schedfence.projections.ownership import last_audits
 from schedfence.projections.queries import check_limit, decode_cursor, encode_cursor
 
 CURSOR = "owners"
@@ -59,6 +60,15 @@ def drift_items(state: AuditState, handover: Handovers) -> list[dict[str, Any]]:
                       **row.to_dict(), "failing": row.kind in FAILING,
                       "resolve": resolutions(row, state.namespace, address, given)})
     return items
+
+
+def ownership_drift(app: Any, migration_state: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """``drift_items`` of every namespace's last audit; ``migration_state(id)`` gives a
+    migration's state (its ``handover``)."""
+    def handover(mid: str) -> dict[str, Any] | None:
+        found = migration_state(mid)
+        return found.handover if found is not None else None
+    return [i for state in last_audits(app) for i in drift_items(state, handover)]
 
 
 def summary_line(state: AuditState) -> str:

@@ -280,13 +280,8 @@ class MigrationService:
     def ownership_drift(self) -> list[dict[str, Any]]:
         """The drift of each namespace's last ownership audit, each with the commands that
         resolve it, read from the log (infra/application/owners_doc.py)."""
-        from schedfence.infra.application.owners_doc import drift_items
-        from schedfence.projections.ownership import last_audits
-
-        def handover(mid: str) -> dict[str, Any] | None:
-            found = self.load.migration_state(mid)
-            return found.handover if found is not None else None
-        return [i for state in last_audits(self.app) for i in drift_items(state, handover)]
+        from schedfence.infra.application.owners_doc import ownership_drift
+        return ownership_drift(self.app, self.load.migration_state)
 
     def last_audit(self, namespace: str) -> AuditState | None:
         """The last recorded ownership audit of ``namespace`` (None: never audited), read from
