@@ -15,9 +15,10 @@ and the web page show.
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from sqlalchemy import select
 
@@ -26,13 +27,15 @@ from schedfence.domain.owners.audit import AuditState, OwnershipAudits, decide_r
 from schedfence.domain.owners.classify import (AtDestination, OwnerRow, StoreSays, classify,
                                                needs_describe, store_says)
 from schedfence.domain.ports import (DestinationUnavailable, ListedSchedule,
-                                     ScheduleInventory, command_error)
+                                     NamespaceNotFound, ScheduleInventory, command_error)
 from schedfence.domain.text import validate_actor, validate_id
 from schedfence.infra.pacing import retry_call
 from schedfence.projections import tables as t
 from schedfence.projections.ownership import last_audit, load_audits
 
 MAX_CONCURRENCY = 64
+T = TypeVar("T")
+READ_TRIES, READ_PAUSE = 4, 0.5  # a read asked again after 0.5, 1, 2 s
 LIST_PAGE = 250  # a page the dev server lists well inside the RPC deadline when busy
 
 
@@ -105,6 +108,22 @@ def _at(found: ListedSchedule | None) -> AtDestination | None:
     return None if found is None else AtDestination(found.paused, found.next_run, found.program)
 
 
+def read_again(read: Callable[[], T]) -> T:
+    """A read of Temporal's, tried again after a pause when its outcome is unknown (a busy
+    server times a describe out): a read changes nothing, so asking again is safe. A missing
+    namespace, or a failure ``READ_TRIES`` times over, is raised."""
+    for attempt in range(READ_TRIES):
+        try:
+            return read()
+        except NamespaceNotFound:
+            raise
+        except DestinationUnavailable:
+            if attempt == READ_TRIES - 1:
+                raise
+            time.sleep(READ_PAUSE * 2 ** attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 class TemporalSide:
     """The namespace's schedules as listed, and describes, counted."""
 
@@ -116,7 +135,8 @@ class TemporalSide:
         found: dict[str, AtDestination] = {}
         token: bytes | None = None
         while True:
-            page, token = self.inventory.list_schedule_page(self.namespace, token, LIST_PAGE)
+            page, token = read_again(lambda: self.inventory.list_schedule_page(
+                self.namespace, token, LIST_PAGE))
             self.calls["list"] += 1
             found.update({s.schedule_id: AtDestination(s.paused, s.next_run) for s in page})
             if not token:
@@ -129,7 +149,7 @@ class TemporalSide:
             return {}
 
         def one(sid: str) -> AtDestination | None:
-            return _at(self.inventory.find_schedule(self.namespace, sid))
+            return _at(read_again(lambda: self.inventory.find_schedule(self.namespace, sid)))
         with ThreadPoolExecutor(min(self.concurrency, len(ids))) as pool:
             return dict(zip(ids, pool.map(one, ids)))
 

@@ -136,3 +136,23 @@ def test_errors_are_one_line_and_record_nothing(store: str) -> None:
     assert line.stderr.startswith("error: unavailable: ") and line.stderr.count("\n") == 1
     with open_service(store, "sim") as svc:
         assert svc.event_count() == before
+
+
+def test_a_describe_timed_out_is_asked_again_and_a_lasting_outage_records_nothing(
+        tmp_path) -> None:
+    from schedfence.domain.errors import Unavailable
+    from schedfence.infra.application.owners import AuditOptions, run_audit
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    make_world(store)
+    with open_service(store, "sim") as svc:
+        svc.destination.inject("describe", "unavailable", times=3)  # then it answers
+        state = run_audit(svc, NS, AuditOptions(concurrency=1))
+        assert state.counts["kind"]["missing_at_destination"] == 1
+        before = svc.event_count()
+        svc.destination.inject("describe", "unavailable", times=4)
+        try:
+            run_audit(svc, NS, AuditOptions(concurrency=1))
+            raise AssertionError("an audit through a lasting outage must fail")
+        except Unavailable as exc:
+            assert "ownership audit of ns" in exc.message
+        assert svc.event_count() == before
