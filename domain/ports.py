@@ -298,6 +298,33 @@ class ScheduleHost(Protocol):
     def delete_schedule(self, namespace: str, schedule_id: str) -> None: ...
 
 
+# -- the ownership audit (domain/owners/classify.py): what a Temporal namespace holds -------------
+@dataclass(frozen=True)
+class ListedSchedule:
+    """A Temporal Schedule as a listing (or a describe) shows it: its id, whether it is
+    paused, its next action time (RFC 3339 UTC; None: none ahead) and, from a describe only,
+    its ``program`` (``spec`` and ``action`` documents as ``ScheduleSnapshot.program``)."""
+
+    schedule_id: str
+    paused: bool = False
+    next_run: str | None = None
+    program: dict[str, Any] | None = None
+
+
+@runtime_checkable
+class ScheduleInventory(Protocol):
+    """Every schedule of a namespace, a page at a time (``list_schedule_page``: ListSchedules,
+    which may lag), and one schedule read now (``find_schedule``: DescribeSchedule; None:
+    there is none). An unreachable server or an unknown outcome: ``DestinationUnavailable``
+    (``NamespaceNotFound`` for a namespace the server does not have)."""
+
+    def list_schedule_page(self, namespace: str, page_token: bytes | None = None,
+                           page_size: int = 1000
+                           ) -> tuple[list[ListedSchedule], bytes | None]: ...
+
+    def find_schedule(self, namespace: str, schedule_id: str) -> ListedSchedule | None: ...
+
+
 # -- the crash hook: where a test stops the process ---------------------------------------------
 # Called with a named point (``projection.committed``, ``forward.fence.after_append``...) at each
 # boundary a crash must be survivable; a test raises there. The one definition: the projection,

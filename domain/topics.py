@@ -38,6 +38,7 @@ _MIGRATION = "schedfence.domain.rollback.aggregate"
 _FORWARD = "schedfence.domain.forward.aggregate"
 _JOB = "schedfence.domain.job"
 _FAILOVER = "schedfence.domain.failover"
+_OWNERS = "schedfence.domain.owners.audit"
 
 
 def _family(module: str, prefix: str, *names: str) -> dict[str, str]:
@@ -53,6 +54,7 @@ STORED_TOPICS: dict[str, str] = {
     "schedfence.ForwardMigration": _FORWARD,
     "schedfence.Job": _JOB,
     "schedfence.StoreEpoch": _FAILOVER,
+    "schedfence.OwnershipAudits": _OWNERS,
     # the source schedule: its lifecycle and fences
     **_family(_SCHEDULE, "schedfence.schedule", "Created", "CreatedByMigration", "Paused",
               "NotesUpdated", "Deleted", "FencedForMigration", "ClosedByMigration",
@@ -79,6 +81,8 @@ STORED_TOPICS: dict[str, str] = {
     **_family(_JOB, "schedfence.job", "Created", "Defined", "PageDecided", "CancelRequested"),
     # the store's failover epoch
     **_family(_FAILOVER, "schedfence.store_epoch", "Created", "FailoverRecorded"),
+    # the ownership audits of a namespace
+    **_family(_OWNERS, "schedfence.ownership", "Created", "AuditRecorded"),
 }
 
 

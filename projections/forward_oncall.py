@@ -102,8 +102,9 @@ def item(st: ForwardState, idle_seconds: float, stuck_after: float) -> ForwardOn
                              actions(st, idle_seconds, allowed))
 
 
-def oncall_doc(stuck_after: float, items: list[Any],
-               forward: list[ForwardOnCallItem]) -> dict[str, Any]:
-    """The on-call document: rollback items (projections/oncall.py), then forward ones."""
+def oncall_doc(stuck_after: float, items: list[Any], forward: list[ForwardOnCallItem],
+               ownership: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The on-call document: rollback items (projections/oncall.py), then forward ones, then
+    the drift of each namespace's last ownership audit (infra/application/owners_doc.py)."""
     return {"stuck_after_seconds": stuck_after, "items": [i.to_dict() for i in items],
-            "forward": [i.to_dict() for i in forward]}
+            "forward": [i.to_dict() for i in forward], "ownership": list(ownership or [])}

@@ -239,6 +239,12 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "ForwardAborted": lambda d: Line(
         "admin", f"forward migration aborted by {d['actor']} ({d['reason']}); Temporal "
                  f"schedule restored={yes_no(d['temporal_restored'])}"),
+    # an ownership audit of a namespace (domain/owners/audit.py)
+    "AuditRecorded": lambda d: Line(
+        "admin", f"ownership audit of {d['namespace']} by {d['actor']}: {len(d['rows'])} "
+                 f"key(s); drift: " + (", ".join(
+                     f"{k} {n}" for k, n in d["counts"].get("kind", {}).items()
+                     if n and k not in ("none", "native")) or "none")),
     "CreatedByMigration": lambda d: Line(
         "source", f"created dormant from a Temporal schedule by request id "
                   f"{short(d['request_id'])}"),

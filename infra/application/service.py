@@ -39,6 +39,7 @@ from schedfence.infra.application.forward import ForwardCommands
 
 if TYPE_CHECKING:
     from schedfence.domain.invariants.checker import Violation
+    from schedfence.domain.owners.audit import AuditState
     from schedfence.domain.ports import ScheduleHost
     from schedfence.projections import service_views as pv
     from schedfence.projections.queries import CursorAuditPage
@@ -280,7 +281,21 @@ class MigrationService:
         """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
         from schedfence.projections.forward_oncall import oncall_doc
         items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
-        return oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds))
+        return oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds),
+                          self.ownership_drift())
+
+    def ownership_drift(self) -> list[dict[str, Any]]:
+        """The drift of each namespace's last ownership audit, each with the commands that
+        resolve it, read from the log (infra/application/owners_doc.py)."""
+        from schedfence.infra.application.owners_doc import ownership_drift
+        return ownership_drift(self.app, self.load.migration_state)
+
+    def last_audit(self, namespace: str) -> AuditState | None:
+        """The last recorded ownership audit of ``namespace`` (None: never audited), read from
+        the log alone: ``.at``, ``.counts`` (by ``owner`` and ``kind``), ``.owner_rows()``
+        (one ``OwnerRow`` per key, with Temporal's next run time of Temporal-owned keys)."""
+        from schedfence.projections.ownership import last_audit
+        return last_audit(self.app, namespace)
 
     # -- worker -----------------------------------------------------------------------------
     def open_migration_ids(self) -> list[UUID]:

@@ -268,6 +268,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                       "source closes without acting."),
     "forward-take-over": ("forward", "forward_take_over", "Confirm a delete that raced the "
                           "handoff (parked deleted_elsewhere): the source runs the schedule."),
+    "owners": ("owners", "owners", "Who owns each schedule now, across the store and the "
+               "Temporal namespace; recorded."),
     "audit": ("reads", "audit", "Who did what, when, and why: events from the audit index, in "
               "log order, each with the reason its event gives (an operator's --reason, a "
               "park's)."),

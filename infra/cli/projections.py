@@ -70,14 +70,18 @@ def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cl
         svc = service()
         items = svc.oncall(stuck_after_seconds=stuck_after)
         forward = svc.forward_oncall(stuck_after)
-        emit(as_json, oncall_doc(stuck_after, items, forward), oncall_lines(items, forward))
+        drift = svc.ownership_drift()
+        lines = oncall_lines(items, forward)
+        lines += ownership_lines(drift)[0 if lines else 1:]
+        emit(as_json, oncall_doc(stuck_after, items, forward, drift),
+             lines or ["nothing needs an operator"])
     return oncall
 
 
 def oncall_lines(items: list[Any], forward: list[Any] | None = None) -> list[str]:
     forward = forward or []
     if not items and not forward:
-        return ["nothing needs an operator"]
+        return []
     if not items:
         return forward_oncall_lines(forward)
     body = [[i.category, f"{i.migration.namespace}/{i.migration.schedule_id}",
@@ -94,6 +98,19 @@ def oncall_lines(items: list[Any], forward: list[Any] | None = None) -> list[str
         if not i.abort_allowed:
             lines.append(f"  - abort refused: {out.one_line(i.abort_refusal)}")
     return lines + (["", *forward_oncall_lines(forward)] if forward else [])
+
+
+def ownership_lines(drift: list[dict[str, Any]]) -> list[str]:
+    """The drift of the last ownership audits, each with the commands that resolve it."""
+    if not drift:
+        return []
+    lines = ["", "ownership drift (last audit of each namespace):"]
+    for d in drift:
+        lines.append(f"{d['namespace']}/{d['schedule_id']} ({d['kind']}, owner {d['owner']}, "
+                     f"audited {d['audited_at']}):")
+        lines += [f"  - resolve: {c}" for c in d["resolve"]] or \
+            ["  - informational: nothing to resolve"]
+    return lines
 
 
 def forward_oncall_lines(items: list[Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """The reader's routes: the same documents the CLI's ``--json`` prints (``status``, ``list``,
 ``history``, ``schedule describe``, ``verify``, ``replay``, ``audit``, ``stats``, ``oncall``,
-``migrations``, ``projection status``). Keys travel as query parameters (an id may hold ``/``).
+``migrations``, ``projection status``, ``owners``: its last recorded audit). Keys travel as query parameters (an id may hold ``/``).
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call
 from schedfence.infra.http.fields import KEY_PATTERN, UUID_PATTERN, QueryId
 from schedfence.infra.application.display import verdict
+from schedfence.infra.application.owners import require_audit
+from schedfence.infra.application.owners_doc import audit_doc
 from schedfence.infra.application.views import history_doc, schedule_list, status_doc
 
 router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
@@ -125,6 +127,21 @@ def oncall(request: Request, _: Reader,
     if not math.isfinite(stuck_after):
         raise InvalidArgument("stuck_after must be a number of seconds")
     return call(request, lambda s: s.oncall_doc(stuck_after))
+
+
+@router.get("/owners", summary="The last ownership audit of a namespace, a page at a time "
+            "(owners)")
+def owners(request: Request, _: Reader, namespace: Namespace,
+           limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = pv.MAX_ROWS,
+           after: Annotated[str | None, Query(max_length=MAX_CURSOR)] = None,
+           drift_only: bool = False) -> dict[str, Any]:
+    """What ``schedfence owners --json`` printed when it last audited ``namespace``, read from
+    the log (no call to Temporal; ``not_found`` before the first audit): the summary, and its
+    rows in key order, ``limit`` a page; while more follow, ``next_cursor`` is set: pass it
+    back as ``after`` (``drift_only``: the drift rows only)."""
+    validate_id("namespace", namespace)
+    return call(request, lambda s: audit_doc(require_audit(s.app, namespace), limit, after,
+                                             drift_only))
 
 
 @router.get("/migrations", summary="Migrations by state, most recently changed first")

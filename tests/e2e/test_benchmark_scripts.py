@@ -110,3 +110,13 @@ def test_walk_prints_side_by_side_text_and_markdown(walked, capsys) -> None:
     markdown = capsys.readouterr().out.splitlines()
     assert sum(ln.startswith("| total modules |") for ln in markdown) == 3
     assert sum(ln == "```" for ln in markdown) == 6
+
+
+def test_owners_benchmark_prints_calls_and_seconds_without_and_with_deep() -> None:
+    """benchmarks/owners.py --quick: 50 keys and 50 schedules on a dev server of its own."""
+    lines = _run("owners.py")
+    rows = [line for line in lines if line.startswith("| owners")]
+    assert [r.split("|")[1].strip() for r in rows] == ["owners", "owners --deep"]
+    cells = [[c.strip() for c in r.split("|")[2:-1]] for r in rows]
+    assert cells[0][2] == "0" and cells[1][2] == "50"  # describes: none, then one each
+    assert all(c[3] == "100" and c[4] == "50" and c[5] == "0" for c in cells)

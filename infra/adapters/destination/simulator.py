@@ -24,6 +24,7 @@ from schedfence.domain.ports import (DestinationError, DestinationNotFound, Dest
                                      InvalidStartRequest, RunDescription, StartAccepted,
                                      StartWorkflow, StopKind)
 from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
+from schedfence.infra.adapters.destination.sim_inventory import SimInventory
 from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc, already_started,
                                                             close_run, current_run, describe_run,
                                                             find_run, request_problem,
@@ -64,8 +65,9 @@ class FaultRates:
     unavailable: float = 0.0
 
 
-class SimulatedDestination(SimSchedules, SimScheduleHost):
-    """Implements ``domain.ports.ActionRunner``, ``HandoverTarget`` and ``ScheduleHost`` over a
+class SimulatedDestination(SimSchedules, SimScheduleHost, SimInventory):
+    """Implements ``domain.ports.ActionRunner``, ``HandoverTarget``, ``ScheduleHost`` and
+    ``ScheduleInventory`` over a
     ``SimState``, plus environment operations."""
 
     def __init__(

@@ -38,6 +38,7 @@ from schedfence.infra.adapters.destination.temporal_gone import settle_deleted
 from schedfence.infra.adapters.destination.temporal_schedule import create_schedule, settle_handover
 from schedfence.infra.adapters.destination.temporal_watch import run_statuses
 from schedfence.infra.adapters.destination.temporal_forward import TemporalScheduleHost
+from schedfence.infra.adapters.destination.temporal_inventory import TemporalInventory
 from schedfence.infra.adapters.destination.temporal_wire import (cancel_request_id,
                                                                  create_request_id,
                                                                  describe_error,
@@ -82,7 +83,7 @@ class LoopThread:
             self.loop.close()
 
 
-class TemporalDestination(TemporalScheduleHost):
+class TemporalDestination(TemporalScheduleHost, TemporalInventory):
     """``domain.ports.ActionRunner`` on a Temporal server: ``namespace`` and any of
     ``namespaces`` (``("*",)``: every namespace). A call for a namespace it does not serve is
     ``DestinationUnavailable`` (another worker may serve it: back off, never park). ``tls``

@@ -16,6 +16,9 @@ Where each number comes from:
 - ``schedfence_destination_call_duration_seconds``: this process's worker calls only
   (infra/adapters/observability/calls.py), empty in a process that made none.
 
+``schedfence_ownership_drift{kind}``: the last ownership audit of each namespace, read from
+the log (projections/ownership.py), summed over namespaces.
+
 Batch job progress (``schedfence_jobs``, ``_job_schedules``, ``_job_pages``) is read from the
 jobs' log on each scrape and summed over the jobs: no label names a job (a job id is unbounded,
 one series per job ever run); ``schedfence job status ID`` tells one job's progress.
@@ -35,7 +38,10 @@ from schedfence.domain.direction import DIRECTIONS, FORWARD, ROLLBACK, direction
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.job import JOB_PHASES, Decision, Job, JobState
 from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
+from schedfence.domain.owners.audit import AuditState
+from schedfence.domain.owners.classify import DRIFT
 from schedfence.projections.metrics import COUNTERS, MetricsSnapshot
+from schedfence.projections.ownership import last_audits
 from schedfence.projections.tables import LAG_SUM, START_LAG_BUCKETS
 
 from .calls import latency_of
@@ -97,6 +103,7 @@ class ServiceCollector(Collector):
                                     "at.", value=self.schedules_due())
         yield from _projection(snap)
         yield from _jobs(self._job_states())
+        yield _ownership(last_audits(self.app))
         yield from latency_of(self.destination).histogram.collect()
 
     def _job_states(self) -> list[JobState]:
@@ -205,3 +212,15 @@ def _jobs(jobs: list[JobState]) -> Iterator[Metric]:
     yield schedules
     yield GaugeMetricFamily(f"{PREFIX}job_pages", "Pages of their selections the batch jobs "
                             "decided.", value=sum(job.pages for job in jobs))
+
+
+def _ownership(audits: list[AuditState]) -> Metric:
+    """Drift found by the last ownership audit of each namespace, summed, by kind (read from
+    the log: no Temporal call on a scrape)."""
+    family = GaugeMetricFamily(f"{PREFIX}ownership_drift", "Keys with ownership drift in the "
+                               "last `schedfence owners` audit of each namespace, by kind "
+                               "(changed_at_destination only from a --deep audit).",
+                               labels=("kind",))
+    for kind in DRIFT:
+        family.add_metric((kind,), sum(a.counts.get("kind", {}).get(kind, 0) for a in audits))
+    return family

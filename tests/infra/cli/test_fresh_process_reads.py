@@ -107,12 +107,15 @@ def write_every_kind(store: str) -> None:
         for done in [pool.submit(_run_chain, store, chain) for chain in chains]:
             done.result()
     assert cli(store, "promote", *WHO)["epoch"] == 1
+    audited = subprocess_cli(store, "owners", "--namespace", NS, "--json")  # records one
+    assert audited.returncode in (0, 1) and json.loads(audited.stdout)["rows"], audited.stderr
     with open_service(store, "sim") as service:
         topics = {note.topic for note in service.app.notifications()}
         snapshots = list(service.app.snapshots.get(schedule_aggregate_id(NS, "runs", 1)))
     assert snapshots and {s.originator_version % 3 for s in snapshots} == {0}  # and read
     # Every family of the registry was written (schedule, key, runs, migration, forward,
-    # job, store epoch), including the v1 legacy record and the job's definition.
+    # job, store epoch, ownership audit), including the v1 legacy record and the job's
+    # definition.
     families = {t.rsplit(".", 1)[0] for t in STORED_TOPICS if t.count(".") > 1}
     assert families == {t.rsplit(".", 1)[0] for t in topics}
     assert {"schedfence.job.Defined", "schedfence.schedule.Triggered",
@@ -186,6 +189,7 @@ def calls(docs: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
         "/v1/migrations": [{}, {"state": "parked"}],
         "/v1/forward": [{"namespace": NS, "schedule_id": "back", "request_id": "F1"}],
         "/v1/jobs": [{}], "/v1/job": [{"job_id": j} for j in ("J", "JB", "JF")],
+        "/v1/owners": [{"namespace": NS}, {"namespace": NS, "limit": "2", "drift_only": "1"}],
         "/ui": [{}], "/ui/": [{}, {"owner": "temporal"}, {"direction": "forward"},
                               {"state": "parked", "key": "for", "page": "1"}],
         "/ui/schedule": pages, "/ui/login": [{}],

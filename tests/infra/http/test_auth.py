@@ -41,7 +41,8 @@ ROUTES: dict[tuple[str, str], tuple[str, dict | None]] = {
     **{("GET", path): ("reader", None) for path in (
         "/v1/schedules", "/v1/schedule", "/v1/schedule/describe", "/v1/schedule/history",
         "/v1/schedule/replay", "/v1/verify", "/v1/audit", "/v1/stats", "/v1/oncall",
-        "/v1/migrations", "/v1/projection", "/v1/forward", "/v1/jobs", "/v1/job")},
+        "/v1/migrations", "/v1/projection", "/v1/forward", "/v1/jobs", "/v1/job",
+        "/v1/owners")},
 }
 BELOW = {"admin": "operator", "operator": "reader", "reader": "metrics"}
 

@@ -64,7 +64,7 @@ def test_no_input_is_a_server_error(tmp_path: Path) -> None:
                     refused[name] += 1
 
             run()
-    assert len(operations) == 36
+    assert len(operations) == 37
     assert {name for name, _ in answered} == {f"{o.method.upper()} {o.path}"
                                               for o in operations}
     assert sum(n for (_, kind), n in answered.items() if kind == 2) >= 100, answered
