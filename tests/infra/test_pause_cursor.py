@@ -50,10 +50,11 @@ def test_a_pause_and_an_unpause_between_two_passes_catch_nothing_up() -> None:
 
 def test_an_older_pause_record_reads_as_before() -> None:
     """A v1 ``Paused`` (no cursor) upcasts to cursor None: the cursor stays where it was."""
-    assert Schedule.Paused.class_version == 2
+    assert Schedule.Paused.class_version == 3  # v3: the actor
     fields = {"paused": False}
     Schedule.Paused.upcast_v1_v2(fields)
-    assert fields == {"paused": False, "cursor": None}
+    Schedule.Paused.upcast_v2_v3(fields)
+    assert fields == {"paused": False, "cursor": None, "actor": ""}
     created = Schedule.create(NS, SID, 1, True, "", program=None)
     state = created.state
     event = Schedule.Paused(originator_id=created.id, originator_version=2, timestamp=T0,
