@@ -22,6 +22,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.forward.aggregate import PHASES as FORWARD_PHASES
 from schedfence.domain.forward.aggregate import ForwardMigration, ForwardState
 from schedfence.domain.ids import schedule_aggregate_id
+from schedfence.domain.owners.audit import AuditState
 from schedfence.domain.rollback.phases import PHASES as ROLLBACK_PHASES
 from schedfence.domain.source.key import KeyState, ScheduleKey
 from schedfence.domain.source.program import upcoming
@@ -81,6 +82,24 @@ def owner_of(rows: Iterable[KeyRow], now: datetime | None = None) -> dict[Key, O
     or after one was aborted; nobody once it was deleted."""
     moment = now or datetime.now(timezone.utc)
     return {row.key: _owner(row, moment) for row in rows}
+
+
+def with_audits(owners: dict[Key, Owner], rows: Iterable[KeyRow],
+                audits: Iterable[AuditState]) -> dict[Key, Owner]:
+    """``owners`` where the last ownership audit of the key's namespace still describes it
+    (the key's latest migration is the one the audit saw decide it): who runs it by that audit,
+    Temporal's own next run, and the drift it found. A key migrated since keeps the store's
+    history's answer, which is newer."""
+    latest = {row.key: row.migration_id for row in rows}
+    seen = dict(owners)
+    for audit in audits:
+        for found in audit.owner_rows():
+            key = (audit.namespace, found.schedule_id)
+            if key not in seen or latest[key] != found.migration_id:
+                continue
+            drift = None if found.kind in ("none", "native") else found.kind
+            seen[key] = Owner(found.owner, found.next_run or seen[key].next_run, drift, "audit")
+    return seen
 
 
 def _owner(row: KeyRow, now: datetime) -> Owner:

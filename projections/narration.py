@@ -283,6 +283,8 @@ _BY_TOPIC: dict[str, Callable[[dict[str, Any]], Line]] = {
     "schedfence.forward.Created": lambda d: Line("admin", "forward migration created"),
     "schedfence.job.Created": lambda d: Line("admin", "job created"),
     "schedfence.store_epoch.Created": lambda d: Line("admin", "store epoch record created"),
+    "schedfence.ownership.Created": lambda d: Line(
+        "admin", f"ownership audits of {d['namespace']} begun"),
 }
 _NARRATE.update({
     # a schedule key: its incarnations and the forward migration holding it

@@ -2,9 +2,10 @@
 counts, the schedules table (paged, filtered, with who runs each schedule now), the jobs, and
 links into Temporal's Web UI. Nothing here calls Temporal or writes.
 
-The owner column comes from ``schedfence.projections.key_table.owner_of`` alone (called once,
-in ``schedules``); whatever it answers (the store's history today, an ownership audit's last
-result later) is what the table, its filter and the counts show.
+The owner column comes from ``owners_now`` alone: the store's history
+(``projections.key_table.owner_of``) overlaid by each namespace's last ownership audit where it
+still describes the key (``with_audits``: the audit's owner, Temporal's own next run, the
+drift); the table, its filter and the counts all show it.
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.text import validate_id
-from schedfence.projections.key_table import (NO_MIGRATION, OWNERS, STATES, KeyRow, Owner,
-                                              TablePage, TableQuery, owner_counts, owner_of,
-                                              table_page)
+from schedfence.projections.key_table import (NO_MIGRATION, OWNERS, STATES, Key, KeyRow,
+                                              Owner, TablePage, TableQuery, owner_counts,
+                                              owner_of, table_page, with_audits)
 from schedfence.domain.direction import DIRECTIONS
 
 from schedfence.infra.application import jobs
@@ -97,9 +98,17 @@ class Overview:
         return "/ui/?" + shown
 
 
+def owners_now(service: MigrationService, rows: list[KeyRow]) -> dict[Key, Owner]:
+    """The owner column: the store's history (``owner_of``), overlaid by the last ownership
+    audit of each namespace where it still describes the key (``with_audits``)."""
+    audits = [a for ns in sorted({row.namespace for row in rows})
+              if (a := service.last_audit(ns)) is not None]
+    return with_audits(owner_of(rows), rows, audits)
+
+
 def schedules(service: MigrationService, q: TableQuery) -> Overview:
     rows = service.views.key_rows()
-    owners = owner_of(rows)  # the one source of the owner column
+    owners = owners_now(service, rows)  # the one source of the owner column
     return Overview(service.views.migration_counts(), owner_counts(owners), len(rows),
                     table_page(rows, owners, q), q,
                     {"state": STATES, "direction": DIRECTIONS, "owner": OWNERS})
@@ -109,7 +118,7 @@ def one_key(service: MigrationService, namespace: str,
             schedule_id: str) -> tuple[KeyRow, Owner] | None:
     """The key's row and owner, as the schedules table shows them (None: no such key)."""
     rows = service.views.key_rows((namespace, schedule_id))
-    return (rows[0], owner_of(rows)[rows[0].key]) if rows else None
+    return (rows[0], owners_now(service, rows)[rows[0].key]) if rows else None
 
 
 def state_of(row: KeyRow) -> str:

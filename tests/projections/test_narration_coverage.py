@@ -29,7 +29,7 @@ def test_every_registered_event_type_has_a_narration() -> None:
     assert set(STORED_TOPICS) - set(topics) == {
         SNAPSHOT, "schedfence.Schedule", "schedfence.ScheduleKey",
         "schedfence.Migration", "schedfence.ForwardMigration", "schedfence.Job",
-        "schedfence.StoreEpoch"}
+        "schedfence.StoreEpoch", "schedfence.OwnershipAudits"}
     missing = [t for t in topics if narration_of(t) is None]
     assert missing == [], f"narrate these in projections/narration.py: {missing}"
 

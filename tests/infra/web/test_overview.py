@@ -236,3 +236,28 @@ def test_a_forward_migration_and_its_key_are_narrated_with_their_state(mixed: Wo
 
 def test_directions_are_the_domains_names() -> None:
     assert DIRECTIONS == ("rollback", "forward")
+
+
+# -- the owner column after an ownership audit --------------------------------------------------
+def test_the_owner_column_reads_the_last_audit_where_it_still_describes_the_key(
+        tmp_path: Path) -> None:
+    from schedfence.infra.application.owners import run_audit
+    from schedfence.infra.application.service import open_service
+    from tests.infra.cli.owners_world import NS as ONS, make_world
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    make_world(store)
+    with open_service(store, "sim") as svc:
+        c = TestClient(make_app(svc, None), headers={"Authorization": f"Bearer {READER_TOKEN}"})
+        before = table(get(c, "/ui/"))
+        assert before[f"{ONS}/gone"]["owner"] == "temporal"  # the history: handed over
+        audit = run_audit(svc, ONS)
+        rows = table(get(c, "/ui/"))
+        found = {r.schedule_id: r for r in audit.owner_rows()}
+        assert rows[f"{ONS}/gone"]["owner"] == "none"  # deleted by hand: nobody runs it
+        assert "missing_at_destination" in rows[f"{ONS}/gone"]["owner_cell"]
+        assert "two_owners" in rows[f"{ONS}/both"]["owner_cell"]
+        assert rows[f"{ONS}/handed"]["next"] == found["handed"].next_run  # Temporal's own
+        assert found["handed"].next_run and "drift" not in rows[f"{ONS}/handed"]["owner_cell"]
+        svc.rollback(ONS, "plain", "R-plain-after")  # a migration after the audit
+        svc.run_until_idle(retry_for=0)
+        assert table(get(c, "/ui/"))[f"{ONS}/plain"]["owner"] == "temporal"  # history, newer
