@@ -167,8 +167,9 @@ class ScheduleCommands:
         with actions running is due at every pass). The leases are this service's worker
         id's. Nothing happens on a fenced schedule (I1)."""
         self.require_active()
-        return Scheduler(self.load, self.destination, self.due(), crash_hook=crash_hook,
-                         holder=self.unit.worker_id, seen=self.seen).run_once(now)
+        with self.seen.borrowed() as seen:  # one pass at a time holds what passes saw
+            return Scheduler(self.load, self.destination, self.due(), crash_hook=crash_hook,
+                             holder=self.unit.worker_id, seen=seen).run_once(now)
 
     def schedules_due(self, now: datetime | None = None) -> int:
         """Schedules the due index says are due at ``now`` (default: the clock)."""

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from datetime import datetime, timezone
@@ -83,6 +85,20 @@ class SeenSchedules:
 
     def __init__(self, size: int = SEEN) -> None:
         self.size, self._seen = size, OrderedDict[UUID, Schedule]()
+        self._in_use = threading.Lock()
+
+    @contextmanager
+    def borrowed(self) -> Iterator[SeenSchedules]:
+        """These, to one pass at a time: a pass run beside it (another thread of the same
+        service, e.g. two HTTP requests) gets an empty set of its own, so no schedule object
+        is ever in two passes' hands."""
+        if not self._in_use.acquire(blocking=False):
+            yield SeenSchedules(self.size)
+            return
+        try:
+            yield self
+        finally:
+            self._in_use.release()
 
     def known(self, ids: list[UUID]) -> dict[UUID, Schedule]:
         return {i: self._seen[i] for i in ids if i in self._seen}

@@ -4,6 +4,7 @@ stored in between (a pause, another scheduler's start) is seen before anything i
 pass that fails forgets them all, and every time still starts once."""
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -78,3 +79,29 @@ def test_a_pass_that_fails_forgets_what_it_saw(two):
     assert svc._schedules.seen.known([svc.load.source(NS, f"s{k}").id for k in range(3)]) == {}
     svc.run_scheduler(now=t0 + timedelta(seconds=3))  # the answers asked again: deduplicated
     assert {w.split("-act-")[0] for w in once_each(svc, dest)} == {"s0", "s1", "s2"}
+
+
+def test_passes_run_side_by_side_never_share_a_schedule_object(two):
+    svc, _, dest = two
+    seen = svc._schedules.seen
+    with seen.borrowed() as first, seen.borrowed() as beside:
+        assert first is seen and beside is not seen and beside.known([]) == {}
+    with seen.borrowed() as again:
+        assert again is seen  # released after the pass
+    t0 = max(create(svc, f"s{k}", every=1) for k in range(4))
+    errors: list[BaseException] = []
+
+    def passes(offset: float) -> None:
+        try:
+            for n in range(6):
+                svc.run_scheduler(now=t0 + timedelta(seconds=n + offset))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+    threads = [threading.Thread(target=passes, args=(o,)) for o in (0.0, 0.5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    started = [w.split("-act-")[0] for w in once_each(svc, dest)]  # each once, checker clean
+    assert all(started.count(f"s{k}") >= 5 for k in range(4))
