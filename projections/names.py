@@ -8,6 +8,7 @@ PREFIX = "schedfence_proj_"
 # v4: ``version`` and ``folded`` on key and schedule rows of the aggregates table, or (another
 # v4, never released) the ``start_lag`` table; v5: both. v6 (never released): forward
 # migrations' folded rows (kind ``forward``), their events indexed under their key; or
-# ``job_id`` on migration rows and ``CreatedByMigration`` registered; v7: all of these.
-SCHEMA_VERSION = 7
+# ``job_id`` on migration rows and ``CreatedByMigration`` registered; v7: all of these; v8:
+# ``job_id`` on a forward migration's aggregate row.
+SCHEMA_VERSION = 8
 PROJECTION = "schedfence_operator"  # FenceProjection.name: its tracking row's projection

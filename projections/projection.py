@@ -136,7 +136,8 @@ class FenceProjection(Projection[FenceViews]):
         if isinstance(event, created):
             self.view.register_aggregate(aid, kind=kind, namespace=event.namespace,
                                          schedule_id=event.schedule_id,
-                                         incarnation=getattr(event, "incarnation", None))
+                                         incarnation=getattr(event, "incarnation", None),
+                                         job_id=getattr(event, "job_id", None))
         known = self.view.aggregate(aid) or {}
         if known:
             self._fold(aid, kind, known.get("folded"), event)

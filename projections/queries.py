@@ -209,9 +209,11 @@ def _audit_filters(q: AuditQuery) -> list[Any]:
         conds.append(or_(c.event_type.in_(q.event_types), c.topic.in_(q.event_types)))
     if q.exclude_types:
         conds += [c.event_type.not_in(q.exclude_types), c.topic.not_in(q.exclude_types)]
-    if q.job_id is not None:
-        m = t.migrations.c
-        conds.append(c.migration_id.in_(select(m.migration_id).where(m.job_id == q.job_id)))
+    if q.job_id is not None:  # its rollbacks, and its forward migrations
+        m, a = t.migrations.c, t.aggregates.c
+        conds.append(c.migration_id.in_(select(m.migration_id).where(m.job_id == q.job_id)
+                                        .union(select(a.aggregate_id).where(
+                                            a.kind == "forward", a.job_id == q.job_id))))
     after = q.after_position()
     if after is not None:
         conds.append(c.position < after if q.newest_first else c.position > after)

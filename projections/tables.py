@@ -49,6 +49,7 @@ aggregates = Table(
     Column("incarnation", Integer),
     Column("version", Integer),
     Column("folded", Text),
+    Column("job_id", Id),  # v8: a forward migration's batch job (audit --job)
     Index(f"{PREFIX}aggregates_key", "namespace", "schedule_id"),
 )
 

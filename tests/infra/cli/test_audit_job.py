@@ -75,3 +75,23 @@ def test_older_migrations_read_as_asked_by_themselves() -> None:
         stored: dict = {}
         upcast(owner, stored, older)
         assert stored.get("job_id", "missing") is None, owner
+
+
+def test_audit_by_job_keeps_a_forward_jobs_migrations_too(tmp_path) -> None:
+    from schedfence.infra.application.jobs import RunOptions, run_job
+    from tests.infra.web import worlds
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    w = worlds.mixed(url)
+    try:  # HANDED runs on Temporal: a forward job takes it back
+        run_job(w.service, "fj", worlds.NS, "source", schedule_ids=[worlds.HANDED],
+                options=RunOptions(actor="carol"))
+        w.service.run_until_idle(retry_for=0)
+    finally:
+        w.service.close()
+    done = subprocess_cli(url, "--destination", "sim", "audit", "--job", "fj", "--limit",
+                          "1000", "--json")
+    assert done.returncode == 0, done.stderr
+    entries = json.loads(done.stdout)["entries"]
+    assert entries and {e["schedule_id"] for e in entries} == {worlds.HANDED}
+    assert "ForwardRequested" in {e["type"] for e in entries}
+    assert len({e["migration_id"] for e in entries}) == 1  # that one forward migration
