@@ -28,6 +28,7 @@ from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket, retry_call
+from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.application.guards import predict_rollback
 from schedfence.infra.application.ports import Commands
 from schedfence.infra.application.job_progress import JobProgress, Progress, request_ids
@@ -358,14 +359,17 @@ def _dry_run(service: Commands, job_id: str, sel: j.Selection, job: j.Job | None
 def job_report(service: Commands, job_id: str) -> dict[str, Any]:
     """The job's report: its decisions, and where each requested migration stands now."""
     state = load_job(service, job_id).state
+    return dict(j.report(state, _migrations(service, state)), dry_run=False)
+
+
+def _migrations(service: Commands, state: j.JobState) -> dict[str, tuple[str, str | None]]:
+    """Schedule id -> (phase, park reason) of each migration the job requested (read in bulk)."""
     aggregate_id = migration_id(state.direction)
-    migrations: dict[str, tuple[str, str | None]] = {}
-    for sid, decision in state.decided.items():
-        if decision["decision"] == "requested":
-            found = service.app.find(aggregate_id(state.namespace, sid, decision["request_id"]))
-            if found is not None:
-                migrations[sid] = (found.state.phase, found.state.park_reason)
-    return dict(j.report(state, migrations), dry_run=False)
+    ids = {sid: aggregate_id(state.namespace, sid, d["request_id"])
+           for sid, d in state.decided.items() if d["decision"] == "requested"}
+    found = load_many(service.app, ids.values())
+    return {sid: (found[i].state.phase, found[i].state.park_reason)
+            for sid, i in ids.items() if i in found}
 
 
 def cancel_job(service: Commands, job_id: str, actor: str,
@@ -389,10 +393,14 @@ def cancel_job(service: Commands, job_id: str, actor: str,
 
 
 def list_jobs(service: Commands) -> list[dict[str, Any]]:
-    """Every job, in the order they were defined: its selection, phase and counts."""
+    """Every job, in the order they were defined: its selection, phase (``done`` as its report
+    says it) and counts."""
     rows = []
     for note in service.app.notifications((j.Job.Defined.TOPIC,)):
         st: j.JobState = service.app.repository.get(note.originator_id).state
-        rows.append({"job_id": st.job_id, **st.selection.to_dict(), "phase": st.phase,
+        # as its report reads it: ``done`` once decided and none of its migrations in progress
+        phase = j.report(st, _migrations(service, st))["phase"] if st.phase == "selected" \
+            else st.phase
+        rows.append({"job_id": st.job_id, **st.selection.to_dict(), "phase": phase,
                      "pages": st.pages, "decided": len(st.decided), "counts": st.counts})
     return rows

@@ -88,6 +88,10 @@ def test_status_list_and_cancel(store):
     listing = invoke(store, "job", "list")
     assert listing.stdout.splitlines()[0].split()[:4] == ["JOB", "TO", "NAMESPACE", "PHASE"]
     refused(store, "failed_precondition", "job", "cancel", "--job-id", "j1", "--actor", "bob")
+    with open_service(store, "sim") as svc:
+        svc.run_until_idle(retry_for=0)  # its migrations finish
+    assert [r["phase"] for r in ok(store, "job", "list")] == ["done"]  # as its report says
+    assert ok(store, "job", "status", "--job-id", "j1")["phase"] == "done"
     refused(store, "not_found", "job", "status", "--job-id", "nope")
     refused(store, "not_found", "job", "cancel", "--job-id", "nope", "--actor", "bob")
 
