@@ -142,7 +142,7 @@ def test_the_table_pages_in_key_creation_order(many: World) -> None:
 def test_the_jobs_page_lists_each_job_with_its_decisions(many: World) -> None:
     page = get(client(many), "/ui/jobs")
     [row] = page.rows("table.jobs")
-    assert row.attrs["data-job"] == W.JOB and row.cell("phase") == "selected"
+    assert row.attrs["data-job"] == W.JOB and row.cell("phase") == "done"  # none in progress
     assert row.cell("decided") == "31"
     assert page.links("table.jobs")[W.JOB] == url("job", id=W.JOB)
 
