@@ -33,6 +33,15 @@ def _worker_connections(cluster) -> int:
         return worker_backends(conn, "fence")
 
 
+def _worker_reconnected(cluster, timeout: float = 60) -> int:
+    """The worker's connections, once it holds any: after a restart it comes back on its own
+    schedule (its pool reconnects after a back-off), so the next restart waits for it."""
+    deadline = time.monotonic() + timeout
+    while not (held := _worker_connections(cluster)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return held
+
+
 def test_a_worker_pool_survives_a_database_restart(tmp_path: Path) -> None:
     with private_cluster() as cluster:
         store = cluster.create_database("fence")
@@ -47,7 +56,7 @@ def test_a_worker_pool_survives_a_database_restart(tmp_path: Path) -> None:
                 for k, sid in enumerate(sids[wave * 10:(wave + 1) * 10]):
                     if wave and k == 5:  # rollbacks arrive on both sides of the restart
                         # The worker holds pooled connections: the restart cuts them under it.
-                        assert _worker_connections(cluster), "the restart would not reach it"
+                        assert _worker_reconnected(cluster), "the restart would not reach it"
                         cluster.restart()
                     _retrying(svc.create_schedule, NS, sid)
                     _retrying(svc.rollback, NS, sid)
