@@ -169,11 +169,15 @@ class Scheduler:
         sources: list[Schedule] = [loaded[i] for i in uuids]
         active = [i for i, source in enumerate(sources) if scheduling.scheduled(source.state)]
         report.schedules += len(active)
-        self._watch_all(sources, active, report)  # first: a closed run frees its slot now
+        # A closed run first (it frees its slot), then the tick: both in the tick's append.
+        steps = self._watch_all(sources, active, report)
+        for i in active:
+            steps.setdefault(i, []).append(lambda st: scheduling.tick(st, at))
         self.crash("before_tick_save")
-        ticked = self._step_all(sources, {i: [lambda st: scheduling.tick(st, at)] for i in active},
-                                report)
-        report.ticks += len(ticked)
+        ticked = self._step_all(sources, steps, report)
+        report.closed += sum(f.event is runs.ActionClosed for fs in ticked.values() for f in fs)
+        report.ticks += sum(any(f.event is not runs.ActionClosed for f in fs)
+                            for fs in ticked.values())
         self.crash("after_tick_save")
         calls = [(i, issued) for i in active
                  for issued in scheduling.issued_due(sources[i].state, at)]
@@ -256,11 +260,11 @@ class Scheduler:
         return self.app.repository.get(source.id), []
 
     def _watch_all(self, sources: list[Schedule], active: list[int],
-                   report: SchedulerReport) -> None:
-        """Record the running actions of the batch that closed (every closed one, in one
-        append); ask the ones still running that the overlap policy wants stopped to stop
-        (again). Their statuses come from one call per namespace where the runner can
-        (``RunWatcher``), else from one describe per run."""
+                   report: SchedulerReport) -> dict[int, list[Callable[[Any], Facts]]]:
+        """The decisions recording the running actions of the batch that closed, by schedule
+        (saved with the tick); the ones still running that the overlap policy wants stopped
+        are asked to stop (again). Their statuses come from one call per namespace where the
+        runner can (``RunWatcher``), else from one describe per run."""
         watched = {i: list(sources[i].state.running) for i in active if sources[i].state.running}
         namespaces: dict[str, list[str]] = {}
         for i, ids in watched.items():
@@ -277,8 +281,7 @@ class Scheduler:
                 elif status is not None:
                     decisions.setdefault(i, []).append(partial(
                         scheduling.run_closed, workflow_id=workflow_id, status=status))
-        saved = self._step_all(sources, decisions, report)
-        report.closed += sum(f.event is runs.ActionClosed for facts in saved.values() for f in facts)
+        return decisions
 
     def _statuses(self, namespace: str, workflow_ids: list[str],
                   report: SchedulerReport) -> dict[str, str]:

@@ -50,10 +50,15 @@ def _select(recorder: Any, after: list[tuple[UUID, int]]) -> list[StoredEvent]:
     if hasattr(recorder.datastore, "schema"):  # PostgreSQL
         from psycopg.rows import tuple_row
         from psycopg.sql import SQL, Identifier
+        # One index range per id, whatever the statistics say: the subquery's OFFSET 0 keeps
+        # the planner from flattening it into a hash join over the whole table (it chose one,
+        # a parallel scan of 1.3 million events per batch, before autovacuum had analysed
+        # the table of a freshly written fleet).
         statement = SQL("SELECT e.originator_id, e.originator_version, e.topic, e.state FROM "
-                        "{schema}.{table} e JOIN unnest(%s::uuid[], %s::bigint[]) AS w(id, v) "
-                        "ON e.originator_id = w.id AND e.originator_version > w.v "
-                        "ORDER BY e.originator_id, e.originator_version").format(
+                        "unnest(%s::uuid[], %s::bigint[]) WITH ORDINALITY AS w(id, v, n) "
+                        "CROSS JOIN LATERAL (SELECT * FROM {schema}.{table} x "
+                        "WHERE x.originator_id = w.id AND x.originator_version > w.v "
+                        "OFFSET 0) e ORDER BY w.n, e.originator_version").format(
             schema=Identifier(recorder.datastore.schema), table=Identifier(table))
         # Binary tuple rows: uuid and bytea arrive as UUID and bytes, no dict per row.
         with recorder.datastore.get_connection() as conn, \
