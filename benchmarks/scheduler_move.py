@@ -54,16 +54,19 @@ CUT_MARGIN = 2.0  # seconds before the scheduler stops: the oracle's cut-off
 ROUNDS = 5  # job runs at most: the first, then new job ids for what it left blocked
 
 
-def write_fleet(svc: MigrationService, n: int, every: int, now: datetime) -> None:
+def write_fleet(svc: MigrationService, n: int, every: int, now: datetime,
+                timeout: int | None = None) -> None:
     """``n`` schedules ``s<i>``, every ``every`` seconds at offset ``i * every // n``, each
-    starting ``a<i>-<time>``, ``CHUNK`` to an append."""
+    starting ``a<i>-<time>`` (``timeout``: its execution timeout, seconds; None: its runs
+    never end), ``CHUNK`` to an append."""
     policies = make_policies(overlap="allow_all")
     for first in range(0, n, CHUNK):
         aggregates = []
         for i in range(first, min(n, first + CHUNK)):
             spec = make_spec(intervals=[(every, i * every // n)])
             program = Program(spec, make_action(workflow_type="W", task_queue="q",
-                                                workflow_id=f"a{i}"), policies)
+                                                workflow_id=f"a{i}",
+                                                execution_timeout=timeout), policies)
             key = ScheduleKey.create(NS, f"s{i}")
             aggregates += [key, Schedule.create(NS, f"s{i}", key.start_incarnation(), False, "",
                                                 None, 0, program, now)]
@@ -149,10 +152,10 @@ def _events(svc: MigrationService) -> Any:
 
 
 def run(url: str, n: int, every: int, concurrency: int, after: float,
-        logs: Path) -> dict[str, Any]:
+        logs: Path, timeout: int | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
     with open_service(url, "sim") as svc:
-        write_fleet(svc, n, every, datetime.now(timezone.utc))
+        write_fleet(svc, n, every, datetime.now(timezone.utc), timeout)
     created = time.monotonic() - t0
     moved = move(url, concurrency, after, logs)
     reports = moved["reports"]
@@ -176,18 +179,22 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="the job's worker threads")
     parser.add_argument("--after", type=float, default=5.0, help="seconds the scheduler runs "
                         "on after the job")
+    parser.add_argument("--timeout", type=int, default=60, help="each action's execution "
+                        "timeout, seconds (its runs end, as real ones do; 0: never)")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     args = parser.parse_args()
     store = pg_store if args.store == "pg" else sqlite_store
     with store() as url:
         logs = Path(os.environ.get("TMPDIR", "/tmp")) / f"scheduler_move_{os.getpid()}"
         logs.mkdir(exist_ok=True)
-        r = run(url, args.count, args.every, args.concurrency, args.after, logs)
+        r = run(url, args.count, args.every, args.concurrency, args.after, logs,
+                args.timeout or None)
     if args.json:
         print(json.dumps(r))
     else:
         print(f"# scheduler_move on {args.store}: {machine()}")
-        print(f"{r['count']:,} schedules every {r['every_s']} s written in {r['create_s']:.1f} s")
+        print(f"{r['count']:,} schedules every {r['every_s']} s, actions timing out after "
+              f"{args.timeout or 'never'} s, written in {r['create_s']:.1f} s")
         print(f"job: {r['counts']['completed']:,} moved in {r['job_s']:.1f} s = "
               f"{r['rate_per_s']:.1f}/s (concurrency {r['concurrency']}, exit {r['job_rc']}); "
               f"counts {r['counts']}; left blocked by each run (a new job id asks them "
