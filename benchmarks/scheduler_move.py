@@ -9,12 +9,13 @@ creation is not what is measured, but its time is printed). Then two processes a
 ``schedfence scheduler`` (passes every 0.2 s) and ``schedfence migrate --to workflow`` (the
 batch job of infra/application/jobs.py, ``--concurrency`` worker threads), which fences, hands
 over and closes the schedules page by page. A schedule whose start is in flight when the job
-asks is left ``blocked`` (``phase_blocked``: nothing written), which that job never asks again;
-as an operator would, a job of a new id then asks those (up to ``ROUNDS`` runs in all). The
-scheduler is stopped ``--after`` seconds after the last job ends.
+asks is left ``blocked`` (``phase_blocked``: nothing written); once its selection is decided,
+the same job asks those again in its own rounds (``--blocked-rounds ROUNDS``, ``WAIT`` seconds
+before each). The scheduler is stopped ``--after`` seconds after the job ends.
 
-Afterwards: the job's rate (schedules moved a second, from the first run's start to the last
-one's end, driving included), its counts (``parked`` 0 expected), the invariant checker over the whole log
+Afterwards: the job's rate (schedules moved a second, from its start to its end, driving and
+rounds included), its counts (``parked`` 0 expected), what each round left blocked (read from
+the job's own events), the invariant checker over the whole log
 (``verify``: no time started twice by the source, no second chain, ...), and the exactly-once
 oracle per schedule over what the simulator holds at a cut-off instant (the source's
 ``a<i>-<time>`` workflows and the times each destination schedule started by then): every
@@ -39,6 +40,7 @@ from typing import Any
 from benchkit import ROOT, machine, pg_store, sqlite_store  # noqa: I001 (sys.path first)
 
 from schedfence.domain.ids import destination_workflow_id
+from schedfence.domain.job import Job, job_aggregate_id
 from schedfence.domain.invariants.exactly_once_log import check_listing
 from schedfence.domain.ports import DestinationNotFound
 from schedfence.domain.source.action import make_action, make_policies, nominal_text
@@ -51,7 +53,8 @@ from schedfence.infra.application.service import MigrationService, open_service
 NS, JOB = "fleet", "move-fleet"
 CHUNK = 1000
 CUT_MARGIN = 2.0  # seconds before the scheduler stops: the oracle's cut-off
-ROUNDS = 5  # job runs at most: the first, then new job ids for what it left blocked
+ROUNDS = 4  # rounds the job asks again what it left blocked (--blocked-rounds)
+WAIT = 1.0  # seconds before each (--blocked-wait): a start in flight is answered in a pass or two
 
 
 def write_fleet(svc: MigrationService, n: int, every: int, now: datetime,
@@ -80,38 +83,44 @@ def cli(url: str, *args: str, log: Path) -> subprocess.Popen:
 
 
 def move(url: str, concurrency: int, after: float, logs: Path) -> dict[str, Any]:
-    """The scheduler and the job side by side; the jobs' reports, their seconds, and the
+    """The scheduler and the job side by side; the job's report, its seconds, and the
     instant the oracle judges up to (the scheduler still running then)."""
     sched = cli(url, "scheduler", "--poll-interval", "0.2", log=logs / "scheduler.err")
     time.sleep(1.0)  # the scheduler's first pass under way: the job moves a running fleet
     began = time.monotonic()
-    reports = [job(url, JOB, [], concurrency, logs)]
-    while len(reports) < ROUNDS and (blocked := _blocked(reports[-1])):
-        time.sleep(1.0)  # a start in flight is answered within a pass or two
-        reports.append(job(url, f"{JOB}-{len(reports) + 1}", blocked, concurrency, logs))
+    report = job(url, JOB, concurrency, logs)
     seconds = time.monotonic() - began
     time.sleep(after)
     cut = datetime.now(timezone.utc) - timedelta(seconds=CUT_MARGIN)
     sched.send_signal(signal.SIGTERM)
     sched.communicate(timeout=120)
-    return {"reports": reports, "job_s": seconds, "scheduler_rc": sched.returncode, "cut": cut}
+    return {"report": report, "job_s": seconds, "scheduler_rc": sched.returncode, "cut": cut}
 
 
-def job(url: str, job_id: str, only: list[str], concurrency: int, logs: Path) -> dict[str, Any]:
-    """One ``schedfence migrate`` run to its end: its JSON report (and its exit code)."""
-    named = [arg for sid in only for arg in ("--schedule-id", sid)]
+def job(url: str, job_id: str, concurrency: int, logs: Path) -> dict[str, Any]:
+    """One ``schedfence migrate`` run to its end, its rounds included: its JSON report (and
+    its exit code)."""
     proc = cli(url, "migrate", "--namespace", NS, "--to", "workflow", "--job-id", job_id,
-               *named, "--concurrency", str(concurrency), "--json", log=logs / f"{job_id}.err")
+               "--concurrency", str(concurrency), "--blocked-rounds", str(ROUNDS),
+               "--blocked-wait", str(WAIT), "--json", log=logs / f"{job_id}.err")
     out, _ = proc.communicate()
     if not out.strip():
         raise SystemExit(f"job {job_id} failed: {(logs / f'{job_id}.err').read_text()[-2000:]}")
     return dict(json.loads(out), rc=proc.returncode)
 
 
-def _blocked(report: dict[str, Any]) -> list[str]:
-    """What a job left blocked (a start in flight when it asked: ``phase_blocked``), which the
-    same job never asks again; a job of a new id asks them (docs/usage.md, "Batch jobs")."""
-    return [u["schedule_id"] for u in report["unfinished"] if u["outcome"] == "blocked"]
+def left_blocked(svc: MigrationService, job_id: str) -> list[int]:
+    """What the job left blocked after its pages, then after each of its rounds (a start in
+    flight when it asked: ``phase_blocked``), from its own events: a round records exactly
+    the schedules still blocked before it (docs/usage.md, "Batch jobs")."""
+    blocked, left = 0, []
+    for event in svc.app.events.get(job_aggregate_id(job_id)):
+        if isinstance(event, Job.PageDecided):
+            blocked += sum(d["decision"] == "blocked" for d in event.decisions)
+        elif isinstance(event, Job.BlockedAsked):
+            left.append(blocked)
+            blocked -= sum(d["decision"] != "blocked" for d in event.decisions)
+    return left + [blocked]
 
 
 def listing(svc: MigrationService, n: int, cut: datetime) -> tuple[list[str], int, int]:
@@ -131,6 +140,7 @@ def listing(svc: MigrationService, n: int, cut: datetime) -> tuple[list[str], in
 
 def check(url: str, n: int, cut: datetime) -> dict[str, Any]:
     with open_service(url, "sim") as svc:
+        rounds = left_blocked(svc, JOB)
         t0 = time.monotonic()
         violations = svc.verify()
         t1 = time.monotonic()
@@ -141,7 +151,7 @@ def check(url: str, n: int, cut: datetime) -> dict[str, Any]:
         return {"violations": [str(v) for v in violations], "checker_s": t1 - t0,
                 "oracle_s": time.monotonic() - t1, "judged": len(verdicts),
                 "not_once": bad, "source_starts": source, "destination_starts": moved,
-                "events": len(events)}
+                "events": len(events), "rounds": rounds}
 
 
 def _events(svc: MigrationService) -> Any:
@@ -158,15 +168,14 @@ def run(url: str, n: int, every: int, concurrency: int, after: float,
         write_fleet(svc, n, every, datetime.now(timezone.utc), timeout)
     created = time.monotonic() - t0
     moved = move(url, concurrency, after, logs)
-    reports = moved["reports"]
+    report = moved["report"]
     result = check(url, n, moved["cut"])
-    counts = {k: sum(r["counts"][k] for r in reports) for k in reports[0]["counts"]}
-    counts["blocked"] = reports[-1]["counts"]["blocked"]  # the earlier ones were asked again
+    counts = report["counts"]
     return {"count": n, "every_s": every, "concurrency": concurrency, "create_s": created,
-            "job_s": moved["job_s"], "job_rc": max(r["rc"] for r in reports),
+            "job_s": moved["job_s"], "job_rc": report["rc"],
             "scheduler_rc": moved["scheduler_rc"], "rate_per_s": counts["completed"] /
-            moved["job_s"], "rounds": [r["counts"]["blocked"] for r in reports],
-            "decided": reports[0]["decided"], "counts": counts,
+            moved["job_s"], "blocked_rounds": report["blocked_rounds"],
+            "decided": report["decided"], "counts": counts,
             "cut": moved["cut"].isoformat(), **result}
 
 
@@ -197,8 +206,8 @@ def main() -> int:
               f"{args.timeout or 'never'} s, written in {r['create_s']:.1f} s")
         print(f"job: {r['counts']['completed']:,} moved in {r['job_s']:.1f} s = "
               f"{r['rate_per_s']:.1f}/s (concurrency {r['concurrency']}, exit {r['job_rc']}); "
-              f"counts {r['counts']}; left blocked by each run (a new job id asks them "
-              f"again): {r['rounds']}")
+              f"counts {r['counts']}; left blocked after its pages, then after each of its "
+              f"{r['blocked_rounds']} round(s) asking them again: {r['rounds']}")
         print(f"starts: {r['source_starts']:,} by the source, {r['destination_starts']:,} by "
               f"the destination schedules, up to {r['cut']}")
         print(f"checker: {len(r['violations'])} violations over {r['events']:,} events "

@@ -9,6 +9,13 @@ from (job id, direction, schedule id), so a page re-read after a crash asks the 
 again and the service's dedupe answers ``already_pending`` / ``already_completed`` (counted
 once, as requested). Cancel stops new requests; migrations already requested finish.
 
+Once the whole selection is decided, the runner asks the job's ``blocked`` schedules again,
+in numbered rounds (``BlockedAsked``): each round replaces those schedules' decisions with the
+new answer (requested, skipped, or still blocked with the reason of now). A round asks with
+the same derived request id: a blocked request wrote nothing, so the id is unused until then,
+and a round cut by a crash and asked again dedupes like a page. A schedule decided requested
+or skipped is never asked again.
+
 Pure: decisions take the job's state and return ``Facts`` or raise a domain error (nothing is
 written); ``evolve_job`` is the one reducer. The runner (infra/application/jobs.py) does the reading, the
 requesting and the driving.
@@ -31,10 +38,13 @@ Decision = Literal["requested", "skipped", "blocked"]
 JOB_PHASES = ("selecting", "selected", "cancelled")  # JobState.phase
 # What the service answered to a request it took (MigrationResult.outcome): each counts once.
 REQUESTED_OUTCOMES = ("accepted", "already_pending", "already_completed")
-# Refusals that may clear by themselves (retry later with a new job): reported as blocked.
+# Refusals that may clear by themselves: reported as blocked, and asked again by the job's
+# rounds (``decide_blocked_round``) once its selection is decided.
 BLOCKED_CODES = ("sentinel_blocked", "phase_blocked", "migration_pending", "unavailable")
 MAX_SELECTED_IDS = 10_000  # explicit --schedule-id values one job may name
 MAX_PAGE_SIZE = 1000
+MAX_BLOCKED_ROUNDS = 20  # rounds a job may ask its blocked schedules again (0: none)
+MAX_BLOCKED_WAIT = 300.0  # seconds a job may wait before each such round
 
 
 def job_aggregate_id(job_id: str) -> uuid.UUID:
@@ -117,6 +127,7 @@ class JobState:
     # schedule id -> {"decision", "request_id", "outcome", "reason", "detail"}
     decided: dict[str, dict[str, str]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(get_args(Decision), 0))
+    blocked_rounds: int = 0  # rounds that asked the blocked schedules again (BlockedAsked)
 
     @property
     def selection(self) -> Selection:
@@ -133,6 +144,11 @@ class JobState:
     @property
     def accepts_requests(self) -> bool:
         return not (self.cancelled or self.exhausted)
+
+    @property
+    def blocked(self) -> list[str]:
+        """The schedules decided ``blocked`` now, sorted: what a round asks again."""
+        return sorted(sid for sid, d in self.decided.items() if d["decision"] == "blocked")
 
 
 class Job(EvolvingAggregate):
@@ -166,6 +182,17 @@ class Job(EvolvingAggregate):
         cursor_before: str | None
         cursor_after: str | None
         exhausted: bool
+        decisions: list[dict[str, str]]
+
+    class BlockedAsked(EvolvingAggregate.Event):
+        """Round ``round`` (from 1) of asking the job's blocked schedules again, after its
+        whole selection was decided: each one's new decision (the shape of
+        ``PageDecided.decisions``), which replaces its blocked one. Numbered, so a round is
+        recorded once, in order."""
+
+        TOPIC: ClassVar[str] = "schedfence.job.BlockedAsked"
+        class_version: ClassVar[int] = 1
+        round: int
         decisions: list[dict[str, str]]
 
     class CancelRequested(EvolvingAggregate.Event):
@@ -203,6 +230,16 @@ def evolve_job(state: JobState | None, event: object) -> JobState:
             counts[d["decision"]] = counts.get(d["decision"], 0) + 1
         return replace(state, cursor=event.cursor_after, pages=state.pages + 1,
                        exhausted=event.exhausted, decided=decided, counts=counts)
+    if isinstance(event, Job.BlockedAsked):
+        decided, counts = dict(state.decided), dict(state.counts)
+        for d in event.decisions:
+            sid = d["schedule_id"]
+            before = decided.get(sid)
+            if before is not None:  # the blocked decision it replaces
+                counts[before["decision"]] = counts.get(before["decision"], 0) - 1
+            decided[sid] = {k: v for k, v in d.items() if k != "schedule_id"}
+            counts[d["decision"]] = counts.get(d["decision"], 0) + 1
+        return replace(state, decided=decided, counts=counts, blocked_rounds=event.round)
     if isinstance(event, Job.CancelRequested):
         return replace(state, cancelled=True, cancel_reason=event.reason)
     raise TypeError(f"unknown job event {type(event).__name__}")
@@ -268,11 +305,43 @@ def decide_page(state: JobState, cursor_before: str | None, cursor_after: str | 
                                    "decisions": fresh})]
 
 
+def decide_blocked_round(state: JobState, round: int,
+                         decisions: list[dict[str, str]]) -> Facts:
+    """Record round ``round`` of asking the blocked schedules again: the new decision of each
+    schedule still ``blocked`` (any other is ignored: a schedule decided requested or skipped
+    is never decided again; the first of a repeated one counts). Nothing before the selection
+    is exhausted, nor for a round that is not the next one (another runner recorded it), nor
+    when no decision is fresh. Cancelled mid-round: only what was requested is kept (it
+    counts), as ``decide_page`` keeps a cut page's requests.
+
+    Each decision carries ``job_request_id(job, direction, schedule)``, the id of the first
+    ask: a blocked request wrote nothing, so the id is unused until a round's ask takes it,
+    and a round cut by a crash and asked again dedupes to ``already_pending`` /
+    ``already_completed``."""
+    if not state.exhausted or round != state.blocked_rounds + 1:
+        return []
+    seen: set[str] = set()
+    fresh = []
+    for d in decisions:
+        sid = d["schedule_id"]
+        if sid in seen or state.decided.get(sid, {}).get("decision") != "blocked":
+            continue
+        if d["decision"] not in get_args(Decision):
+            raise ValueError(f"not a decision: {d['decision']!r}")
+        seen.add(sid)
+        if not state.cancelled or d["decision"] == "requested":
+            fresh.append(d)
+    if not fresh:
+        return []
+    return [Fact(Job.BlockedAsked, {"round": round, "decisions": fresh})]
+
+
 def decide_cancel(state: JobState, actor: str, reason: str) -> Facts:
-    """Stop new requests (idempotent); refused once every schedule has been decided."""
+    """Stop new requests, and the rounds that ask blocked schedules again (idempotent);
+    refused once every schedule has been decided and none is still blocked."""
     if state.cancelled:
         return []
-    if state.exhausted:
+    if state.exhausted and not state.blocked:
         raise RecoveryRefused(f"job {state.job_id} has already decided every schedule of its "
                               "selection; the migrations it requested finish as they are")
     return [Fact(Job.CancelRequested, {"actor": actor, "reason": reason})]
@@ -338,6 +407,7 @@ def report(state: JobState, migrations: dict[str, tuple[str, str | None]]) -> di
                                "request_id": decision["request_id"]})
     return {"job_id": state.job_id, "phase": report_phase(state, counts["in_progress"]),
             **state.selection.to_dict(),
-            "pages": state.pages, "decided": len(state.decided),
+            "pages": state.pages, "blocked_rounds": state.blocked_rounds,
+            "decided": len(state.decided),
             "requested": state.counts.get("requested", 0), "counts": counts,
             "reasons": reasons, "cancel_reason": state.cancel_reason, "unfinished": unfinished}

@@ -78,7 +78,8 @@ STORED_TOPICS: dict[str, str] = {
               "TemporalFenceIssued", "TemporalFenced", "SourceCreated", "TemporalDeleteIssued",
               "ForwardCompleted", "ForwardParked", "ForwardAborted"),
     # a batch job
-    **_family(_JOB, "schedfence.job", "Created", "Defined", "PageDecided", "CancelRequested"),
+    **_family(_JOB, "schedfence.job", "Created", "Defined", "PageDecided", "BlockedAsked",
+              "CancelRequested"),
     # the store's failover epoch
     **_family(_FAILOVER, "schedfence.store_epoch", "Created", "FailoverRecorded"),
     # the ownership audits of a namespace

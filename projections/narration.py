@@ -272,6 +272,15 @@ def _page_decided(d: dict[str, Any]) -> Line:
                 ("; the selection is exhausted" if d.get("exhausted") else ""))
 
 
+def _blocked_asked(d: dict[str, Any]) -> Line:
+    counts: dict[str, int] = {}
+    for x in d["decisions"]:
+        counts[x["decision"]] = counts.get(x["decision"], 0) + 1
+    shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return Line("worker", f"job round {d['round']} asked {len(d['decisions'])} blocked "
+                          f"schedule(s) again: {shown}")
+
+
 # Types whose short name another type shares (``Created``): narrated by their topic.
 _BY_TOPIC: dict[str, Callable[[dict[str, Any]], Line]] = {
     "schedfence.schedule.Created": lambda d: Line(
@@ -298,6 +307,7 @@ _NARRATE.update({
     # a batch job
     "Defined": _job_defined,
     "PageDecided": _page_decided,
+    "BlockedAsked": _blocked_asked,
     "CancelRequested": lambda d: Line(
         "operator", f"job cancel requested by {d['actor']}" +
                     (f" ({d['reason']})" if d.get("reason") else "") +

@@ -3,12 +3,12 @@ what ``schedfence migrate`` runs. Page by page, in the selection's stable order:
 from the job's cursor, ask the service for each schedule (rate-limited, with the job's derived
 request id), record the page's decisions in one append, then (unless ``wait`` is off) drive
 the migrations with the service's workers before the next page, so a schedule stays fenced for
-about one page. A crash anywhere is resumed by running the job again.
+about one page. Once the whole selection is decided, the job asks its ``blocked`` schedules
+again, in rounds (``RunOptions.blocked_rounds``, ``blocked_wait`` seconds before each), each
+round recorded in one append and driven as a page is. A crash anywhere is resumed by running
+the job again, and the rounds it recorded count.
 
-Stable orders and cursors: ``--to workflow`` takes the namespace's source schedules in the
-order their keys were created (cursor: the log position of the last key read); ``--to source``
-the Temporal side's, as ``destination.list_schedules`` pages them (cursor: its page token);
-named schedule ids sorted (cursor: an index).
+The selection's stable orders and the one request live in infra/application/job_pages.py.
 A job asks what ``ports.Commands`` names of the application service, never importing it.
 """
 from __future__ import annotations
@@ -19,22 +19,20 @@ from typing import Any, Callable, cast
 
 from schedfence.domain import job as j
 from schedfence.domain.direction import TO_SOURCE, TO_WORKFLOW
-from schedfence.domain.errors import (AlreadyExists, DomainError, InvalidArgument,
-                                      MigrationPending, NotFound)
-from schedfence.domain.forward.aggregate import forward_aggregate_id
-from schedfence.domain.ids import migration_aggregate_id
+from schedfence.domain.errors import AlreadyExists, InvalidArgument, NotFound
+from schedfence.domain.model import Facts
 from schedfence.domain.process import retry_outcome
-from schedfence.domain.source.key import ScheduleKey
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket, retry_call
 from schedfence.infra.adapters.store.bulk import load_many
-from schedfence.infra.application.guards import predict_rollback
 from schedfence.infra.application.ports import Commands
+from schedfence.infra.application.job_pages import (NO_FORWARD, migration_id, read_page,
+                                                    request_one, rollback_answers,
+                                                    selection_size)
 from schedfence.infra.application.job_progress import JobProgress, Progress, request_ids
 from schedfence.infra.engines.drive import Drive
 
-NO_FORWARD = "forward migration is not available in this build"
 PAGE_SIZE = 100
 CANCEL_CHECK_EVERY = 0.5  # seconds between looks for a cancel while a page is requested
 
@@ -47,111 +45,25 @@ class RunOptions:
     wait: bool = True  # drive the requested migrations to completion
     page_size: int = PAGE_SIZE
     actor: str = ""
+    blocked_rounds: int = 3  # rounds that ask the blocked schedules again, in all (0: none)
+    blocked_wait: float = 2.0  # seconds before each of those rounds
 
     def check(self) -> RunOptions:
         if self.rate is not None:
             j.parse_rate(self.rate)
-        for name, value, top in (("concurrency", self.concurrency, 64),
-                                 ("page size", self.page_size, j.MAX_PAGE_SIZE)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise InvalidArgument(f"{name} must be from 1 to {top}")
+        for name, value, low, top in (("concurrency", self.concurrency, 1, 64),
+                                      ("page size", self.page_size, 1, j.MAX_PAGE_SIZE),
+                                      ("blocked rounds", self.blocked_rounds, 0,
+                                       j.MAX_BLOCKED_ROUNDS)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= top:
+                raise InvalidArgument(f"{name} must be from {low} to {top}")
+        wait = self.blocked_wait
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) \
+                or not 0 <= wait <= j.MAX_BLOCKED_WAIT:  # NaN too
+            raise InvalidArgument(f"blocked wait must be from 0 to {j.MAX_BLOCKED_WAIT:g} s")
         if self.actor:
             validate_actor(self.actor)
         return self
-
-
-# -- the selection, page by page -------------------------------------------------------------
-Page = tuple[list[str], str | None, bool]  # schedule ids, the next cursor, exhausted
-
-
-def read_page(service: Commands, sel: j.Selection, cursor: str | None,
-              size: int) -> Page:
-    if sel.schedule_ids is not None:
-        return sel.named_page(cursor, size)
-    if sel.direction == TO_WORKFLOW:
-        return _source_page(service, sel, cursor, size)
-    return _temporal_page(service, sel, cursor, size)
-
-
-def _source_page(service: Commands, sel: j.Selection, cursor: str | None,
-                 size: int) -> Page:
-    """Keys of the namespace in the order they were created, from the log position after
-    ``cursor``; the page ends at the ``size``-th matching key."""
-    ids: list[str] = []
-    position = int(cursor or 0)
-    for note in service.app.notifications((ScheduleKey.Created.TOPIC,), start=position + 1):
-        position = note.id
-        created = cast(ScheduleKey.Created, service.app.mapper.to_domain_event(note))
-        if created.namespace == sel.namespace and sel.matches(created.schedule_id):
-            ids.append(created.schedule_id)
-            if len(ids) == size:
-                return ids, str(position), False
-    return ids, str(position), True
-
-
-def _temporal_page(service: Commands, sel: j.Selection, cursor: str | None,
-                   size: int) -> Page:
-    lister = getattr(service.destination, "list_schedules", None)
-    if lister is None:
-        raise InvalidArgument(f"{NO_FORWARD}: the destination cannot list its schedules")
-    token = bytes.fromhex(cursor) if cursor else None
-    names, following = lister(sel.namespace, token, size)
-    ids = [s for s in names if sel.matches(s)]
-    return ids, following.hex() if following else None, not following
-
-
-def selection_size(service: Commands, sel: j.Selection) -> int | None:
-    """How many schedules the selection holds now, where that is cheap to know (for the
-    progress bar's ETA); None for the Temporal side's listing."""
-    if sel.schedule_ids is not None:
-        return sum(1 for s in sel.schedule_ids if sel.matches(s))
-    if sel.direction != TO_WORKFLOW:
-        return None
-    total = 0
-    for note in service.app.notifications((ScheduleKey.Created.TOPIC,)):
-        created = cast(ScheduleKey.Created, service.app.mapper.to_domain_event(note))
-        total += created.namespace == sel.namespace and sel.matches(created.schedule_id)
-    return total
-
-
-# -- one schedule's request --------------------------------------------------------------------
-def request_one(service: Commands, sel: j.Selection, job_id: str, schedule_id: str,
-                actor: str, dry_run: bool) -> dict[str, str]:
-    """Ask the service for one schedule's migration (or, dry, predict its answer)."""
-    rid = j.job_request_id(job_id, sel.direction, schedule_id)
-    ns = sel.namespace
-    try:
-        if sel.direction == TO_WORKFLOW:
-            outcome = (predict_rollback(service.load, service.destination, ns, schedule_id, rid)
-                       if dry_run else
-                       service.rollback(ns, schedule_id, request_id=rid, actor=actor,
-                                        job_id=job_id).outcome)
-        elif dry_run:
-            outcome, park = service.predict_forward(ns, schedule_id, rid)
-            return j.requested(schedule_id, rid, outcome, predicted=True, park=park)
-        else:
-            outcome = service.forward(ns, schedule_id, request_id=rid, actor=actor,
-                                      job_id=job_id).outcome
-    except AlreadyExists as exc:
-        return j.refused(schedule_id, rid, _held_by_another(service, sel, schedule_id, exc))
-    except DomainError as exc:
-        return j.refused(schedule_id, rid, exc)
-    return j.requested(schedule_id, rid, outcome, predicted=dry_run)
-
-
-def _held_by_another(service: Commands, sel: j.Selection, schedule_id: str,
-                     exc: AlreadyExists) -> DomainError:
-    """Another migration holds the source's fence: blocked (it clears), not skipped."""
-    if sel.direction == TO_WORKFLOW:
-        source = service.load.source(sel.namespace, schedule_id).state
-        if source.migration_pending:
-            return MigrationPending(exc.message)
-    return exc
-
-
-def migration_id(direction: str) -> Callable[[str, str, str], Any]:
-    """(namespace, schedule id, request id) -> the migration's aggregate id."""
-    return migration_aggregate_id if direction == TO_WORKFLOW else forward_aggregate_id
 
 
 # -- the job's aggregate -------------------------------------------------------------------------
@@ -180,15 +92,16 @@ def _open_job(service: Commands, job_id: str, sel: j.Selection, actor: str,
     return retry_call(once, **service.unit.on_conflict(racing))
 
 
-def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
-                 cursor_after: str | None, exhausted: bool,
-                 decisions: list[dict[str, str]]) -> j.Job:
+def _record(service: Commands, job: j.Job, point: str,
+            decide: Callable[[j.JobState], Facts]) -> j.Job:
+    """Record what ``decide`` makes of the job as it stands now in one append (``point``),
+    deciding again on a conflict, so another runner's record in between is seen."""
     def once() -> j.Job:
         fresh: j.Job = service.app.repository.get(job.id)
-        facts = j.decide_page(fresh.state, cursor_before, cursor_after, exhausted, decisions)
+        facts = decide(fresh.state)
         if facts:
             fresh.record(facts)
-            service.unit.save("job_page", fresh)
+            service.unit.save(point, fresh)
         return fresh
 
     racing = AlreadyExists(f"job {job.state.job_id} kept changing under concurrent runs; "
@@ -196,8 +109,29 @@ def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
     return retry_call(once, **service.unit.on_conflict(racing))
 
 
+def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
+                 cursor_after: str | None, exhausted: bool,
+                 decisions: list[dict[str, str]]) -> j.Job:
+    return _record(service, job, "job_page", lambda st: j.decide_page(
+        st, cursor_before, cursor_after, exhausted, decisions))
+
+
+def _record_round(service: Commands, job: j.Job, round: int,
+                  decisions: list[dict[str, str]]) -> tuple[j.Job, list[dict[str, str]]]:
+    """Record round ``round``; also what it recorded (nothing: another runner's was first)."""
+    recorded: list[dict[str, str]] = []
+
+    def decide(state: j.JobState) -> Facts:
+        facts = j.decide_blocked_round(state, round, decisions)
+        recorded[:] = facts[0].fields["decisions"] if facts else []
+        return facts
+
+    return _record(service, job, "job_round", decide), recorded
+
+
 def _changed(service: Commands, job: j.Job) -> bool:
-    """Whether anything (a cancel, another run's page) was recorded on the job since."""
+    """Whether anything (a cancel, another run's page or round) was recorded on the job
+    since."""
     return bool(service.app.recorder.select_events(job.id, gt=job.version, limit=1))
 
 
@@ -213,8 +147,9 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
             schedule_ids: list[str] | None = None, match: str | None = None,
             options: RunOptions = RunOptions(),
             on_progress: Progress | None = None) -> dict[str, Any]:
-    """Run (or resume) job ``job_id`` and return its report (``dry_run``: what it would do,
-    writing nothing). Another definition under an existing job id is ``already_exists``."""
+    """Run (or resume) job ``job_id``: its pages, then its rounds asking the blocked schedules
+    again; return its report (``dry_run``: what the pages would do, writing nothing). Another
+    definition under an existing job id is ``already_exists``."""
     validate_id("job id", job_id)
     sel = j.make_selection(namespace, direction, schedule_ids, match)
     options.check()
@@ -227,6 +162,7 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
         return _dry_run(service, job_id, sel, job, options.page_size)
     runner = _Runner(service, cast(j.Job, job), options, on_progress)  # not dry: never None
     runner.request_all()
+    runner.ask_blocked()
     drained = runner.drive() if options.wait else None
     doc = job_report(service, job_id)
     doc["this_run"] = runner.summary()
@@ -246,10 +182,14 @@ class _Runner:
         if self.progress is not None:
             self.progress.open.update(request_ids(job.state))  # asked by an earlier run
         self.started, self.asked, self.pages = time.monotonic(), 0, 0
+        self.round, self.rounds, self.unblocked = 0, 0, 0  # the round being asked; this run's
 
     def _find(self, schedule_id: str, request_id: str) -> Any:
         return self.service.app.find(migration_id(self.sel.direction)(
             self.sel.namespace, schedule_id, request_id))
+
+    def _reload(self) -> None:
+        self.job = self.service.app.repository.get(self.job.id)
 
     def drive(self) -> Any:
         """Drive what was requested (``drive``); the progress counts what ended."""
@@ -261,46 +201,100 @@ class _Runner:
     def request_all(self) -> None:
         while self.job.state.accepts_requests:
             if _changed(self.service, self.job):  # a cancel, or another run's page
-                self.job = self.service.app.repository.get(self.job.id)
+                self._reload()
                 continue
             cursor = self.job.state.cursor
             ids, after, exhausted = read_page(self.service, self.sel, cursor,
                                               self.options.page_size)
-            decisions = self._request_page(ids)
+            decisions = self._ask([sid for sid in ids if sid not in self.job.state.decided])
             self.job = _record_page(self.service, self.job, cursor, after, exhausted,
                                     decisions)
             self.pages += 1
             if self.options.wait and any(x["decision"] == "requested" for x in decisions):
                 self.drive()
-        if self.job.state.cancelled:
-            self._account_cut_page()
+        if self.job.state.cancelled and not self.job.state.exhausted:
+            self._account_cut_asks()  # a decided job's: after the rounds (ask_blocked)
 
-    def _account_cut_page(self) -> None:
-        """A cancelled job asks nothing more, but a page a crash cut before the cancel may
-        have asked some of its schedules: find their migrations by the job's request ids and
-        record them as requested, so the report holds every migration the job asked for."""
+    def ask_blocked(self) -> None:
+        """Once the selection is decided: ask the blocked schedules again, a round at a time
+        (``blocked_wait`` seconds before each, looking for a cancel meanwhile), until none is
+        blocked, the job is cancelled, or it recorded ``blocked_rounds`` rounds in all (an
+        earlier run's rounds count). Each round: one append, then driven as a page is; when
+        waiting, a round whose schedules wait on another migration drives it first."""
+        while self._round_due():
+            if not self._wait(self.options.blocked_wait):
+                continue  # a cancel, or another run's round: look again
+            st = self.job.state
+            if self.options.wait and any(st.decided[sid]["reason"] == "migration_pending"
+                                         for sid in st.blocked):
+                self.drive()  # the migration holding a fence may end (any due one is driven)
+            self.round = self.job.state.blocked_rounds + 1
+            decisions = self._ask(self.job.state.blocked)
+            self.job, recorded = _record_round(self.service, self.job, self.round, decisions)
+            self.rounds += bool(recorded)
+            self.unblocked += sum(x["decision"] == "requested" for x in recorded)
+            if self.options.wait and any(x["decision"] == "requested" for x in decisions):
+                self.drive()
+        self.round = 0
+        if self.progress is not None:
+            self.progress.round = 0
+        if self.job.state.exhausted and self.job.state.blocked:
+            self._account_cut_asks()
+
+    def _round_due(self) -> bool:
         st = self.job.state
+        return (st.exhausted and not st.cancelled and bool(st.blocked)
+                and st.blocked_rounds < self.options.blocked_rounds)
+
+    def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``, looking at the job every CANCEL_CHECK_EVERY: False (the job
+        reloaded) as soon as something was recorded on it (a cancel, another run's round)."""
+        until = time.monotonic() + seconds
+        while True:
+            if _changed(self.service, self.job):
+                self._reload()
+                return False
+            left = until - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(left, max(CANCEL_CHECK_EVERY, 0.05)))
+
+    def _account_cut_asks(self) -> None:
+        """A cancelled job asks nothing more, and a job out of rounds asks its blocked
+        schedules no more; but a page or round a crash cut may have asked some of them: find
+        their migrations by the job's request ids and record them as requested, so the
+        report holds every migration the job asked for."""
+        st = self.job.state
+        sids = st.blocked if st.exhausted else [
+            sid for sid in read_page(self.service, self.sel, st.cursor,
+                                     self.options.page_size)[0] if sid not in st.decided]
         found = []
-        for sid in read_page(self.service, self.sel, st.cursor, self.options.page_size)[0]:
+        for sid in sids:
             rid = j.job_request_id(st.job_id, st.direction, sid)
-            mig = None if sid in st.decided else self.service.app.find(
-                migration_id(st.direction)(st.namespace, sid, rid))
+            mig = self._find(sid, rid)
             if mig is not None:
                 found.append(j.requested(sid, rid, retry_outcome(mig.state.phase)))
-        if found:
+        if found and st.exhausted:
+            self.job = _record_round(self.service, self.job, st.blocked_rounds + 1, found)[0]
+        elif found:
             self.job = _record_page(self.service, self.job, st.cursor, st.cursor, False, found)
 
-    def _request_page(self, ids: list[str]) -> list[dict[str, str]]:
-        todo = [sid for sid in ids if sid not in self.job.state.decided]
+    def _ask(self, todo: list[str]) -> list[dict[str, str]]:
+        """Ask for each of ``todo``: in one append without a rate (``--to workflow``),
+        else one at a time at the rate, looking for a cancel every CANCEL_CHECK_EVERY."""
         if self.bucket is None and self.sel.direction == TO_WORKFLOW and len(todo) > 1:
-            return self._rollback_page(todo)
+            answers = rollback_answers(self.service, self.sel, self.job.state.job_id, todo,
+                                       self.actor)
+            self.asked += len(todo)
+            self._progress(answers)
+            return answers
         decisions: list[dict[str, str]] = []
         looked = time.monotonic()
         for sid in todo:
             if time.monotonic() - looked >= CANCEL_CHECK_EVERY:
                 looked = time.monotonic()
                 if _changed(self.service, self.job):
-                    self.job = self.service.app.repository.get(self.job.id)
+                    self._reload()
                     if self.job.state.cancelled:
                         break  # no new request; what was asked is recorded below
             if self.bucket is not None:
@@ -311,31 +305,15 @@ class _Runner:
             self._progress(decisions)
         return decisions
 
-    def _rollback_page(self, sids: list[str]) -> list[dict[str, str]]:
-        """No rate limit: the page's rollbacks in one append (MigrationService.rollback_many),
-        each answer the decision its own ``rollback`` would have given."""
-        rids = [j.job_request_id(self.job.state.job_id, TO_WORKFLOW, sid) for sid in sids]
-        answers = self.service.rollback_many(self.sel.namespace, sids, rids, self.actor,
-                                             self.job.state.job_id)
-        decisions = [j.requested(sid, rid, a.outcome) if not isinstance(a, DomainError) else
-                     j.refused(sid, rid, _held_by_another(self.service, self.sel, sid, a)
-                               if isinstance(a, AlreadyExists) else a)
-                     for sid, rid, a in zip(sids, rids, answers)]
-        self.asked += len(sids)
-        self._progress(decisions)
-        return decisions
-
     def _progress(self, page: list[dict[str, str]]) -> None:
         if self.progress is not None:
-            self.progress.decided(self.job.state.counts, page, self.asked)
-
-    def _rate(self) -> float:
-        return self.asked / max(time.monotonic() - self.started, 1e-9)
+            self.progress.decided(self.job.state.counts, page, self.asked, self.round)
 
     def summary(self) -> dict[str, Any]:
-        return {"asked": self.asked, "pages": self.pages,
-                "seconds": round(time.monotonic() - self.started, 3),
-                "rate_per_second": round(self._rate(), 2)}
+        seconds = time.monotonic() - self.started
+        return {"asked": self.asked, "pages": self.pages, "blocked_rounds": self.rounds,
+                "unblocked": self.unblocked, "seconds": round(seconds, 3),
+                "rate_per_second": round(self.asked / max(seconds, 1e-9), 2)}
 
 
 def _dry_run(service: Commands, job_id: str, sel: j.Selection, job: j.Job | None,
@@ -394,7 +372,7 @@ def cancel_job(service: Commands, job_id: str, actor: str,
 
 def list_jobs(service: Commands) -> list[dict[str, Any]]:
     """Every job, in the order they were defined: its selection, phase (``done`` as its report
-    says it) and counts."""
+    says it), rounds asking blocked schedules again, and counts."""
     rows = []
     for note in service.app.notifications((j.Job.Defined.TOPIC,)):
         st: j.JobState = service.app.repository.get(note.originator_id).state
@@ -402,5 +380,6 @@ def list_jobs(service: Commands) -> list[dict[str, Any]]:
         phase = j.report(st, _migrations(service, st))["phase"] if st.phase == "selected" \
             else st.phase
         rows.append({"job_id": st.job_id, **st.selection.to_dict(), "phase": phase,
-                     "pages": st.pages, "decided": len(st.decided), "counts": st.counts})
+                     "pages": st.pages, "blocked_rounds": st.blocked_rounds,
+                     "decided": len(st.decided), "counts": st.counts})
     return rows

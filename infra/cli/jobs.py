@@ -1,7 +1,8 @@
 """``schedfence migrate`` and ``schedfence job status|cancel|list``: batch jobs (infra/application/jobs.py).
 
 ``migrate`` runs or resumes a job: the same command, run again, continues from the job's
-cursor. While it runs, a progress bar (schedules settled, rate, ETA; migrations driven and
+cursor. Once its selection is decided, it asks its blocked schedules again, in rounds
+(``--blocked-rounds``, ``--blocked-wait``). While it runs, a progress bar (schedules settled, rate, ETA; migrations driven and
 completed) goes to stderr when stderr is a terminal, as for every long command (stdout, and
 ``--json`` on it, stays clean). It ends with the job's report; when the migrations it
 requested could not all be driven to an end, it prints the report and exits 1
@@ -15,7 +16,8 @@ from typing import Any
 import click
 
 from schedfence.domain.direction import SIDES
-from schedfence.domain.job import Selection, describe, parse_rate
+from schedfence.domain.job import (MAX_BLOCKED_ROUNDS, MAX_BLOCKED_WAIT, Selection, describe,
+                                   parse_rate)
 
 from schedfence.infra.application import jobs
 from schedfence.infra.cli import output as out
@@ -42,17 +44,28 @@ EXAMPLES = 5  # schedule ids shown per reason in text
               "write nothing.")
 @click.option("--no-wait", is_flag=True, help="Request only; leave the migrations to workers.")
 @click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@click.option("--blocked-rounds", type=click.IntRange(0, MAX_BLOCKED_ROUNDS), default=3,
+              show_default=True, help="Once every schedule is decided, ask the blocked ones "
+              "(a refusal that may clear by itself) again, up to N rounds in all, counting "
+              "an earlier run's; 0: never.")
+@click.option("--blocked-wait", type=click.FloatRange(0, MAX_BLOCKED_WAIT), default=2.0,
+              show_default=True, metavar="SECONDS",
+              help="Seconds to wait before each round that asks the blocked schedules again.")
 @json_option
 def migrate(namespace: str, schedule_ids: tuple[str, ...], match: str | None, direction: str,
             job_id: str, rate: str | None, concurrency: int, dry_run: bool, no_wait: bool,
-            actor: str, as_json: bool) -> None:
+            actor: str, blocked_rounds: int, blocked_wait: float, as_json: bool) -> None:
     """Migrate many schedules as one durable, resumable job.
 
     The job records each page of its selection before it reads the next; rerunning the same
     command resumes it without asking any schedule twice. Each schedule's request id is derived
-    from the job id, the direction and the schedule id."""
+    from the job id, the direction and the schedule id. Once the selection is decided, the job
+    asks its blocked schedules again in rounds, with the same request ids: a blocked request
+    wrote nothing, so asking again is safe."""
     options = jobs.RunOptions(rate=parse_rate(rate), concurrency=concurrency,
-                              dry_run=dry_run, wait=not no_wait, actor=actor).check()
+                              dry_run=dry_run, wait=not no_wait, actor=actor,
+                              blocked_rounds=blocked_rounds,
+                              blocked_wait=blocked_wait).check()
     svc = service()
     with _Bar(enabled=out.stderr_is_terminal()) as bar:  # as every long command: stderr only
         doc = jobs.run_job(svc, job_id, namespace, direction, schedule_ids=list(schedule_ids),
@@ -102,13 +115,14 @@ def cancel(job_id: str, actor: str, reason: str, as_json: bool) -> None:
 @job.command(name="list")
 @json_option
 def list_(as_json: bool) -> None:
-    """Every job, with its selection, phase and decision counts."""
+    """Every job, with its selection, phase, rounds and decision counts."""
     rows = jobs.list_jobs(existing())
     emit(as_json, rows, out.table(
-        ["JOB", "TO", "NAMESPACE", "PHASE", "PAGES", "REQUESTED", "SKIPPED", "BLOCKED"],
+        ["JOB", "TO", "NAMESPACE", "PHASE", "PAGES", "ROUNDS", "REQUESTED", "SKIPPED",
+         "BLOCKED"],
         [[r["job_id"], r["direction"], r["namespace"], r["phase"], r["pages"],
-          r["counts"]["requested"], r["counts"]["skipped"], r["counts"]["blocked"]]
-         for r in rows]))
+          r["blocked_rounds"], r["counts"]["requested"], r["counts"]["skipped"],
+          r["counts"]["blocked"]] for r in rows]))
 
 
 def _selection_text(doc: dict[str, Any]) -> str:
@@ -132,8 +146,10 @@ def _by_reason(reasons: dict[str, dict[str, int]], items: list[dict[str, str]],
 
 def report_lines(doc: dict[str, Any]) -> list[str]:
     c = doc["counts"]
+    rounds = doc.get("blocked_rounds", 0)
     lines = [f"job {doc['job_id']} ({_selection_text(doc)}): {doc['phase']}, "
-             f"{doc['decided']} decided in {doc['pages']} page(s)",
+             f"{doc['decided']} decided in {doc['pages']} page(s)" +
+             (f", blocked ones asked again in {rounds} round(s)" if rounds else ""),
              f"completed {c['completed']}, parked {c['parked']}, aborted {c['aborted']}, "
              f"in progress {c['in_progress']}, blocked {c['blocked']}, skipped {c['skipped']}"]
     lines += _by_reason(doc["reasons"], doc["unfinished"], "outcome")
@@ -142,7 +158,9 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
     run = doc.get("this_run")
     if run:
         lines.append(f"this run: {run['asked']} request(s) in {run['seconds']:.1f}s "
-                     f"({run['rate_per_second']:.1f}/s)")
+                     f"({run['rate_per_second']:.1f}/s)" +
+                     (f"; {run['blocked_rounds']} round(s) asked blocked schedules again, "
+                      f"{run['unblocked']} unblocked" if run.get("blocked_rounds") else ""))
     if doc.get("destination"):
         lines.append(f"destination: {doc['destination']}")
     return lines
@@ -182,4 +200,5 @@ class _Bar:
         self._update(p["settled"], p["total"] or None,
                      f"decided {p['decided']}: requested {p['requested']} skipped "
                      f"{c.get('skipped', 0)} blocked {c.get('blocked', 0)}; driven "
-                     f"{p['driven']}, completed {p['completed']}")
+                     f"{p['driven']}, completed {p['completed']}" +
+                     (f"; round {p['round']} asks blocked ones again" if p.get("round") else ""))

@@ -22,9 +22,9 @@ from schedfence.domain.direction import Side
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.job import MAX_SELECTED_IDS
 from schedfence.domain.source.spec import MAX_ENTRIES, make_spec
-from schedfence.infra.http.fields import (Attempts, CatchupWindow, Cron, Every, Flag, Id,
-                                          Limit, Name, NotesText, Overlap, Rate, Reason,
-                                          Seconds, Time, Whole, Zone)
+from schedfence.infra.http.fields import (Attempts, BlockedRounds, BlockedWait, CatchupWindow,
+                                          Cron, Every, Flag, Id, Limit, Name, NotesText,
+                                          Overlap, Rate, Reason, Seconds, Time, Whole, Zone)
 
 
 class Body(BaseModel):
@@ -198,7 +198,8 @@ class ForwardAbort(ForwardStep):
 
 class Migrate(Body):
     """``schedfence migrate --no-wait``: the job requests its selection's migrations page by
-    page; workers (``worker/drain``, ``schedfence worker``) drive them."""
+    page, then asks its blocked schedules again in rounds (the call answers after them);
+    workers (``worker/drain``, ``schedfence worker``) drive them."""
 
     namespace: Id
     to: Side
@@ -207,6 +208,8 @@ class Migrate(Body):
     match: Id | None = Field(None, description="A glob on the schedule id (* ? [..]).")
     rate: Rate | None = None
     dry_run: Flag = False
+    blocked_rounds: BlockedRounds = 3
+    blocked_wait: BlockedWait = 2.0
 
 
 class CancelJob(Body):

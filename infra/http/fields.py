@@ -21,6 +21,7 @@ from pydantic import AwareDatetime, BeforeValidator, Field
 
 from schedfence.domain.source.action import MAX_DURATION, MAX_NAME_LENGTH, MIN_CATCHUP_WINDOW
 from schedfence.domain.bounds import MAX_RATE, MIN_RATE, TIME_RANGE
+from schedfence.domain.job import MAX_BLOCKED_ROUNDS, MAX_BLOCKED_WAIT
 from schedfence.domain.source.invoker import Overlap  # noqa: F401  (the API's overlap field)
 from schedfence.domain.source.program import MAX_LIMIT
 from schedfence.domain.source.spec import MAX_SECONDS
@@ -69,6 +70,12 @@ CatchupWindow = whole(ge=MIN_CATCHUP_WINDOW, le=MAX_DURATION, description="Secon
 Limit = whole(ge=0, le=MAX_LIMIT, description="Actions left to take.")
 Rate = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=MIN_RATE, le=MAX_RATE,
                               description="Requests a second.")]
+BlockedRounds = whole(ge=0, le=MAX_BLOCKED_ROUNDS, description=(
+    "Rounds that ask the job's blocked schedules again once its selection is decided, in "
+    "all, counting an earlier run's (0: none)."))
+BlockedWait = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0,
+                                     le=MAX_BLOCKED_WAIT,
+                                     description="Seconds before each such round.")]
 Time = Annotated[AwareDatetime, Field(description=f"RFC 3339 with a zone, {TIME_RANGE} in "
                                                   "UTC.")]
 

@@ -75,9 +75,12 @@ def forward_take_over(request: Request, principal: Operator,
 @router.post("/migrate", summary="Request a batch job's migrations (migrate --no-wait)")
 def migrate(request: Request, principal: Admin, body: b.Migrate) -> dict[str, Any]:
     """Run or resume job ``job_id``: the same body again continues from the job's cursor and
-    asks no schedule twice; ``dry_run`` says what it would request, writing nothing."""
+    asks no schedule twice, then asks its blocked schedules again in rounds
+    (``blocked_rounds``, ``blocked_wait`` seconds before each; the call answers after them);
+    ``dry_run`` says what it would request, writing nothing."""
     options = jobs.RunOptions(rate=body.rate, dry_run=body.dry_run, wait=False,
-                              actor=principal.name)
+                              actor=principal.name, blocked_rounds=body.blocked_rounds,
+                              blocked_wait=body.blocked_wait)
     doc = call(request, lambda s: jobs.run_job(
         s, body.job_id, body.namespace, body.to, schedule_ids=body.schedule_ids,
         match=body.match, options=options))

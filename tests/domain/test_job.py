@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from schedfence.domain import job as j
-from schedfence.domain.errors import (AlreadyExists, Closed, InvalidArgument, RecoveryRefused,
-                                      SentinelBlocked)
+from schedfence.domain.errors import (AlreadyExists, Closed, DomainError, InvalidArgument,
+                                      PhaseBlocked, RecoveryRefused, SentinelBlocked)
 from schedfence.domain.model import Facts
 
 JOB = "j1"
@@ -164,12 +164,111 @@ def test_given_a_job_that_decided_everything_when_cancelled_then_refused():
         j.decide_cancel(g.state, "bob", "")
 
 
+def test_given_a_decided_job_with_blocked_schedules_when_cancelled_then_its_rounds_stop():
+    g = Given()
+    g.then(j.decide_page(g.state, None, None, True, [req("s1"), blocked("s2")]))
+    g.then(j.decide_cancel(g.state, "bob", "leave s2"))
+    assert g.state.phase == "cancelled" and g.state.blocked == ["s2"]
+    assert j.decide_cancel(g.state, "bob", "again") == []  # idempotent
+
+
 def test_events_before_the_definition_and_unknown_events_are_refused():
     with pytest.raises(ValueError):
         j.evolve_job(None, j.Job.CancelRequested(originator_id=JID, originator_version=2,
                                                  actor="bob"))
     with pytest.raises(TypeError):
         j.evolve_job(Given().state, object())
+
+
+# -- rounds: the blocked schedules asked again ---------------------------------------------------
+def blocked(sid: str, error: DomainError | None = None) -> dict:
+    return j.refused(sid, j.job_request_id(JOB, "workflow", sid),
+                     error or PhaseBlocked("a start is in flight"))
+
+
+def decided_with_blocked() -> Given:
+    """A job that decided its whole selection: s1 requested, s2 and s3 blocked, s4 skipped."""
+    g = Given()
+    return g.then(j.decide_page(g.state, None, None, True, [
+        req("s1"), blocked("s2"), blocked("s3", SentinelBlocked("a sentinel runs")),
+        j.refused("s4", "r", Closed("closed"))]))
+
+
+def test_given_blocked_schedules_when_a_round_asks_them_then_decisions_and_counts_move():
+    g = decided_with_blocked()
+    assert g.state.blocked == ["s2", "s3"] and g.state.blocked_rounds == 0
+    facts = j.decide_blocked_round(g.state, 1, [req("s2"), blocked("s3")])
+    assert [f.event for f in facts] == [j.Job.BlockedAsked]
+    assert facts[0].fields["round"] == 1
+    g.then(facts)
+    st = g.state
+    assert st.counts == {"requested": 2, "skipped": 1, "blocked": 1}
+    assert st.blocked_rounds == 1 and st.blocked == ["s3"]
+    assert st.decided["s2"]["decision"] == "requested"
+    assert st.decided["s2"]["request_id"] == j.job_request_id(JOB, "workflow", "s2")
+    # still blocked: the reason of now replaces the first one
+    assert (st.decided["s3"]["reason"], st.decided["s3"]["detail"]) == \
+        ("phase_blocked", "a start is in flight")
+    assert len(st.decided) == 4 and sum(st.counts.values()) == 4
+
+
+def test_a_round_records_only_schedules_still_blocked():
+    g = decided_with_blocked()
+    facts = j.decide_blocked_round(g.state, 1, [
+        req("s1", "already_completed"), j.refused("s4", "r", Closed("x")), req("ghost"),
+        req("s2"), blocked("s2")])  # requested, skipped or unknown: ignored; first of a repeat
+    assert [d["schedule_id"] for d in facts[0].fields["decisions"]] == ["s2"]
+    g.then(facts)
+    assert g.state.counts == {"requested": 2, "skipped": 1, "blocked": 1}
+    assert g.state.decided["s1"]["outcome"] == "accepted"  # never decided again
+    # Nothing fresh (none of them is blocked): nothing recorded, no round counted.
+    assert j.decide_blocked_round(g.state, 2, [req("s1"), req("s2")]) == []
+
+
+def test_a_round_that_is_not_the_next_one_records_nothing():
+    g = decided_with_blocked()
+    assert j.decide_blocked_round(g.state, 2, [req("s2")]) == []  # round 1 first
+    assert j.decide_blocked_round(g.state, 0, [req("s2")]) == []
+    g.then(j.decide_blocked_round(g.state, 1, [blocked("s2"), blocked("s3")]))
+    # Another runner read the job before round 1 was recorded: its round 1 is stale.
+    assert j.decide_blocked_round(g.state, 1, [req("s2"), req("s3")]) == []
+    assert g.state.blocked == ["s2", "s3"] and g.state.blocked_rounds == 1
+    g.then(j.decide_blocked_round(g.state, 2, [req("s2"), req("s3")]))
+    assert g.state.blocked_rounds == 2 and g.state.blocked == []
+
+
+def test_no_round_before_the_selection_is_decided():
+    g = Given()
+    g.then(j.decide_page(g.state, None, "1", False, [blocked("s2")]))
+    assert g.state.blocked == ["s2"] and g.state.phase == "selecting"
+    assert j.decide_blocked_round(g.state, 1, [req("s2")]) == []
+
+
+def test_given_a_cancelled_job_a_round_records_only_what_it_requested():
+    g = decided_with_blocked()
+    g.then(j.decide_cancel(g.state, "bob", "stop asking"))  # blocked ones left: it may
+    assert g.state.phase == "cancelled"
+    assert j.decide_blocked_round(g.state, 1, [blocked("s2"), blocked("s3")]) == []
+    # Asked before the cancel was seen (or by a round a crash cut): it counts.
+    facts = j.decide_blocked_round(g.state, 1, [req("s2"), blocked("s3")])
+    assert [d["schedule_id"] for d in facts[0].fields["decisions"]] == ["s2"]
+    g.then(facts)
+    assert g.state.counts == {"requested": 2, "skipped": 1, "blocked": 1}
+
+
+def test_a_round_of_an_unknown_decision_is_refused():
+    g = decided_with_blocked()
+    with pytest.raises(ValueError):
+        j.decide_blocked_round(g.state, 1, [dict(req("s2"), decision="maybe")])
+
+
+def test_the_report_says_how_many_rounds_asked_again():
+    g = decided_with_blocked()
+    g.then(j.decide_blocked_round(g.state, 1, [req("s2"), blocked("s3")]))
+    report = j.report(g.state, {"s1": ("completed", None), "s2": ("completed", None)})
+    assert report["blocked_rounds"] == 1
+    assert report["counts"]["completed"] == 2 and report["counts"]["blocked"] == 1
+    assert report["reasons"]["blocked"] == {"phase_blocked": 1}
 
 
 # -- the report ----------------------------------------------------------------------------------

@@ -3,9 +3,9 @@ spread over the interval, ``schedfence scheduler`` and ``schedfence migrate --to
 in two processes at once on one PostgreSQL store (benchmarks/scheduler_move.py, whose figures
 are not asserted: only its outcome).
 
-Every schedule is moved (none parked; one whose start was in flight when the job asked is
-left blocked, and a job of a new id asks it again, as an operator would), the invariant checker finds nothing over the whole
-log, and the exactly-once oracle, over what the simulator holds (the source's
+Every schedule is moved by the one job (none parked; one whose start was in flight when the
+job asked is left blocked, and the same job asks it again in its rounds), the invariant
+checker finds nothing over the whole log, and the exactly-once oracle, over what the simulator holds (the source's
 ``a<i>-<time>`` workflows and each destination schedule's starts), finds every time owed up
 to the cut-off started exactly once, with starts on both sides of the move. The same
 listing with one start removed or doubled is judged missing or twice: the oracle reads
@@ -42,6 +42,7 @@ def test_a_job_moves_a_running_fleet_and_every_time_starts_once(pg_url: str, tmp
     assert r["job_rc"] == 0, [p.read_text()[-2000:] for p in tmp_path.glob("*.err")]
     assert r["scheduler_rc"] == 0, (tmp_path / "scheduler.err").read_text()
     assert r["decided"] == COUNT and r["rounds"][-1] == 0, r["rounds"]
+    assert r["blocked_rounds"] == len(r["rounds"]) - 1  # a round only while some are blocked
     assert r["counts"] == {"completed": COUNT, "parked": 0, "aborted": 0, "in_progress": 0,
                            "blocked": 0, "skipped": 0}
     assert r["violations"] == []

@@ -1,8 +1,8 @@
 """Every event type a store may hold (domain/topics.py) reads as a line: the timeline never
 falls back to "no narration" for a type this release writes. The registry is enumerated, and
 every event a store of many kinds of history holds (rollbacks completed, parked and handed over
-paused, a deletion, a forward migration, a batch job and its cancel, a promotion) narrates from
-its stored fields."""
+paused, a deletion, a forward migration, a batch job, its cancel and a round asking a blocked
+schedule again, a promotion) narrates from its stored fields."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,6 +60,11 @@ def test_every_stored_event_of_a_varied_store_narrates_from_its_fields(tmp_path:
                 options=RunOptions(actor="carol", wait=False, page_size=1, rate=1000.0),
                 on_progress=cancel)
         assert cancelled[0]["phase"] == "cancelled"
+        w.service.create_schedule(NS, "later-3")
+        w.service.rollback(NS, "later-3", "R-other")  # the job's first ask is blocked
+        asked = run_job(w.service, "job-3", NS, "workflow", schedule_ids=["later-3"],
+                        options=RunOptions(actor="carol", blocked_wait=0.0))
+        assert asked["blocked_rounds"] == 1  # asked again: closed by R-other now, skipped
         w.service.promote("erin", "drill")
         seen, silent = set(), []
         for note in w.service.app.notifications():
@@ -72,7 +77,7 @@ def test_every_stored_event_of_a_varied_store_narrates_from_its_fields(tmp_path:
         w.service.close()
     assert silent == []
     for topic in ("schedfence.job.Defined", "schedfence.job.PageDecided",
-                  "schedfence.job.CancelRequested", "schedfence.store_epoch.FailoverRecorded",
+                  "schedfence.job.BlockedAsked", "schedfence.job.CancelRequested", "schedfence.store_epoch.FailoverRecorded",
                   "schedfence.schedule_key.ForwardOpened", "schedfence.forward.ForwardCompleted",
                   "schedfence.schedule.Deleted", "schedfence.migration.MigrationParked"):
         assert topic in seen, topic

@@ -1,6 +1,6 @@
 """Batch jobs through the service (infra/application/jobs.py): selection, resume after a crash at every
 page boundary without doubling a request, cancel, dry run, rate limit, the report against
-the store's own counts."""
+the store's own counts, and the rounds that ask blocked schedules again."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,7 +14,7 @@ from schedfence.domain import job as j
 from schedfence.domain.errors import AlreadyExists, InvalidArgument, NotFound, RecoveryRefused
 from schedfence.domain.ids import DUMMY_WORKFLOW_TYPE, destination_workflow_id
 from schedfence.domain.ports import StartWorkflow
-from schedfence.domain.source.action import make_action, make_policies
+from schedfence.domain.source.action import make_action, make_policies, parse_nominal
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.application import jobs
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
@@ -94,7 +94,7 @@ def test_refusals_are_reported_by_reason_and_parks_come_from_the_store(world):
     start_at(world, "s2", DUMMY_WORKFLOW_TYPE)  # a running sentinel
     start_at(world, "s3")  # the job's start will park
     world.service.update_schedule(NS, "s4", delete=True)  # closed: skipped
-    report = run(world)
+    report = run(world, replace(SMALL, blocked_rounds=0))  # the first answers, kept
     assert report["reasons"] == {"parked": {"foreign_destination": 1},
                                  "blocked": {"migration_pending": 1, "sentinel_blocked": 1},
                                  "skipped": {"closed": 1}}
@@ -186,12 +186,160 @@ def test_bad_input_is_refused_before_anything_is_written(world):
     for call in (lambda: run(world, job_id="bad\x00id"),
                  lambda: run(world, jobs.RunOptions(concurrency=0)),
                  lambda: run(world, jobs.RunOptions(page_size=10_000)),
+                 lambda: run(world, jobs.RunOptions(blocked_rounds=-1)),
+                 lambda: run(world, jobs.RunOptions(blocked_rounds=21)),
+                 lambda: run(world, jobs.RunOptions(blocked_rounds=True)),
+                 lambda: run(world, jobs.RunOptions(blocked_wait=-0.5)),
+                 lambda: run(world, jobs.RunOptions(blocked_wait=300.5)),
+                 lambda: run(world, jobs.RunOptions(blocked_wait=float("nan"))),
                  lambda: jobs.run_job(world.service, "j", NS, "sideways")):
         with pytest.raises(InvalidArgument):
             call()
     with pytest.raises(NotFound):
         jobs.job_report(world.service, "never")
     assert world.service.event_count() == before
+
+
+# -- rounds: the job asks its blocked schedules again ------------------------------------------
+FLIGHT = "s9"  # matched by s*, created after the others: on the job's last page
+QUICK = replace(SMALL, blocked_wait=0.0)
+
+
+def start_in_flight(w: World, sid: str = FLIGHT) -> datetime:
+    """A source schedule whose action start is in flight (its answer lost): a rollback of it
+    waits behind the phase gate (``phase_blocked``) until the scheduler's retry is answered.
+    Returns its first time, for ``answer_start``."""
+    w.service.create_schedule(NS, sid, spec=make_spec(intervals=[(60, 0)]),
+                              action=make_action(workflow_type="W", task_queue="q",
+                                                 workflow_id=f"act-{sid}"),
+                              policies=make_policies(overlap="allow_all"))
+    t0 = parse_nominal(w.service.load.source(NS, sid).state.cursor)
+    w.dest.inject("start", "lose_response")
+    w.service.run_scheduler(now=t0 + timedelta(minutes=2))
+    assert w.service.load.source(NS, sid).state.issued
+    return t0
+
+
+def answer_start(w: World, t0: datetime, sid: str = FLIGHT) -> None:
+    """The scheduler asks the lost start again (deduplicated): nothing in flight any more."""
+    w.service.run_scheduler(now=t0 + timedelta(minutes=2, seconds=5))
+    assert not w.service.load.source(NS, sid).state.issued
+
+
+def job_events(w: World, job_id: str = "j1") -> list:
+    return list(w.service.app.events.get(j.job_aggregate_id(job_id)))
+
+
+def test_the_same_job_asks_a_blocked_schedule_again_until_it_is_requested(world):
+    populate(world, IDS[:3])
+    t0 = start_in_flight(world)
+    # Answered once round 1 is recorded: round 1 finds it still blocked, round 2 requests it.
+    world.hooks.once("job_round.after_append", lambda: answer_start(world, t0))
+    seen: list[dict] = []
+    report = run(world, QUICK, on_progress=seen.append)
+    events = job_events(world)
+    page = next(d for e in events if isinstance(e, j.Job.PageDecided) for d in e.decisions
+                if d["schedule_id"] == FLIGHT)
+    assert (page["decision"], page["reason"]) == ("blocked", "phase_blocked")
+    rounds = [e for e in events if isinstance(e, j.Job.BlockedAsked)]
+    assert [(e.round, [(d["schedule_id"], d["decision"], d["reason"]) for d in e.decisions])
+            for e in rounds] == [(1, [(FLIGHT, "blocked", "phase_blocked")]),
+                                 (2, [(FLIGHT, "requested", "")])]
+    assert rounds[1].decisions[0]["request_id"] == j.job_request_id("j1", "workflow", FLIGHT)
+    assert report["phase"] == "done" and report["blocked_rounds"] == 2
+    assert report["counts"] == {"completed": 4, "parked": 0, "aborted": 0, "in_progress": 0,
+                                "blocked": 0, "skipped": 0}
+    assert report["requested"] == 4 and report["unfinished"] == []
+    assert (report["this_run"]["blocked_rounds"], report["this_run"]["unblocked"]) == (2, 1)
+    assert {p["round"] for p in seen} == {0, 1, 2} and seen[-1]["round"] == 0
+    assert seen[-1]["counts"] == {"requested": 4, "skipped": 0, "blocked": 0}
+    assert_each_migrated_once(world, IDS[:3] + [FLIGHT])
+    assert world.service.verify() == []
+
+
+@pytest.mark.parametrize("point, outcome", [
+    ("rollback.after_append", "already_pending"),  # the round's request made, unrecorded
+    ("job_round.before_append", "already_pending"),  # the same, at the append
+    ("job_round.after_append", "accepted"),  # the round recorded, not driven
+])
+def test_a_round_cut_by_a_crash_is_resumed_by_a_rerun_without_doubling_a_request(
+        world, point, outcome):
+    populate(world, IDS[:3])
+    t0 = start_in_flight(world)
+    first = run(world, replace(QUICK, blocked_rounds=0))
+    assert first["reasons"]["blocked"] == {"phase_blocked": 1} and first["blocked_rounds"] == 0
+    answer_start(world, t0)
+    world.hooks.crash_once(point)
+    with pytest.raises(Crash):
+        run(world, QUICK)
+    report = run(world, QUICK)
+    assert report["counts"]["completed"] == 4 and report["counts"]["blocked"] == 0
+    assert report["blocked_rounds"] == 1  # the cut round is recorded once
+    state = jobs.load_job(world.service, "j1").state
+    assert state.decided[FLIGHT]["outcome"] == outcome and state.counts["requested"] == 4
+    assert_each_migrated_once(world, IDS[:3] + [FLIGHT])
+    assert world.service.verify() == []
+
+
+@pytest.mark.parametrize("then", ["cancel", "no more rounds"])
+def test_what_a_cut_round_requested_counts_when_no_round_follows(world, then):
+    """The round's request was made, its record cut; then no round asks again (the job was
+    cancelled, or is rerun without rounds): the rerun finds the migration by its request id."""
+    populate(world, IDS[:2])
+    t0 = start_in_flight(world)
+    run(world, replace(QUICK, blocked_rounds=0))
+    answer_start(world, t0)
+    world.hooks.crash_once("job_round.before_append")
+    with pytest.raises(Crash):
+        run(world, QUICK)
+    if then == "cancel":
+        jobs.cancel_job(world.service, "j1", "bob")
+    report = run(world, replace(QUICK, blocked_rounds=5 if then == "cancel" else 0))
+    assert report["this_run"]["asked"] == 0
+    assert report["counts"]["completed"] == 3 and report["counts"]["blocked"] == 0
+    assert jobs.load_job(world.service, "j1").state.decided[FLIGHT]["outcome"] == \
+        "already_pending"
+    assert_each_migrated_once(world, IDS[:2] + [FLIGHT])
+    assert world.service.verify() == []
+
+
+def test_rounds_count_across_runs_and_a_cancel_stops_them(world):
+    populate(world, IDS[:2])
+    t0 = start_in_flight(world)
+    one = replace(QUICK, blocked_rounds=1)
+    first = run(world, one)
+    assert (first["blocked_rounds"], first["this_run"]["blocked_rounds"]) == (1, 1)
+    assert first["counts"]["blocked"] == 1 and first["phase"] == "done"
+    again = run(world, one)  # its one round was asked: nothing more
+    assert (again["this_run"]["asked"], again["blocked_rounds"]) == (0, 1)
+    # Decided, but a schedule still blocked: a cancel stops the rounds to come.
+    assert jobs.cancel_job(world.service, "j1", "bob", "leave it")["phase"] == "cancelled"
+    answer_start(world, t0)
+    after = run(world, replace(one, blocked_rounds=5))
+    assert after["phase"] == "cancelled" and after["this_run"]["asked"] == 0
+    assert after["counts"]["blocked"] == 1 and after["blocked_rounds"] == 1
+
+
+def test_more_rounds_on_a_rerun_ask_again_and_no_rounds_ask_nothing(world):
+    populate(world, IDS[:2])
+    t0 = start_in_flight(world)
+    off = run(world, replace(QUICK, blocked_rounds=0))
+    assert off["counts"]["blocked"] == 1 and off["this_run"]["blocked_rounds"] == 0
+    assert not any(isinstance(e, j.Job.BlockedAsked) for e in job_events(world))
+    answer_start(world, t0)
+    on = run(world, replace(QUICK, blocked_rounds=1))  # the same job id, one more round
+    assert on["this_run"] == dict(on["this_run"], asked=1, blocked_rounds=1, unblocked=1)
+    assert on["counts"]["completed"] == 3 and on["phase"] == "done"
+
+
+def test_the_wait_before_a_round_is_kept(world):
+    populate(world, IDS[:1])
+    start_in_flight(world)
+    started = time.monotonic()
+    report = run(world, replace(SMALL, blocked_rounds=2, blocked_wait=0.2, wait=False))
+    # Loose: two rounds, each after its wait (never an upper bound).
+    assert time.monotonic() - started >= 0.4 * 0.9
+    assert report["blocked_rounds"] == 2 and report["counts"]["blocked"] == 1
 
 
 # -- named schedules, dry run, no-wait, cancel ---------------------------------------------------
@@ -214,7 +362,7 @@ def test_a_dry_run_predicts_the_run_and_writes_nothing(world):
         jobs.load_job(world.service, "j1")
     assert dry["would"] == {"requested": 5, "skipped": 0, "blocked": 2}
     assert dry["reasons"]["blocked"] == {"migration_pending": 1, "sentinel_blocked": 1}
-    real = run(world)
+    real = run(world, replace(SMALL, blocked_rounds=0))  # the first answers, kept
     assert real["requested"] == 5 and real["counts"]["blocked"] == 2
     predicted = {d["schedule_id"]: d["decision"] for d in dry["decisions"]}
     decided = jobs.load_job(world.service, "j1").state.decided

@@ -4,6 +4,7 @@ refusal."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,7 @@ from schedfence.infra.cli.commands import cli
 from schedfence.infra.cli.jobs import _Bar
 from schedfence.infra.application.jobs import RunOptions, run_job
 from schedfence.infra.application.service import MigrationService, open_service
+from tests.infra.cli.cli_runs import subprocess_cli
 
 NS = "batch"
 MIGRATE = ["migrate", "--namespace", NS, "--to", "workflow", "--job-id", "j1", "--match", "s*"]
@@ -71,11 +73,47 @@ def test_the_text_report_names_the_unfinished_by_reason(store):
     with open_service(store, "sim") as svc:
         svc.rollback(NS, "s1", "someone-else")
         svc.update_schedule(NS, "s2", delete=True)
-    text = invoke(store, *MIGRATE)
+    text = invoke(store, *MIGRATE, "--blocked-rounds", "0")  # the first answers, kept
     assert text.exit_code == 0, text.stderr
     lines = text.stdout.splitlines()
     assert "completed 3, parked 0, aborted 0, in progress 0, blocked 1, skipped 1" in lines
     assert "  blocked migration_pending: s1" in lines and "  skipped closed: s2" in lines
+
+
+def test_the_same_job_asks_its_blocked_schedules_again_and_fresh_processes_read_it(store):
+    """``--blocked-rounds``/``--blocked-wait``: a rerun of the job asks its blocked schedule
+    again (a round, ``job.BlockedAsked``); then ``job status`` and ``job list``, each in a
+    process of its own, read the round, and ``audit`` and ``verify``, in processes that never
+    import the job's code, decode it through the topic registry (domain/topics.py)."""
+    with open_service(store, "sim") as svc:
+        svc.rollback(NS, "s1", "someone-else")  # pending: the job's request is blocked
+    first = ok(store, *MIGRATE, "--blocked-rounds", "0")  # drives someone-else's to its end
+    assert first["counts"]["blocked"] == 1 and first["blocked_rounds"] == 0
+    text = invoke(store, *MIGRATE, "--blocked-rounds", "2", "--blocked-wait", "0")
+    assert text.exit_code == 0, text.stderr
+    # Asked again, s1 is closed now (the other rollback moved it): skipped, not blocked.
+    assert "blocked ones asked again in 1 round(s)" in text.stdout
+    assert "1 round(s) asked blocked schedules again, 0 unblocked" in text.stdout
+    assert "  skipped closed: s1" in text.stdout
+    status = cli_json(store, "job", "status", "--job-id", "j1")
+    assert (status["blocked_rounds"], status["counts"]["blocked"]) == (1, 0)
+    assert status["reasons"]["skipped"] == {"closed": 1}
+    assert [(r["job_id"], r["blocked_rounds"]) for r in cli_json(store, "job", "list")] == \
+        [("j1", 1)]
+    assert cli_json(store, "verify")["ok"] is True
+    [entry] = cli_json(store, "audit", "--type", "schedfence.job.BlockedAsked")["entries"]
+    assert (entry["type"], entry["topic"]) == ("BlockedAsked", "schedfence.job.BlockedAsked")
+    usage = invoke(store, *MIGRATE, "--blocked-wait", "301")
+    assert usage.exit_code == 2 and "--blocked-wait" in usage.stderr
+    helped = invoke(store, "migrate", "--help").stdout
+    assert "--blocked-rounds" in helped and "--blocked-wait SECONDS" in helped
+
+
+def cli_json(store: str, *args: str) -> Any:
+    """One command in a process of its own (a fresh interpreter): its JSON answer."""
+    done = subprocess_cli(store, *args, "--json")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    return json.loads(done.stdout)
 
 
 def test_status_list_and_cancel(store):
@@ -186,7 +224,7 @@ def test_progress_counts_driven_and_completed_migrations(store, wait):
         svc.rollback(NS, "s-fenced", "R-other")  # the job's request for it is blocked
         seen: list[dict] = []
         doc = run_job(svc, "jp", NS, "workflow", match="s*", on_progress=seen.append,
-                      options=RunOptions(wait=wait, page_size=2))
+                      options=RunOptions(wait=wait, page_size=2, blocked_wait=0.0))
     last = seen[-1]
     assert last["total"] == 6 and last["decided"] == 6 and last["requested"] == 5
     assert (last["driven"], last["completed"]) == ((5, 5) if wait else (0, 0))

@@ -65,3 +65,25 @@ def test_a_batch_job_requests_then_a_drain_drives(api: Api) -> None:
         assert_error(api.get("/v1/job", job_id="never"), 404, "not_found")
         assert_error(api.post("/v1/migrate", dict(body, to="sideways")), 422,
                      "invalid_argument")
+        for bad in ({"blocked_rounds": 21}, {"blocked_rounds": -1}, {"blocked_wait": 300.5},
+                    {"blocked_wait": True}):
+            assert_error(api.post("/v1/migrate", dict(body, job_id="j2", **bad)), 422,
+                         "invalid_argument")
+
+
+def test_a_batch_job_asks_its_blocked_schedules_again_over_the_api(api: Api) -> None:
+    """``blocked_rounds``/``blocked_wait``, as ``migrate --blocked-rounds --blocked-wait``:
+    the job's request for a schedule another migration holds is blocked, and the same job
+    asks it again in rounds (here, still held: nothing drives over HTTP)."""
+    for sid in ("a", "b"):
+        api.ok("/v1/schedule/create", dict(KEY, schedule_id=sid))
+    api.ok("/v1/rollback", dict(KEY, schedule_id="b", request_id="R-other"))
+    body = {"namespace": NS, "to": "workflow", "job_id": "j1", "blocked_wait": 0}
+    report = api.ok("/v1/migrate", dict(body, blocked_rounds=2))
+    assert (report["blocked_rounds"], report["this_run"]["blocked_rounds"]) == (2, 2)
+    assert report["reasons"]["blocked"] == {"migration_pending": 1}
+    api.ok("/v1/worker/drain", {}, role="operator")  # R-other ends: b is closed
+    again = api.ok("/v1/migrate", dict(body, blocked_rounds=3))  # one more round in all
+    assert (again["blocked_rounds"], again["counts"]["blocked"]) == (3, 0)
+    assert again["reasons"]["skipped"] == {"closed": 1}
+    assert api.read("/v1/job", job_id="j1")["blocked_rounds"] == 3

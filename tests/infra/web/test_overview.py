@@ -153,6 +153,7 @@ def test_a_jobs_page_shows_progress_counts_and_the_unfinished_with_reasons(many:
     assert page.counts()["job-counts"] == {"completed": 29, "parked": 1, "aborted": 0,
                                            "in_progress": 0, "blocked": 0, "skipped": 1}
     assert page.text_of("#progress").startswith("29 of 31 decided schedule(s) finished")
+    assert page.text_of("#blocked-rounds") == "0 round(s)"  # nothing was blocked
     unfinished = {r.attrs["data-schedule"]: r.texts() for r in page.rows("table.unfinished")}
     assert unfinished[W.FOREIGN][1:3] == ["parked", "foreign_destination"]
     assert unfinished[W.MISSING][1:3] == ["skipped", "not_found"]
