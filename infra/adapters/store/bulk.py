@@ -44,22 +44,28 @@ def load_many(app: FenceApplication, ids: Iterable[UUID],
     return found
 
 
+def pg_statement(schema: str, table: str) -> Any:
+    """The PostgreSQL select of ``_select`` (two array parameters: ids, versions after).
+
+    One index range per id, whatever the statistics say: the subquery's OFFSET 0 keeps the
+    planner from flattening it into a hash join over the whole table, which it chose (a
+    parallel scan of 1.3 million events per batch) before autovacuum had analysed the table
+    of a freshly written fleet."""
+    from psycopg.sql import SQL, Identifier
+    return SQL("SELECT e.originator_id, e.originator_version, e.topic, e.state FROM "
+               "unnest(%s::uuid[], %s::bigint[]) WITH ORDINALITY AS w(id, v, n) "
+               "CROSS JOIN LATERAL (SELECT * FROM {schema}.{table} x "
+               "WHERE x.originator_id = w.id AND x.originator_version > w.v OFFSET 0) e "
+               "ORDER BY w.n, e.originator_version").format(
+        schema=Identifier(schema), table=Identifier(table))
+
+
 def _select(recorder: Any, after: list[tuple[UUID, int]]) -> list[StoredEvent]:
     """The stored events of each id after its version (0: all), each history in order."""
     table = recorder.events_table_name
     if hasattr(recorder.datastore, "schema"):  # PostgreSQL
         from psycopg.rows import tuple_row
-        from psycopg.sql import SQL, Identifier
-        # One index range per id, whatever the statistics say: the subquery's OFFSET 0 keeps
-        # the planner from flattening it into a hash join over the whole table (it chose one,
-        # a parallel scan of 1.3 million events per batch, before autovacuum had analysed
-        # the table of a freshly written fleet).
-        statement = SQL("SELECT e.originator_id, e.originator_version, e.topic, e.state FROM "
-                        "unnest(%s::uuid[], %s::bigint[]) WITH ORDINALITY AS w(id, v, n) "
-                        "CROSS JOIN LATERAL (SELECT * FROM {schema}.{table} x "
-                        "WHERE x.originator_id = w.id AND x.originator_version > w.v "
-                        "OFFSET 0) e ORDER BY w.n, e.originator_version").format(
-            schema=Identifier(recorder.datastore.schema), table=Identifier(table))
+        statement = pg_statement(recorder.datastore.schema, table)
         # Binary tuple rows: uuid and bytea arrive as UUID and bytes, no dict per row.
         with recorder.datastore.get_connection() as conn, \
                 conn.cursor(row_factory=tuple_row, binary=True) as curs:
