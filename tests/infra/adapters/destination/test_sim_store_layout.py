@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import event, text
 
 from schedfence.domain.ports import AlreadyStarted, StartWorkflow
-from schedfence.infra.adapters.destination.sim_sql import TABLE_NAME, TOMBSTONE, SqlSimState
+from schedfence.infra.adapters.destination.sim_sql import (TABLE_NAME, TOMBSTONE, SqlSimState,
+                                                     preload_select)
 from schedfence.infra.adapters.destination.simulator import InMemorySimState, SimulatedDestination
 
 NS = "ns"
@@ -115,5 +116,35 @@ def test_a_fresh_state_leaves_a_tombstone_for_older_releases(file_store_url):
         with state._engine.begin() as conn:
             rows = conn.execute(text(f"SELECT name, state FROM {TABLE_NAME}")).all()
         assert [tuple(r) for r in rows] == [("default", TOMBSTONE)]
+    finally:
+        state.dispose()
+
+
+def test_a_preload_is_a_key_lookup_per_id_before_any_analyze(pg_store):
+    """Issue 30's 100,000-schedule move: on a workflows table PostgreSQL had not analysed yet,
+    an IN list read every row of the namespace and filtered the ids, inside the call that
+    holds the counters row. The preload must look each id up by the whole primary key."""
+    state = SqlSimState(pg_store)
+    try:
+        state._ensure_ready()
+        with state._engine.begin() as conn:
+            conn.execute(text("ALTER TABLE schedfence_sim_workflows "
+                              "SET (autovacuum_enabled = false)"))
+            conn.execute(text("INSERT INTO schedfence_sim_workflows SELECT 'default', 'ns', "
+                              "'w' || g, g, '[]' FROM generate_series(1, 30000) g"))
+        ids = [f"w{i}" for i in range(1, 30000, 150)]
+        with state._engine.connect() as conn:
+            def plan(statement, params):
+                compiled = statement.compile(conn, compile_kwargs={"literal_binds": True}) \
+                    if not params else statement
+                rows = conn.execute(text(f"EXPLAIN {compiled}"), params)
+                return "\n".join(r[0] for r in rows)
+            control = plan(*preload_select("sqlite", "default", "ns", ids))  # the IN list
+            ours = plan(*preload_select("postgresql", "default", "ns", ids))
+            assert len(conn.execute(*preload_select("postgresql", "default", "ns",
+                                                    ids + ["absent"])).all()) == len(ids)
+        assert "Filter" in control  # this table makes the IN list scan the namespace
+        assert "Nested Loop" in ours and "Filter" not in ours, ours
+        assert "(workflow_id) = (w.workflow_id)" in ours.replace("::text", ""), ours
     finally:
         state.dispose()
