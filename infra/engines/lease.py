@@ -87,13 +87,16 @@ class Leases(SideTables):
             return []
         self._ensure_table()
         now = now_us()
-        wanted = [str(i) for i in ids]
+        # One order for every take, and each id once: two takes of one batch in their own
+        # orders locked each other's index entries (PostgreSQL: "deadlock detected"), and an
+        # upsert may not touch one row twice.
+        wanted = sorted({str(i) for i in ids})
         postgres = self.engine.dialect.name == "postgresql"
         with self._writing() as conn:
             taken = {r[0] for r in conn.execute(_TAKE[postgres], {
                 "ids": wanted if postgres else json.dumps(wanted), "holder": holder,
                 "expires": now + int(self.seconds * 1e6), "now": now})}
-        return [i for i in ids if str(i) in taken]
+        return [i for i in dict.fromkeys(ids) if str(i) in taken]
 
     def release(self, ids: list[UUID], holder: str) -> None:
         """Give back ``holder``'s leases of ``ids`` (another's are left alone)."""

@@ -197,3 +197,29 @@ def test_a_lease_is_held_by_one_worker_until_released_or_expired(lease_engine) -
     assert sorted(h[0] for h in b.held()) == sorted(str(x) for x in m)
     b.release(m, "B")
     assert b.held() == []
+
+
+def test_two_workers_taking_one_batch_in_opposite_orders_never_deadlock(lease_engine) -> None:
+    """Found by test_workers' two-pool race: two takes of the same ids, each in its own order,
+    locked each other's index entries and PostgreSQL killed one ("deadlock detected"). Each
+    take now locks its ids in one order; a duplicate id is taken once."""
+    ids = [uuid4() for _ in range(300)]
+    errors: list[BaseException] = []
+
+    def take(holder: str, order: list) -> None:
+        leases = Leases(lease_engine, seconds=60)
+        try:
+            for _ in range(15):
+                taken = leases.take(order + order[:3], holder)
+                assert len(set(taken)) == len(taken)  # each id answered once
+                leases.release(order, holder)
+        except Exception as exc:  # noqa: BLE001 (a deadlock is the finding)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=take, args=("A", ids)),
+               threading.Thread(target=take, args=("B", ids[::-1]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
