@@ -3,9 +3,10 @@ opening one store (sim_store.py has the interface and the state in memory).
 
 It is one row per workflow id (``schedfence_sim_workflows``, its runs as JSON), one row per
 logged start (``schedfence_sim_start_log``) and one small row of counters
-(``schedfence_sim_meta``) that every call locks first. A call therefore reads and writes only
-the rows it touches, and its cost does not grow with the number of workflows. A state an older
-release kept in one row is migrated on first open.
+(``schedfence_sim_meta``); sim_rows.py has them, and how calls are kept apart (on PostgreSQL a
+lock per workflow id, elsewhere the counters row). A call reads and writes only the rows it
+touches, and its cost does not grow with the number of workflows. A state an older release
+kept in one row is migrated on first open.
 """
 from __future__ import annotations
 
@@ -14,190 +15,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import (BigInteger, Column, Index, MetaData, String, Table, Text, bindparam,
-                        create_engine, event, select)
+from sqlalchemy import create_engine, event, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from schedfence.infra.pacing import retry_call
+from schedfence.infra.adapters.destination.sim_rows import (
+    META_TABLE, NUMBERS, SEQUENCES, TABLE_NAME, TOMBSTONE, PgSimTx, SqlSimTx, legacy_table,
+    log_table, meta_table, metadata, workflows_table)
 from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimTx
 from schedfence.infra.adapters.store.pg import SCHEMES as PG_SCHEMES, parse_pg_url
-
-PRELOAD_CHUNK = 500  # workflow ids read in one query
-TABLE_NAME = "schedfence_sim_destination"  # the one-row layout of older releases
-META_TABLE = "schedfence_sim_meta"
-WORKFLOWS_TABLE = "schedfence_sim_workflows"
-LOG_TABLE = "schedfence_sim_start_log"
-# What the old single row holds once migrated: an older release loads it as a JSON string and
-# fails on it, instead of silently starting over from an empty destination.
-TOMBSTONE = json.dumps(
-    f"schedule-fence: this simulated destination moved to per-workflow rows ({META_TABLE}, "
-    f"{WORKFLOWS_TABLE}, {LOG_TABLE}); a release that keeps it in this one row cannot read it")
 
 
 class RolledBack(SQLAlchemyError):
     """A database error in a simulator call before its COMMIT was sent: the server rolls that
     transaction back, so the call provably changed nothing (an error in the COMMIT itself
     stays a plain ``SQLAlchemyError``: its outcome is unknown)."""
-
-
-_metadata = MetaData()
-_legacy = Table(
-    TABLE_NAME, _metadata,
-    Column("name", String(200), primary_key=True),
-    Column("state", Text, nullable=False),
-)
-_meta = Table(
-    META_TABLE, _metadata,
-    Column("name", String(200), primary_key=True),
-    Column("counter", BigInteger, nullable=False),  # ids handed out (runs, request ids)
-    Column("log_count", BigInteger, nullable=False),  # start-log entries, the last seq
-    Column("workflow_count", BigInteger, nullable=False),  # workflow rows, the last ord
-)
-_workflows = Table(
-    WORKFLOWS_TABLE, _metadata,
-    Column("name", String(200), primary_key=True),
-    Column("namespace", String, primary_key=True),
-    Column("workflow_id", String, primary_key=True),
-    Column("ord", BigInteger, nullable=False),  # order of the first run (workflow_ids)
-    Column("runs", Text, nullable=False),
-)
-_log = Table(
-    LOG_TABLE, _metadata,
-    Column("name", String(200), primary_key=True),
-    Column("seq", BigInteger, primary_key=True),
-    Column("namespace", String, nullable=False),
-    Column("workflow_id", String, nullable=False),
-    Column("entry", Text, nullable=False),
-    Index(f"{LOG_TABLE}_by_workflow", "name", "namespace", "workflow_id", "seq"),
-)
-
-
-# One primary-key lookup per id on PostgreSQL, whatever its statistics say: with an IN list
-# the planner, on a table it had not analysed yet, scanned every row of the namespace and
-# filtered the ids (40-150 ms for 80,000 workflows, inside the call that holds the counters
-# row, so every other call queued behind it); the subquery's OFFSET 0 keeps it a nested loop.
-_PG_PRELOAD = sql_text(
-    f"SELECT w.workflow_id, x.runs FROM unnest(CAST(:ids AS varchar[])) AS w(workflow_id) "
-    f"CROSS JOIN LATERAL (SELECT s.runs FROM {WORKFLOWS_TABLE} s WHERE s.name = :name "
-    f"AND s.namespace = :ns AND s.workflow_id = w.workflow_id OFFSET 0) x")
-
-
-def preload_select(dialect: str, name: str, namespace: str,
-                   workflow_ids: list[str]) -> tuple[Any, dict[str, Any]]:
-    """The select of these workflows' rows (workflow id, runs): a statement and its
-    parameters, for ``Connection.execute``."""
-    if dialect == "postgresql":
-        return _PG_PRELOAD, {"ids": workflow_ids, "name": name, "ns": namespace}
-    c = _workflows.c
-    return select(c.workflow_id, c.runs).where(
-        c.name == name, c.namespace == namespace, c.workflow_id.in_(workflow_ids)), {}
-
-
-class SqlSimTx:
-    """``SimTx`` over the SQL rows: loads the workflows it is asked about, writes back the ones
-    that changed, appends log rows, and updates the counters row (locked by the caller)."""
-
-    def __init__(self, conn: Connection, name: str, counters: tuple[int, int, int]) -> None:
-        self._conn, self._name = conn, name
-        self._counters = counters
-        self._counter, self._log_count, self._workflow_count = counters
-        self._loaded: dict[tuple[str, str], tuple[str | None, list[dict]]] = {}
-        self._ords: dict[tuple[str, str], int] = {}  # ids whose first run is in this call
-        self._pending_log: list[dict] = []
-
-    def runs(self, namespace: str, workflow_id: str) -> list[dict]:
-        k = (namespace, workflow_id)
-        if k not in self._loaded:
-            self.preload([k])
-        return self._loaded[k][1]
-
-    def preload(self, keys: list[tuple[str, str]]) -> None:
-        c = _workflows.c
-        wanted = [k for k in dict.fromkeys(keys) if k not in self._loaded]
-        for start in range(0, len(wanted), PRELOAD_CHUNK):
-            chunk = wanted[start:start + PRELOAD_CHUNK]
-            found: dict[tuple[str, str], str] = {}
-            for ns in {ns for ns, _ in chunk}:
-                rows = self._conn.execute(*preload_select(
-                    self._conn.dialect.name, self._name, ns, [w for n, w in chunk if n == ns]))
-                found.update({(ns, wid): text for wid, text in rows})
-            for k in chunk:
-                text = found.get(k)
-                self._loaded[k] = (text, json.loads(text) if text is not None else [])
-
-    def add_run(self, namespace: str, workflow_id: str, run: dict) -> None:
-        runs = self.runs(namespace, workflow_id)
-        k = (namespace, workflow_id)
-        if self._loaded[k][0] is None and k not in self._ords:
-            self._workflow_count += 1
-            self._ords[k] = self._workflow_count
-        runs.append(run)
-
-    def next_counter(self) -> int:
-        self._counter += 1
-        return self._counter
-
-    def append_log(self, entry: dict) -> None:
-        self._log_count += 1
-        req = entry["request"]
-        self._pending_log.append({"name": self._name, "seq": self._log_count,
-                                  "namespace": req["namespace"],
-                                  "workflow_id": req["workflow_id"],
-                                  "entry": json.dumps(entry)})
-
-    def log(self, namespace: str | None = None, workflow_id: str | None = None) -> list[dict]:
-        self._flush()
-        c = _log.c
-        q = select(c.entry).where(c.name == self._name).order_by(c.seq)
-        if namespace is not None:
-            q = q.where(c.namespace == namespace)
-        if workflow_id is not None:
-            q = q.where(c.workflow_id == workflow_id)
-        return [json.loads(text) for text in self._conn.execute(q).scalars()]
-
-    def workflow_ids(self) -> list[tuple[str, str]]:
-        self._flush()
-        c = _workflows.c
-        rows = self._conn.execute(select(c.namespace, c.workflow_id)
-                                  .where(c.name == self._name).order_by(c.ord))
-        return [(ns, wid) for ns, wid in rows]
-
-    def _flush(self) -> None:
-        """Write the changed workflow rows and the new log rows (still inside the transaction):
-        each kind in one statement."""
-        c = _workflows.c
-        inserts, updates = [], []
-        for (ns, wid), (old, runs) in self._loaded.items():
-            if old is None and not runs:
-                continue  # asked about, never created
-            text = json.dumps(runs)
-            if old is None:
-                inserts.append({"name": self._name, "namespace": ns, "workflow_id": wid,
-                                "ord": self._ords[(ns, wid)], "runs": text})
-            elif text != old:
-                updates.append({"k_ns": ns, "k_wid": wid, "runs": text})
-            else:
-                continue
-            self._loaded[(ns, wid)] = (text, runs)
-        if inserts:
-            self._conn.execute(_workflows.insert(), inserts)
-        if updates:
-            self._conn.execute(_workflows.update().where(
-                c.name == self._name, c.namespace == bindparam("k_ns"),
-                c.workflow_id == bindparam("k_wid")), updates)
-        if self._pending_log:
-            self._conn.execute(_log.insert(), self._pending_log)
-            self._pending_log = []
-
-    def commit(self) -> None:
-        self._flush()
-        counters = (self._counter, self._log_count, self._workflow_count)
-        if counters != self._counters:  # reads need no write-back
-            self._conn.execute(_meta.update().where(_meta.c.name == self._name).values(
-                counter=counters[0], log_count=counters[1], workflow_count=counters[2]))
-            self._counters = counters
 
 
 def _is_memory_sqlite(url: str) -> bool:
@@ -229,6 +63,27 @@ def _make_engine(url: str) -> Engine:
     return engine
 
 
+def _counters(conn: Connection, name: str, lock: bool) -> tuple[int, int, int]:
+    """The counters row's numbers (``NUMBERS``' order), locked for the transaction if asked."""
+    c = meta_table.c
+    query = select(c.counter, c.log_count, c.workflow_count).where(c.name == name)
+    counter, log_count, workflow_count = conn.execute(
+        query.with_for_update() if lock else query).one()
+    return counter, log_count, workflow_count
+
+
+def _raise_sequences(conn: Connection, name: str) -> None:
+    """Each sequence above what the counters row holds (the numbers an older release handed
+    out from it), under that row's lock. Only a sequence behind the row moves; once the first
+    process of this release has raised it, none is behind again (on PostgreSQL the row no
+    longer changes), so no number is ever handed out twice."""
+    for kind, held in zip(NUMBERS, _counters(conn, name, lock=True)):
+        seq = SEQUENCES[kind]
+        conn.execute(sql_text(
+            f"SELECT setval('{seq}', :held) WHERE :held > (SELECT CASE WHEN is_called "
+            f"THEN last_value ELSE last_value - 1 END FROM {seq})"), {"held": held})
+
+
 def _migrate_legacy(conn: Connection, name: str, text: str) -> tuple[int, int, int]:
     """Copy an older release's one-row state into the per-workflow tables; returns counters."""
     if text == TOMBSTONE:
@@ -250,18 +105,19 @@ def _migrate_legacy(conn: Connection, name: str, text: str) -> tuple[int, int, i
             "workflow_id": e["request"]["workflow_id"], "entry": json.dumps(e)}
            for i, e in enumerate(state.get("log", []), start=1)]
     if rows:
-        conn.execute(_workflows.insert(), rows)
+        conn.execute(workflows_table.insert(), rows)
     if log:
-        conn.execute(_log.insert(), log)
+        conn.execute(log_table.insert(), log)
     return int(state.get("counter", 0)), len(log), len(rows)
 
 
 class SqlSimState:
-    """State in rows per workflow id (see the module docstring); each call is one transaction
-    that locks the counters row first, so calls are serialised across processes.
+    """State in rows per workflow id (see the module docstring); each call is one transaction.
 
-    SQLite serialises with BEGIN IMMEDIATE; other databases (PostgreSQL) with SELECT ... FOR
-    UPDATE on the counters row. ``url`` is a store URL (``sqlite:///PATH``,
+    On PostgreSQL a call locks each workflow id it reads (``PgSimTx``), so calls about one
+    workflow are serialised across processes and calls about others run beside them. SQLite
+    serialises every call with BEGIN IMMEDIATE, other databases with SELECT ... FOR UPDATE on
+    the counters row. ``url`` is a store URL (``sqlite:///PATH``,
     ``postgresql://...?schema=S``) or any SQLAlchemy URL. A state an older release kept in one
     row of ``schedfence_sim_destination`` is migrated on first open.
     """
@@ -276,6 +132,8 @@ class SqlSimState:
         self.name = name
         self._engine = _make_engine(url)
         self._pg = parse_pg_url(url) if url.startswith(PG_SCHEMES) else None
+        self._locks_rows = self._engine.dialect.name == "postgresql"  # else the counters row
+        self._scope = self._pg.schema if self._pg is not None else ""  # of the advisory locks
         self._ready = False
 
     def _ensure_ready(self) -> None:
@@ -295,27 +153,29 @@ class SqlSimState:
 
     def _create_tables(self) -> None:
         with self._engine.begin() as conn:
-            _metadata.create_all(conn, checkfirst=True)
+            metadata.create_all(conn, checkfirst=True)
 
     def _insert_counters(self) -> None:
         with self._engine.begin() as conn:
             self._init_counters(conn)
+            if self._locks_rows:
+                _raise_sequences(conn, self.name)
 
     def _init_counters(self, conn: Connection) -> None:
-        if conn.execute(select(_meta.c.name).where(_meta.c.name == self.name)).first():
+        if conn.execute(select(meta_table.c.name).where(meta_table.c.name == self.name)).first():
             return
         # Inserted first: a racing process blocks on this key, then fails and starts over.
-        conn.execute(_meta.insert().values(name=self.name, counter=0, log_count=0,
+        conn.execute(meta_table.insert().values(name=self.name, counter=0, log_count=0,
                                            workflow_count=0))
-        old = conn.execute(select(_legacy.c.state).where(_legacy.c.name == self.name)
+        old = conn.execute(select(legacy_table.c.state).where(legacy_table.c.name == self.name)
                            .with_for_update()).scalar()
         if old is None:
-            conn.execute(_legacy.insert().values(name=self.name, state=TOMBSTONE))
+            conn.execute(legacy_table.insert().values(name=self.name, state=TOMBSTONE))
             return
         counter, log_count, workflow_count = _migrate_legacy(conn, self.name, old)
-        conn.execute(_meta.update().where(_meta.c.name == self.name).values(
+        conn.execute(meta_table.update().where(meta_table.c.name == self.name).values(
             counter=counter, log_count=log_count, workflow_count=workflow_count))
-        conn.execute(_legacy.update().where(_legacy.c.name == self.name)
+        conn.execute(legacy_table.update().where(legacy_table.c.name == self.name)
                      .values(state=TOMBSTONE))
 
     @contextmanager
@@ -324,10 +184,8 @@ class SqlSimState:
         with self._engine.connect() as conn:
             try:
                 trans = conn.begin()
-                c = _meta.c
-                counters = conn.execute(select(c.counter, c.log_count, c.workflow_count)
-                                        .where(c.name == self.name).with_for_update()).one()
-                tx = SqlSimTx(conn, self.name, tuple(counters))
+                tx = PgSimTx(conn, self.name, self._scope) if self._locks_rows \
+                    else SqlSimTx(conn, self.name, _counters(conn, self.name, lock=True))
                 yield tx
                 tx.commit()
             except SQLAlchemyError as exc:

@@ -101,7 +101,7 @@ def test_sigterm_is_honoured_while_the_destination_hangs(tmp_path: Path) -> None
     batch's starts are in flight together)."""
     import signal
     from schedfence.infra.adapters.destination.shared_sim import open_shared_sim
-    from schedfence.infra.adapters.destination.sim_sql import META_TABLE
+    from schedfence.infra.adapters.destination.sim_rows import WORKFLOWS_TABLE
     from tests import pgtools
     with pgtools.fresh_database("schedfence_wt") as store, \
             pgtools.fresh_database("schedfence_wt_sim") as sim_url:
@@ -110,8 +110,8 @@ def test_sigterm_is_honoured_while_the_destination_hangs(tmp_path: Path) -> None
         sids = _rollbacks(svc, 12)
         lock = pgtools.connect(sim_url + "?schema=public")
         lock.autocommit = False
-        # Every simulator call locks its counters row first: holding the table stalls each call.
-        lock.execute(f"LOCK TABLE {META_TABLE} IN ACCESS EXCLUSIVE MODE")
+        # Every simulator call reads its workflows' rows: holding the table stalls each call.
+        lock.execute(f"LOCK TABLE {WORKFLOWS_TABLE} IN ACCESS EXCLUSIVE MODE")
         proc = _worker_process(store, sim_url + "?lock_timeout=1s", tmp_path / "w.err")
         try:
             deadline = time.monotonic() + 30
