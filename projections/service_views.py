@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
 from schedfence.domain.rollback.phases import PHASES
 
+from . import audit_query as aq
 from . import key_table as kt
 from . import metrics as pm
 from . import queries as q
@@ -85,7 +86,7 @@ class OperatorViews:
               newest_first: bool = False, limit: int = 100, namespace: str | None = None,
               event_types: Sequence[str] = (), after: str | None = None,
               exclude_types: Sequence[str] = (), job_id: str | None = None,
-              ) -> q.CursorAuditPage:
+              ) -> aq.CursorAuditPage:
         """Events matching every given filter, in log order (``newest_first`` reverses it),
         a page of at most ``limit``: while more match, ``next_cursor`` is set; pass it back as
         ``after`` with the same filters for the next page.
@@ -96,7 +97,7 @@ class OperatorViews:
         batch job requested (and the source events naming them);
         ``since``/``until`` are inclusive, ISO 8601 or a duration ago (``15m``, ``2h``).
         Each entry carries the ``reason`` its event gives (an operator's, a park's), if any."""
-        query = q.AuditQuery(
+        query = aq.AuditQuery(
             schedule=q.parse_schedule(schedule) if schedule is not None else None,
             request_id=request_id, migration_id=_migration_id(migration_id), actor=actor,
             since_us=q.parse_time(since, "since") if since is not None else None,
@@ -106,11 +107,11 @@ class OperatorViews:
             exclude_types=tuple(exclude_types), job_id=job_id)
         query.check()  # bad arguments fail before any catch-up work
         p = self._fresh()
-        page = q.audit(p.view.engine, query, p.position)
+        page = aq.audit(p.view.engine, query, p.position)
         reasons = self._reasons(page.entries)
-        # q.audit's entries are AuditRows (the page's field is typed by its base class)
+        # aq.audit's entries are AuditRows (the page's field is typed by its base class)
         return replace(page, entries=[
-            replace(cast(q.AuditRow, e), reason=reasons.get(e.position)) for e in page.entries])
+            replace(cast(aq.AuditRow, e), reason=reasons.get(e.position)) for e in page.entries])
 
     def _reasons(self, entries: Sequence[Any]) -> dict[int, str]:
         """The ``reason`` field of the events at these positions, read from the log in runs of
