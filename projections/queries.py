@@ -23,6 +23,7 @@ from schedfence.domain.source.key import ScheduleKey
 
 from . import oncall as oc
 from . import tables as t
+from .batch import migration_state
 from .records import MigrationRow, OnCallItem, from_us, to_us
 
 MAX_LIMIT = 10_000
@@ -235,7 +236,7 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
 
 
 def _row(r: Any, now_us: int) -> tuple[MigrationRow, MigrationState]:
-    state = MigrationState(**json.loads(r["folded"]))
+    state = migration_state(r)
     row = MigrationRow(**{name: r[name] for name in READ_FIELDS}, last_answer=r["last_answer"],
                        created_at=from_us(r["created_us"]), updated_at=from_us(r["updated_us"]),
                        age_seconds=round(max(now_us - r["created_us"], 0) / 1e6, 3),
