@@ -133,7 +133,7 @@ def migrations_page(engine: Engine, state: str | None, limit: int, after: str | 
     c = t.migrations.c
     conds = [] if state is None else [c.state == state]
     if after is not None:
-        last_state, updated, mid = decode_cursor("migrations", after, (str, int, str))
+        last_state, updated, mid = migrations_after(after)
         if state is not None and last_state != state:
             raise InvalidArgument("cursor was returned for another --state: pass the same "
                                   "filters as on the first page")
@@ -149,6 +149,13 @@ def migrations_page(engine: Engine, state: str | None, limit: int, after: str | 
     return MigrationPage([_row(r, now_us)[0] for r in rows[:limit]], None if last is None else
                          encode_cursor("migrations", last["state"], last["updated_us"],
                                        last["migration_id"]))
+
+
+def migrations_after(after: str) -> tuple[str, int, str]:
+    """The last row a migrations page returned (its state, updated µs and id), from the
+    page's cursor; a cursor of anything else is refused."""
+    state, updated, migration_id = decode_cursor("migrations", after, (str, int, str))
+    return state, updated, migration_id
 
 
 def migrations_by_state(engine: Engine, state: str | None, limit: int,
@@ -169,7 +176,7 @@ def schedule_keys(engine: Engine, namespace: str | None, limit: int,
     if namespace is not None:
         conds.append(c.namespace == namespace)
     if after is not None:
-        conds.append(c.position > decode_cursor("schedules", after, (int,))[0])
+        conds.append(c.position > keys_after(after))
     with engine.connect() as conn:
         rows = conn.execute(select(c.position, c.namespace, c.schedule_id).where(*conds)
                             .order_by(c.position).limit(limit + 1)).all()
@@ -178,6 +185,13 @@ def schedule_keys(engine: Engine, namespace: str | None, limit: int,
             for r in rows[:limit] if incarnations.get((r.namespace, r.schedule_id))]
     more = len(rows) > limit
     return KeyPage(keys, encode_cursor("schedules", rows[limit - 1].position) if more else None)
+
+
+def keys_after(after: str) -> int:
+    """The log position of the last key a schedules page returned, from the page's cursor;
+    a cursor of anything else is refused."""
+    position: int = decode_cursor("schedules", after, (int,))[0]
+    return position
 
 
 def migration_states(engine: Engine, ids: list[str]) -> dict[str, str]:

@@ -155,7 +155,7 @@ class OperatorViews:
         if state is not None and state not in PHASES:  # before any catch-up work
             raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
         if after is not None:
-            q.decode_cursor("migrations", after, (str, int, str))
+            q.migrations_after(after)
         return q.migrations_page(self._fresh().view.engine, state, limit, after)
 
     def schedule_keys(self, namespace: str | None = None, limit: int = MAX_ROWS,
@@ -163,7 +163,7 @@ class OperatorViews:
         """A page of schedule keys in creation order, with their current incarnation."""
         q.check_limit(limit)
         if after is not None:
-            q.decode_cursor("schedules", after, (int,))
+            q.keys_after(after)
         return q.schedule_keys(self._fresh().view.engine, namespace, limit, after)
 
     def key_rows(self, only: tuple[str, str] | None = None) -> list[kt.KeyRow]:
