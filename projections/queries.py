@@ -123,12 +123,17 @@ def stats(engine: Engine, projected_through: int) -> dict[str, Any]:
             "by_state": by_state, "by_namespace": by_namespace}
 
 
+def check_state(state: str | None) -> None:
+    """``state`` is None (every state) or a rollback migration's phase."""
+    if state is not None and state not in PHASES:
+        raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+
+
 def migrations_page(engine: Engine, state: str | None, limit: int, after: str | None = None,
                     now: float | None = None) -> MigrationPage:
     """Migrations (of ``state``, or all, grouped by state), most recently changed first. A
     migration that changes between two pages moves in this order (as on the HTTP API)."""
-    if state is not None and state not in PHASES:
-        raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+    check_state(state)
     check_limit(limit)
     c = t.migrations.c
     conds = [] if state is None else [c.state == state]

@@ -16,7 +16,6 @@ from uuid import UUID
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
-from schedfence.domain.rollback.phases import PHASES
 
 from . import audit_query as aq
 from . import key_table as kt
@@ -145,15 +144,13 @@ class OperatorViews:
 
     def migrations_by_state(self, state: str | None = None,
                             limit: int = MAX_ROWS) -> list[MigrationRow]:
-        if state is not None and state not in PHASES:  # before any catch-up work
-            raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+        q.check_state(state)  # before any catch-up work
         return q.migrations_by_state(self._fresh().view.engine, state, limit)
 
     def migrations_page(self, state: str | None = None, limit: int = MAX_ROWS,
                         after: str | None = None) -> q.MigrationPage:
         """``migrations_by_state``, a page at a time: ``after`` is a page's ``next_cursor``."""
-        if state is not None and state not in PHASES:  # before any catch-up work
-            raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+        q.check_state(state)  # before any catch-up work
         if after is not None:
             q.migrations_after(after)
         return q.migrations_page(self._fresh().view.engine, state, limit, after)
