@@ -149,7 +149,7 @@ def migrations_page(engine: Engine, state: str | None, limit: int, after: str | 
     with engine.connect() as conn:
         rows = conn.execute(select(t.migrations).where(*conds).order_by(*order)
                             .limit(limit + 1)).mappings().all()
-    now_us = to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
+    now_us = _now_us(now)
     last = rows[limit - 1] if len(rows) > limit else None
     return MigrationPage([_row(r, now_us)[0] for r in rows[:limit]], None if last is None else
                          encode_cursor("migrations", last["state"], last["updated_us"],
@@ -228,7 +228,7 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
     """Parked and legacy migrations, and open ones with no event for ``stuck_after_seconds``."""
     if not isinstance(stuck_after_seconds, (int, float)) or stuck_after_seconds < 0:
         raise InvalidArgument("stuck_after_seconds must be a number >= 0")
-    now_us = to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
+    now_us = _now_us(now)
     cutoff = now_us - int(stuck_after_seconds * 1_000_000)
     c = t.migrations.c
     query = select(t.migrations).where(or_(
@@ -252,6 +252,11 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
                        row.idle_seconds, verdicts)))
     rank = {"parked": 0, "legacy": 1, "stuck": 2}
     return sorted(items, key=lambda i: rank[i.category])  # stable: oldest first within
+
+
+def _now_us(now: float | None) -> int:
+    """``now`` (seconds since the epoch), else the clock's time, in µs."""
+    return to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
 
 
 def _row(r: Any, now_us: int) -> tuple[MigrationRow, MigrationState]:
