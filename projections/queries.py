@@ -204,17 +204,16 @@ def migration_states(engine: Engine, ids: list[str]) -> dict[str, str]:
     c = t.migrations.c
     found: dict[str, str] = {}
     with engine.connect() as conn:
-        for start in range(0, len(ids), 500):
+        for chunk in t.chunks(ids):
             found.update(conn.execute(select(c.migration_id, c.state).where(
-                c.migration_id.in_(ids[start:start + 500]))).tuples().all())
+                c.migration_id.in_(chunk))).tuples().all())
     return found
 
 
 def _incarnations(conn: Any, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """The newest incarnation of each key (its schedule aggregates' highest number)."""
     a, found = t.aggregates.c, {}
-    for start in range(0, len(keys), 500):  # bound the size of the IN lists
-        chunk = keys[start:start + 500]
+    for chunk in t.chunks(keys):  # bound the size of the IN lists
         wanted = set(chunk)
         rows = conn.execute(select(a.namespace, a.schedule_id, func.max(a.incarnation)).where(
             a.kind == "schedule", a.namespace.in_({k[0] for k in chunk}),
