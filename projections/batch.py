@@ -72,10 +72,14 @@ def set_floors(rows: list[dict[str, Any]]) -> None:
             floor = row["floor_us"] = min(floor, row["ts_us"])
 
 
+def migration_state(row: Any) -> MigrationState:
+    """The folded state a migration's row holds (``migration_row``'s ``folded``)."""
+    return MigrationState(**json.loads(row["folded"]))
+
+
 def folded_from_row(row: Any) -> FoldedMigration:
-    return FoldedMigration(MigrationState(**json.loads(row["folded"])), row["created_us"],
-                           row["created_position"], row["updated_us"], row["last_position"],
-                           row["version"])
+    return FoldedMigration(migration_state(row), row["created_us"], row["created_position"],
+                           row["updated_us"], row["last_position"], row["version"])
 
 
 def migration_row(migration_id: str, f: FoldedMigration | None) -> dict[str, Any]:

@@ -37,7 +37,6 @@ NO_MIGRATION = "none"  # the state filter's word for a key never migrated
 STATES = tuple(dict.fromkeys(ROLLBACK_PHASES + FORWARD_PHASES)) + (NO_MIGRATION,)
 PAUSED = "paused"  # a handed-over schedule's next run when it was handed over paused
 MAX_PER_PAGE = 500
-CHUNK = 500  # ids in one IN list
 
 
 @dataclass(frozen=True)
@@ -162,9 +161,9 @@ def _schedules(conn: Any, keys: Mapping[Key, KeyState]) -> dict[Key, ScheduleSta
            for (ns, sid), k in keys.items() if k.incarnation}
     a, found = t.aggregates.c, {}
     wanted = sorted(ids)
-    for start in range(0, len(wanted), CHUNK):
+    for chunk in t.chunks(wanted):
         for aid, f in conn.execute(select(a.aggregate_id, a.folded).where(
-                a.aggregate_id.in_(wanted[start:start + CHUNK]))):
+                a.aggregate_id.in_(chunk))):
             if f:
                 found[ids[aid]] = ScheduleState(**json.loads(f))
     return found
@@ -207,9 +206,9 @@ def _handed_paused(conn: Any, latest: dict[Key, dict[str, Any]]) -> None:
     done = {f["migration_id"]: f for f in latest.values()
             if f["direction"] == ROLLBACK and f["state"] == "completed"}
     wanted = sorted(done)
-    for start in range(0, len(wanted), CHUNK):
+    for chunk in t.chunks(wanted):
         for mid, f in conn.execute(select(m.migration_id, m.folded).where(
-                m.migration_id.in_(wanted[start:start + CHUNK]))):
+                m.migration_id.in_(chunk))):
             done[mid]["handed_paused"] = bool(json.loads(f).get("pre_paused"))
 
 

@@ -10,6 +10,7 @@ returns None, and the caller shows the raw fields instead.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from contextvars import ContextVar
 from typing import Any, Callable, NamedTuple
 
@@ -263,22 +264,21 @@ def _job_defined(d: dict[str, Any]) -> Line:
                          f"{d['direction']} in {d['namespace']}, {which}{match}")
 
 
+def _decision_counts(decisions: list[dict[str, Any]]) -> str:
+    """A job's decisions counted by kind, ``N kind`` in kind order ("" for none)."""
+    counts = Counter(x["decision"] for x in decisions)
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
 def _page_decided(d: dict[str, Any]) -> Line:
-    counts: dict[str, int] = {}
-    for x in d["decisions"]:
-        counts[x["decision"]] = counts.get(x["decision"], 0) + 1
-    shown_counts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing new"
+    shown_counts = _decision_counts(d["decisions"]) or "nothing new"
     return Line("worker", f"job page {d['page']} decided: {shown_counts}" +
                 ("; the selection is exhausted" if d.get("exhausted") else ""))
 
 
 def _blocked_asked(d: dict[str, Any]) -> Line:
-    counts: dict[str, int] = {}
-    for x in d["decisions"]:
-        counts[x["decision"]] = counts.get(x["decision"], 0) + 1
-    shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     return Line("worker", f"job round {d['round']} asked {len(d['decisions'])} blocked "
-                          f"schedule(s) again: {shown}")
+                          f"schedule(s) again: {_decision_counts(d['decisions'])}")
 
 
 # Types whose short name another type shares (``Created``): narrated by their topic.

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
 
-from schedfence.domain.errors import InvalidArgument, NotFound
+from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.text import validate_id
 from schedfence.domain.rollback.aggregate import MigrationState
 from schedfence.domain.rollback.phases import OPEN_PHASES, OPERATOR_PHASES, PHASES, WORKER_PHASES
@@ -23,7 +23,8 @@ from schedfence.domain.source.key import ScheduleKey
 
 from . import oncall as oc
 from . import tables as t
-from .records import (AuditEntry, AuditPage, MigrationRow, OnCallItem, from_us, to_us)
+from .batch import migration_state
+from .records import MigrationRow, OnCallItem, from_us, to_us
 
 MAX_LIMIT = 10_000
 MAX_CURSOR = 10_000  # characters: a list cursor holds a key (two ids of up to 1000 characters)
@@ -88,21 +89,6 @@ def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[Any]:
 
 
 @dataclass(frozen=True)
-class AuditRow(AuditEntry):
-    """An audit entry and the reason its event gives (an operator's, or a park's), if any."""
-
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class CursorAuditPage(AuditPage):
-    next_cursor: str | None = None  # set while more entries match: the next page's ``after``
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(super().to_dict(), next_cursor=self.next_cursor)
-
-
-@dataclass(frozen=True)
 class MigrationPage:
     rows: list[MigrationRow]
     next_cursor: str | None  # set while more migrations match
@@ -122,144 +108,6 @@ def check_limit(limit: object) -> None:
         raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT}")
 
 
-def check_text(label: str, value: object, most: int = 1000) -> None:
-    if not isinstance(value, str) or not value or len(value) > most:
-        raise InvalidArgument(f"{label} must be a non-empty string of at most {most} "
-                              "characters")
-
-
-@dataclass(frozen=True)
-class AuditQuery:
-    schedule: tuple[str, str] | None = None
-    request_id: str | None = None
-    migration_id: str | None = None
-    actor: str | None = None
-    since_us: int | None = None
-    until_us: int | None = None
-    newest_first: bool = False
-    limit: int = 100
-    namespace: str | None = None
-    event_types: tuple[str, ...] = ()  # class names (MigrationAborted) or topics
-    exclude_types: tuple[str, ...] = ()  # dropped: class names or topics
-    job_id: str | None = None  # events of the migrations a batch job requested
-    after: str | None = None  # a cursor a previous page returned
-
-    def check(self) -> None:
-        check_limit(self.limit)
-        if self.namespace is not None:
-            validate_id("namespace", self.namespace)
-        for event_type in (*self.event_types, *self.exclude_types):
-            check_text("event type", event_type, 200)
-        if self.job_id is not None:
-            validate_id("job id", self.job_id)
-        if self.after is not None:
-            self.after_position()
-        if self.since_us is not None and self.until_us is not None \
-                and self.since_us > self.until_us:
-            raise InvalidArgument("since is after until")
-        for label, value in (("request id", self.request_id), ("actor", self.actor)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise InvalidArgument(f"{label} must be a non-empty string")
-
-    def after_position(self) -> int | None:
-        if self.after is None:
-            return None
-        position: int
-        newest_first: bool
-        position, newest_first = decode_cursor("audit", self.after, (int, bool))
-        if newest_first != self.newest_first:
-            raise InvalidArgument("cursor was returned in the other order: pass "
-                                  "--newest-first (newest_first) as on the first page")
-        return position
-
-
-def audit(engine: Engine, q: AuditQuery, projected_through: int) -> CursorAuditPage:
-    q.check()
-    c = t.audit.c
-    conds = _audit_filters(q)
-    with engine.connect() as conn:
-        if q.schedule is not None:
-            _require_schedule(conn, *q.schedule)
-            conds += [c.namespace == q.schedule[0], c.schedule_id == q.schedule[1]]
-        if q.migration_id is not None:
-            _require_migration(conn, q.migration_id)
-            conds.append(c.migration_id == q.migration_id)
-        if q.request_id is not None:
-            conds.append(c.request_id == q.request_id)
-        if q.actor is not None:
-            conds.append(c.actor == q.actor)
-        window = _position_window(conn, q.since_us, q.until_us)
-        if window is None:
-            return CursorAuditPage([], False, projected_through)
-        conds += window
-        order = c.position.desc() if q.newest_first else c.position.asc()
-        rows = conn.execute(select(t.audit).where(*conds).order_by(order)
-                            .limit(q.limit + 1)).mappings().all()
-    entries: list[AuditEntry] = [_entry(r) for r in rows[:q.limit]]
-    more = len(rows) > q.limit
-    return CursorAuditPage(entries, more, projected_through, encode_cursor(
-        "audit", entries[-1].position, q.newest_first) if more else None)
-
-
-def _audit_filters(q: AuditQuery) -> list[Any]:
-    c, conds = t.audit.c, []
-    if q.namespace is not None:
-        conds.append(c.namespace == q.namespace)
-    if q.event_types:
-        conds.append(or_(c.event_type.in_(q.event_types), c.topic.in_(q.event_types)))
-    if q.exclude_types:
-        conds += [c.event_type.not_in(q.exclude_types), c.topic.not_in(q.exclude_types)]
-    if q.job_id is not None:  # its rollbacks, and its forward migrations
-        m, a = t.migrations.c, t.aggregates.c
-        conds.append(c.migration_id.in_(select(m.migration_id).where(m.job_id == q.job_id)
-                                        .union(select(a.aggregate_id).where(
-                                            a.kind == "forward", a.job_id == q.job_id))))
-    after = q.after_position()
-    if after is not None:
-        conds.append(c.position < after if q.newest_first else c.position > after)
-    return conds
-
-
-def _position_window(conn: Any, since: int | None, until: int | None) -> list[Any] | None:
-    """The time filter, plus the position range that must hold every match (tables.py's
-    mono/floor bracket), so the planner seeks instead of scanning; None: nothing matches."""
-    c, conds = t.audit.c, []
-    if since is not None:
-        first = conn.execute(select(c.position).where(c.mono_us >= since)
-                             .order_by(c.mono_us, c.position).limit(1)).scalar()
-        if first is None:
-            return None
-        conds += [c.position >= first, c.ts_us >= since]
-    if until is not None:
-        last = conn.execute(select(c.position).where(c.floor_us <= until)
-                            .order_by(c.floor_us.desc(), c.position.desc()).limit(1)).scalar()
-        if last is None:
-            return None
-        conds += [c.position <= last, c.ts_us <= until]
-    return conds
-
-
-def _require_schedule(conn: Any, namespace: str, schedule_id: str) -> None:
-    c = t.aggregates.c
-    found = conn.execute(select(c.aggregate_id).where(
-        (c.namespace == namespace) & (c.schedule_id == schedule_id)).limit(1)).first()
-    if found is None:
-        raise NotFound(f"schedule {namespace}/{schedule_id} not found")
-
-
-def _require_migration(conn: Any, migration_id: str) -> None:
-    c = t.migrations.c
-    if conn.execute(select(c.migration_id).where(c.migration_id == migration_id)).first() \
-            is None:
-        raise NotFound(f"migration {migration_id} not found")
-
-
-def _entry(r: Any) -> AuditRow:
-    return AuditRow(r["position"], from_us(r["ts_us"]), r["namespace"], r["schedule_id"],
-                      r["aggregate"], r["aggregate_id"], r["version"], r["migration_id"],
-                      r["request_id"], r["actor"], r["event_type"], r["topic"])
-
-
 def stats(engine: Engine, projected_through: int) -> dict[str, Any]:
     """Migrations per state and per namespace and state, from the maintained counts."""
     by_state = {phase: 0 for phase in PHASES}
@@ -275,17 +123,22 @@ def stats(engine: Engine, projected_through: int) -> dict[str, Any]:
             "by_state": by_state, "by_namespace": by_namespace}
 
 
+def check_state(state: str | None) -> None:
+    """``state`` is None (every state) or a rollback migration's phase."""
+    if state is not None and state not in PHASES:
+        raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+
+
 def migrations_page(engine: Engine, state: str | None, limit: int, after: str | None = None,
                     now: float | None = None) -> MigrationPage:
     """Migrations (of ``state``, or all, grouped by state), most recently changed first. A
     migration that changes between two pages moves in this order (as on the HTTP API)."""
-    if state is not None and state not in PHASES:
-        raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+    check_state(state)
     check_limit(limit)
     c = t.migrations.c
     conds = [] if state is None else [c.state == state]
     if after is not None:
-        last_state, updated, mid = decode_cursor("migrations", after, (str, int, str))
+        last_state, updated, mid = migrations_after(after)
         if state is not None and last_state != state:
             raise InvalidArgument("cursor was returned for another --state: pass the same "
                                   "filters as on the first page")
@@ -296,11 +149,18 @@ def migrations_page(engine: Engine, state: str | None, limit: int, after: str | 
     with engine.connect() as conn:
         rows = conn.execute(select(t.migrations).where(*conds).order_by(*order)
                             .limit(limit + 1)).mappings().all()
-    now_us = to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
+    now_us = _now_us(now)
     last = rows[limit - 1] if len(rows) > limit else None
     return MigrationPage([_row(r, now_us)[0] for r in rows[:limit]], None if last is None else
                          encode_cursor("migrations", last["state"], last["updated_us"],
                                        last["migration_id"]))
+
+
+def migrations_after(after: str) -> tuple[str, int, str]:
+    """The last row a migrations page returned (its state, updated µs and id), from the
+    page's cursor; a cursor of anything else is refused."""
+    state, updated, migration_id = decode_cursor("migrations", after, (str, int, str))
+    return state, updated, migration_id
 
 
 def migrations_by_state(engine: Engine, state: str | None, limit: int,
@@ -321,7 +181,7 @@ def schedule_keys(engine: Engine, namespace: str | None, limit: int,
     if namespace is not None:
         conds.append(c.namespace == namespace)
     if after is not None:
-        conds.append(c.position > decode_cursor("schedules", after, (int,))[0])
+        conds.append(c.position > keys_after(after))
     with engine.connect() as conn:
         rows = conn.execute(select(c.position, c.namespace, c.schedule_id).where(*conds)
                             .order_by(c.position).limit(limit + 1)).all()
@@ -332,22 +192,28 @@ def schedule_keys(engine: Engine, namespace: str | None, limit: int,
     return KeyPage(keys, encode_cursor("schedules", rows[limit - 1].position) if more else None)
 
 
+def keys_after(after: str) -> int:
+    """The log position of the last key a schedules page returned, from the page's cursor;
+    a cursor of anything else is refused."""
+    position: int = decode_cursor("schedules", after, (int,))[0]
+    return position
+
+
 def migration_states(engine: Engine, ids: list[str]) -> dict[str, str]:
     """The state of each of these (rollback) migrations the projection holds."""
     c = t.migrations.c
     found: dict[str, str] = {}
     with engine.connect() as conn:
-        for start in range(0, len(ids), 500):
+        for chunk in t.chunks(ids):
             found.update(conn.execute(select(c.migration_id, c.state).where(
-                c.migration_id.in_(ids[start:start + 500]))).tuples().all())
+                c.migration_id.in_(chunk))).tuples().all())
     return found
 
 
 def _incarnations(conn: Any, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """The newest incarnation of each key (its schedule aggregates' highest number)."""
     a, found = t.aggregates.c, {}
-    for start in range(0, len(keys), 500):  # bound the size of the IN lists
-        chunk = keys[start:start + 500]
+    for chunk in t.chunks(keys):  # bound the size of the IN lists
         wanted = set(chunk)
         rows = conn.execute(select(a.namespace, a.schedule_id, func.max(a.incarnation)).where(
             a.kind == "schedule", a.namespace.in_({k[0] for k in chunk}),
@@ -361,7 +227,7 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
     """Parked and legacy migrations, and open ones with no event for ``stuck_after_seconds``."""
     if not isinstance(stuck_after_seconds, (int, float)) or stuck_after_seconds < 0:
         raise InvalidArgument("stuck_after_seconds must be a number >= 0")
-    now_us = to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
+    now_us = _now_us(now)
     cutoff = now_us - int(stuck_after_seconds * 1_000_000)
     c = t.migrations.c
     query = select(t.migrations).where(or_(
@@ -387,8 +253,13 @@ def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
     return sorted(items, key=lambda i: rank[i.category])  # stable: oldest first within
 
 
+def _now_us(now: float | None) -> int:
+    """``now`` (seconds since the epoch), else the clock's time, in µs."""
+    return to_us(datetime.now(timezone.utc)) if now is None else int(now * 1_000_000)
+
+
 def _row(r: Any, now_us: int) -> tuple[MigrationRow, MigrationState]:
-    state = MigrationState(**json.loads(r["folded"]))
+    state = migration_state(r)
     row = MigrationRow(**{name: r[name] for name in READ_FIELDS}, last_answer=r["last_answer"],
                        created_at=from_us(r["created_us"]), updated_at=from_us(r["updated_us"]),
                        age_seconds=round(max(now_us - r["created_us"], 0) / 1e6, 3),

@@ -16,8 +16,8 @@ from uuid import UUID
 from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
-from schedfence.domain.rollback.phases import PHASES
 
+from . import audit_query as aq
 from . import key_table as kt
 from . import metrics as pm
 from . import queries as q
@@ -85,7 +85,7 @@ class OperatorViews:
               newest_first: bool = False, limit: int = 100, namespace: str | None = None,
               event_types: Sequence[str] = (), after: str | None = None,
               exclude_types: Sequence[str] = (), job_id: str | None = None,
-              ) -> q.CursorAuditPage:
+              ) -> aq.CursorAuditPage:
         """Events matching every given filter, in log order (``newest_first`` reverses it),
         a page of at most ``limit``: while more match, ``next_cursor`` is set; pass it back as
         ``after`` with the same filters for the next page.
@@ -96,7 +96,7 @@ class OperatorViews:
         batch job requested (and the source events naming them);
         ``since``/``until`` are inclusive, ISO 8601 or a duration ago (``15m``, ``2h``).
         Each entry carries the ``reason`` its event gives (an operator's, a park's), if any."""
-        query = q.AuditQuery(
+        query = aq.AuditQuery(
             schedule=q.parse_schedule(schedule) if schedule is not None else None,
             request_id=request_id, migration_id=_migration_id(migration_id), actor=actor,
             since_us=q.parse_time(since, "since") if since is not None else None,
@@ -106,11 +106,11 @@ class OperatorViews:
             exclude_types=tuple(exclude_types), job_id=job_id)
         query.check()  # bad arguments fail before any catch-up work
         p = self._fresh()
-        page = q.audit(p.view.engine, query, p.position)
+        page = aq.audit(p.view.engine, query, p.position)
         reasons = self._reasons(page.entries)
-        # q.audit's entries are AuditRows (the page's field is typed by its base class)
+        # aq.audit's entries are AuditRows (the page's field is typed by its base class)
         return replace(page, entries=[
-            replace(cast(q.AuditRow, e), reason=reasons.get(e.position)) for e in page.entries])
+            replace(cast(aq.AuditRow, e), reason=reasons.get(e.position)) for e in page.entries])
 
     def _reasons(self, entries: Sequence[Any]) -> dict[int, str]:
         """The ``reason`` field of the events at these positions, read from the log in runs of
@@ -144,17 +144,15 @@ class OperatorViews:
 
     def migrations_by_state(self, state: str | None = None,
                             limit: int = MAX_ROWS) -> list[MigrationRow]:
-        if state is not None and state not in PHASES:  # before any catch-up work
-            raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+        q.check_state(state)  # before any catch-up work
         return q.migrations_by_state(self._fresh().view.engine, state, limit)
 
     def migrations_page(self, state: str | None = None, limit: int = MAX_ROWS,
                         after: str | None = None) -> q.MigrationPage:
         """``migrations_by_state``, a page at a time: ``after`` is a page's ``next_cursor``."""
-        if state is not None and state not in PHASES:  # before any catch-up work
-            raise InvalidArgument(f"unknown state {state!r} (one of {', '.join(PHASES)})")
+        q.check_state(state)  # before any catch-up work
         if after is not None:
-            q.decode_cursor("migrations", after, (str, int, str))
+            q.migrations_after(after)
         return q.migrations_page(self._fresh().view.engine, state, limit, after)
 
     def schedule_keys(self, namespace: str | None = None, limit: int = MAX_ROWS,
@@ -162,7 +160,7 @@ class OperatorViews:
         """A page of schedule keys in creation order, with their current incarnation."""
         q.check_limit(limit)
         if after is not None:
-            q.decode_cursor("schedules", after, (int,))
+            q.keys_after(after)
         return q.schedule_keys(self._fresh().view.engine, namespace, limit, after)
 
     def key_rows(self, only: tuple[str, str] | None = None) -> list[kt.KeyRow]:

@@ -14,6 +14,8 @@ or before the last position with ``floor <= b``.
 """
 from __future__ import annotations
 
+from typing import Iterator, Sequence, TypeVar
+
 from sqlalchemy import (BigInteger, Boolean, Column, Index, Integer, MetaData, String, Table,
                         Text)
 
@@ -144,3 +146,13 @@ def lag_bucket(seconds: float) -> str:
 
 
 VIEW_TABLES = (aggregates, audit, migrations, counts, start_lag)
+
+
+CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
+_T = TypeVar("_T")
+
+
+def chunks(items: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    """``items`` in order, in slices of at most CHUNK: one IN (...) list each."""
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]

@@ -23,7 +23,6 @@ from schedfence.domain.rollback.aggregate import MigrationState
 from . import tables as t
 from .batch import Batch, FoldedMigration, RowWriter, folded_from_row, migration_row, set_floors
 
-CHUNK = 500  # ids per IN (...) list: far below every dialect's parameter limit
 KNOWN_LIMIT = 50_000  # folded rows kept between batches (see FenceViews._known)
 
 
@@ -139,9 +138,9 @@ class FenceViews(TrackingRecorder):
 
     def prefetch(self, ids: Iterable[str]) -> None:
         """Load the stored rows of the batch's aggregates: those this view committed last
-        from memory, the others in bulk (one query per CHUNK ids). ``ids``: aggregates that
-        may have stored rows (an aggregate whose first event in the batch is its creation has
-        none)."""
+        from memory, the others in bulk (one query per ``t.CHUNK`` ids). ``ids``: aggregates
+        that may have stored rows (an aggregate whose first event in the batch is its creation
+        has none)."""
         b = self._current()
         todo = []
         for i in {i for i in ids if i not in b.aggregates and i not in b.migrations}:
@@ -156,8 +155,7 @@ class FenceViews(TrackingRecorder):
             return
         todo.sort()
         with self.engine.connect() as conn:
-            for start in range(0, len(todo), CHUNK):
-                chunk = todo[start:start + CHUNK]
+            for chunk in t.chunks(todo):
                 for stored in conn.execute(select(t.aggregates).where(
                         t.aggregates.c.aggregate_id.in_(chunk))).mappings():
                     b.aggregates[stored["aggregate_id"]] = dict(stored)

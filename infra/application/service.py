@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from schedfence.domain.owners.audit import AuditState
     from schedfence.domain.ports import ScheduleHost
     from schedfence.projections import service_views as pv
-    from schedfence.projections.queries import CursorAuditPage
+    from schedfence.projections.audit_query import CursorAuditPage
     from schedfence.projections.records import MigrationRow, OnCallItem
     from schedfence.infra.engines.due import DueWork
     from schedfence.infra.engines.schedule_due import ScheduleDue

@@ -65,6 +65,7 @@ def test_status_loads_its_own_command_module_only(tmp_path: Path) -> None:
     # The operator views, due index, leases and the worker pool are built or imported on use.
     assert [m for m in loaded if m.startswith((
         "schedfence.projections.service_views", "schedfence.projections.queries",
+        "schedfence.projections.audit_query",
         "schedfence.infra.adapters.store.sql", "schedfence.infra.engines.due",
         "schedfence.infra.engines.lease", "schedfence.infra.engines.pool",
         "schedfence.infra.engines.batch"))] == []
