@@ -29,7 +29,7 @@ from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, RollbackEngine
-from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive, open_forward_ids
+from schedfence.infra.engines.drive import Drive, Driven, Once, OpenForwards, WorkParts, drive
 from schedfence.infra.engines.forward import ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
@@ -89,7 +89,12 @@ class MigrationService:
     def _forward(self) -> ForwardCommands:
         return self._part("forward", lambda: ForwardCommands(
             self.app, self.load, self.unit, self.destination, self.require_active,
-            self.worker_id, self.crash_hook), self._commands)
+            self.worker_id, self.crash_hook, self._open_forwards()), self._commands)
+
+    def _open_forwards(self) -> OpenForwards:
+        """The open forward migrations, kept up to date from the log (drive.py): one reader
+        for the forward commands and every drive's threads."""
+        return self._part("open_forwards", lambda: OpenForwards(self.app))
 
     @property
     def worker(self) -> RollbackEngine:
@@ -336,7 +341,7 @@ class MigrationService:
 
     def _work_parts(self) -> WorkParts:
         return WorkParts(self.worker, *self._ready(),
-                         partial(open_forward_ids, self.app), lambda worker_id: ForwardEngine(
+                         self._open_forwards(), lambda worker_id: ForwardEngine(
                              self.app, self.host, worker_id, self.crash_hook, self.load.epoch))
 
     # -- views ------------------------------------------------------------------------------
