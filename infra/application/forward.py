@@ -29,7 +29,7 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
-from schedfence.infra.engines.drive import open_forward_ids
+from schedfence.infra.engines.drive import OpenForwards
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -38,9 +38,13 @@ from schedfence.infra.engines.unit_of_work import UnitOfWork
 class ForwardCommands:
     def __init__(self, app: FenceApplication, load: Aggregates, unit: UnitOfWork,
                  destination: Destination, require_active: Callable[[], None], worker_id: str,
-                 crash_hook: CrashHook | None = None) -> None:
+                 crash_hook: CrashHook | None = None,
+                 open_forwards: Callable[[], list[UUID]] | None = None) -> None:
+        """``open_forwards``: the service's ``OpenForwards`` (infra/engines/drive.py), which
+        its workers read too; None: one of these commands' own."""
         self.app, self.load, self.unit, self.destination = app, load, unit, destination
         self.require_active, self.worker_id, self.crash_hook = require_active, worker_id, crash_hook
+        self._open_forwards = open_forwards or OpenForwards(app)
 
     @property
     def host(self) -> ScheduleHost:
@@ -154,8 +158,9 @@ class ForwardCommands:
 
     def open_forward_ids(self) -> list[UUID]:
         """Forward migrations a worker may move: requested, not completed, aborted or parked
-        (read from the log's topics; no aggregate is loaded: infra/engines/drive.py)."""
-        return open_forward_ids(self.app)
+        (read from the log's topics, only what was appended since the last read; no
+        aggregate is loaded: infra/engines/drive.py's ``OpenForwards``)."""
+        return self._open_forwards()
 
     def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:
         """Forward migrations that need an operator (parked, or open and idle for

@@ -2,13 +2,13 @@
 a stable order, and one schedule's request with the job's derived request id.
 
 Stable orders and cursors: ``--to workflow`` takes the namespace's source schedules in the
-order their keys were created (cursor: the log position of the last key read); ``--to source``
+order their keys were created (cursor: the log position of the page's last key); ``--to source``
 the Temporal side's, as ``destination.list_schedules`` pages them (cursor: its page token);
 named schedule ids sorted (cursor: an index).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, cast
+from typing import Any, Callable, Iterator, cast
 
 from schedfence.domain import job as j
 from schedfence.domain.direction import TO_WORKFLOW
@@ -41,14 +41,22 @@ def _source_page(service: Commands, sel: j.Selection, cursor: str | None,
     ``cursor``; the page ends at the ``size``-th matching key."""
     ids: list[str] = []
     position = int(cursor or 0)
-    for note in service.app.notifications((ScheduleKey.Created.TOPIC,), start=position + 1):
-        position = note.id
+    for position, schedule_id in matching_keys(service, sel, position):
+        ids.append(schedule_id)
+        if len(ids) == size:
+            return ids, str(position), False
+    return ids, str(position), True
+
+
+def matching_keys(service: Commands, sel: j.Selection,
+                  after: int = 0) -> Iterator[tuple[int, str]]:
+    """(log position, schedule id) of each key of the selection's namespace that its pattern
+    matches, created after log position ``after``, in the order the keys were created (read
+    page by page as the caller goes on)."""
+    for note in service.app.notifications((ScheduleKey.Created.TOPIC,), start=after + 1):
         created = cast(ScheduleKey.Created, service.app.mapper.to_domain_event(note))
         if created.namespace == sel.namespace and sel.matches(created.schedule_id):
-            ids.append(created.schedule_id)
-            if len(ids) == size:
-                return ids, str(position), False
-    return ids, str(position), True
+            yield note.id, created.schedule_id
 
 
 def _temporal_page(service: Commands, sel: j.Selection, cursor: str | None,
@@ -69,11 +77,7 @@ def selection_size(service: Commands, sel: j.Selection) -> int | None:
         return sum(1 for s in sel.schedule_ids if sel.matches(s))
     if sel.direction != TO_WORKFLOW:
         return None
-    total = 0
-    for note in service.app.notifications((ScheduleKey.Created.TOPIC,)):
-        created = cast(ScheduleKey.Created, service.app.mapper.to_domain_event(note))
-        total += created.namespace == sel.namespace and sel.matches(created.schedule_id)
-    return total
+    return sum(1 for _ in matching_keys(service, sel))
 
 
 # -- one schedule's request --------------------------------------------------------------------

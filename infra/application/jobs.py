@@ -8,19 +8,19 @@ again, in rounds (``RunOptions.blocked_rounds``, ``blocked_wait`` seconds before
 round recorded in one append and driven as a page is. A crash anywhere is resumed by running
 the job again, and the rounds it recorded count.
 
-The selection's stable orders and the one request live in infra/application/job_pages.py.
+The selection's stable orders and the one request live in infra/application/job_pages.py;
+loading and recording the job's aggregate in infra/application/job_record.py.
 A job asks what ``ports.Commands`` names of the application service, never importing it.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from schedfence.domain import job as j
 from schedfence.domain.direction import TO_SOURCE, TO_WORKFLOW
-from schedfence.domain.errors import AlreadyExists, InvalidArgument, NotFound
-from schedfence.domain.model import Facts
+from schedfence.domain.errors import AlreadyExists, InvalidArgument
 from schedfence.domain.process import retry_outcome
 from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
@@ -31,6 +31,8 @@ from schedfence.infra.application.job_pages import (NO_FORWARD, migration_id, re
                                                     request_one, rollback_answers,
                                                     selection_size)
 from schedfence.infra.application.job_progress import JobProgress, Progress, request_ids
+from schedfence.infra.application.job_record import (changed, load_job, open_job,
+                                                     record_page, record_round, refreshed)
 from schedfence.infra.engines.drive import Drive
 
 PAGE_SIZE = 100
@@ -66,75 +68,6 @@ class RunOptions:
         return self
 
 
-# -- the job's aggregate -------------------------------------------------------------------------
-def load_job(service: Commands, job_id: str) -> j.Job:
-    found = service.app.find(j.job_aggregate_id(validate_id("job id", job_id)))
-    if found is None:
-        raise NotFound(f"job {job_id} not found")
-    return found
-
-
-def _open_job(service: Commands, job_id: str, sel: j.Selection, actor: str,
-              dry_run: bool) -> j.Job | None:
-    """The job to resume (its definition must be ``sel``), or a new one (None when dry)."""
-    def once() -> j.Job | None:
-        job = service.app.find(j.job_aggregate_id(job_id))
-        if job is not None:
-            j.check_definition(job.state, sel)
-            return job
-        if dry_run:
-            return None
-        job = j.Job.define(job_id, sel, actor)
-        service.unit.save("job_define", job)  # a crash point, like every append
-        return job
-
-    racing = AlreadyExists(f"job {job_id} is being defined concurrently")
-    return retry_call(once, **service.unit.on_conflict(racing))
-
-
-def _record(service: Commands, job: j.Job, point: str,
-            decide: Callable[[j.JobState], Facts]) -> j.Job:
-    """Record what ``decide`` makes of the job as it stands now in one append (``point``),
-    deciding again on a conflict, so another runner's record in between is seen."""
-    def once() -> j.Job:
-        fresh: j.Job = service.app.repository.get(job.id)
-        facts = decide(fresh.state)
-        if facts:
-            fresh.record(facts)
-            service.unit.save(point, fresh)
-        return fresh
-
-    racing = AlreadyExists(f"job {job.state.job_id} kept changing under concurrent runs; "
-                           "run it again")
-    return retry_call(once, **service.unit.on_conflict(racing))
-
-
-def _record_page(service: Commands, job: j.Job, cursor_before: str | None,
-                 cursor_after: str | None, exhausted: bool,
-                 decisions: list[dict[str, str]]) -> j.Job:
-    return _record(service, job, "job_page", lambda st: j.decide_page(
-        st, cursor_before, cursor_after, exhausted, decisions))
-
-
-def _record_round(service: Commands, job: j.Job, round: int,
-                  decisions: list[dict[str, str]]) -> tuple[j.Job, list[dict[str, str]]]:
-    """Record round ``round``; also what it recorded (nothing: another runner's was first)."""
-    recorded: list[dict[str, str]] = []
-
-    def decide(state: j.JobState) -> Facts:
-        facts = j.decide_blocked_round(state, round, decisions)
-        recorded[:] = facts[0].fields["decisions"] if facts else []
-        return facts
-
-    return _record(service, job, "job_round", decide), recorded
-
-
-def _changed(service: Commands, job: j.Job) -> bool:
-    """Whether anything (a cancel, another run's page or round) was recorded on the job
-    since."""
-    return bool(service.app.recorder.select_events(job.id, gt=job.version, limit=1))
-
-
 # -- running -----------------------------------------------------------------------------------
 def drive(service: Commands, concurrency: int) -> Any:
     """Drive every due migration to completion as ``schedfence worker --until-idle
@@ -157,7 +90,7 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
         raise InvalidArgument(NO_FORWARD)
     if not options.dry_run:
         service.require_active()
-    job = _open_job(service, job_id, sel, options.actor or service.worker_id, options.dry_run)
+    job = open_job(service, job_id, sel, options.actor or service.worker_id, options.dry_run)
     if options.dry_run:
         return _dry_run(service, job_id, sel, job, options.page_size)
     runner = _Runner(service, cast(j.Job, job), options, on_progress)  # not dry: never None
@@ -189,7 +122,7 @@ class _Runner:
             self.sel.namespace, schedule_id, request_id))
 
     def _reload(self) -> None:
-        self.job = self.service.app.repository.get(self.job.id)
+        self.job = refreshed(self.service, self.job)
 
     def drive(self) -> Any:
         """Drive what was requested (``drive``); the progress counts what ended."""
@@ -200,15 +133,15 @@ class _Runner:
 
     def request_all(self) -> None:
         while self.job.state.accepts_requests:
-            if _changed(self.service, self.job):  # a cancel, or another run's page
+            if changed(self.service, self.job):  # a cancel, or another run's page
                 self._reload()
                 continue
             cursor = self.job.state.cursor
             ids, after, exhausted = read_page(self.service, self.sel, cursor,
                                               self.options.page_size)
             decisions = self._ask([sid for sid in ids if sid not in self.job.state.decided])
-            self.job = _record_page(self.service, self.job, cursor, after, exhausted,
-                                    decisions)
+            self.job = record_page(self.service, self.job, cursor, after, exhausted,
+                                   decisions)
             self.pages += 1
             if self.options.wait and any(x["decision"] == "requested" for x in decisions):
                 self.drive()
@@ -230,7 +163,7 @@ class _Runner:
                 self.drive()  # the migration holding a fence may end (any due one is driven)
             self.round = self.job.state.blocked_rounds + 1
             decisions = self._ask(self.job.state.blocked)
-            self.job, recorded = _record_round(self.service, self.job, self.round, decisions)
+            self.job, recorded = record_round(self.service, self.job, self.round, decisions)
             self.rounds += bool(recorded)
             self.unblocked += sum(x["decision"] == "requested" for x in recorded)
             if self.options.wait and any(x["decision"] == "requested" for x in decisions):
@@ -251,7 +184,7 @@ class _Runner:
         reloaded) as soon as something was recorded on it (a cancel, another run's round)."""
         until = time.monotonic() + seconds
         while True:
-            if _changed(self.service, self.job):
+            if changed(self.service, self.job):
                 self._reload()
                 return False
             left = until - time.monotonic()
@@ -275,9 +208,9 @@ class _Runner:
             if mig is not None:
                 found.append(j.requested(sid, rid, retry_outcome(mig.state.phase)))
         if found and st.exhausted:
-            self.job = _record_round(self.service, self.job, st.blocked_rounds + 1, found)[0]
+            self.job = record_round(self.service, self.job, st.blocked_rounds + 1, found)[0]
         elif found:
-            self.job = _record_page(self.service, self.job, st.cursor, st.cursor, False, found)
+            self.job = record_page(self.service, self.job, st.cursor, st.cursor, False, found)
 
     def _ask(self, todo: list[str]) -> list[dict[str, str]]:
         """Ask for each of ``todo``: in one append without a rate (``--to workflow``),
@@ -293,7 +226,7 @@ class _Runner:
         for sid in todo:
             if time.monotonic() - looked >= CANCEL_CHECK_EVERY:
                 looked = time.monotonic()
-                if _changed(self.service, self.job):
+                if changed(self.service, self.job):
                     self._reload()
                     if self.job.state.cancelled:
                         break  # no new request; what was asked is recorded below

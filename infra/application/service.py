@@ -1,11 +1,11 @@
 """The application service: admin commands, the worker loop and read views over one store.
 It composes its parts, each given what it uses and none knowing the service (schedules.py,
-forward.py: built on first use; bulk.py and recovery.py are handed theirs per call)."""
+forward.py, the worker, views and due index: built on first use, service_parts.py; bulk.py and
+recovery.py are handed theirs per call)."""
 from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
@@ -21,117 +21,49 @@ from schedfence.domain.source.incarnation import latest_migration_id
 from schedfence.domain.text import (validate_actor, validate_id, validate_reason,
                                     validate_worker_id)
 
-from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
-from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult, operator_views
+from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
-from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, RollbackEngine
-from schedfence.infra.engines.drive import Drive, Driven, Once, WorkParts, drive, open_forward_ids
+from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.engines.drive import Drive, Driven, drive
 from schedfence.infra.engines.forward import ForwardEngine
-from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
+from schedfence.infra.application.service_parts import ServiceParts
 
 if TYPE_CHECKING:
     from schedfence.domain.invariants.checker import Violation
     from schedfence.domain.owners.audit import AuditState
     from schedfence.domain.ports import ScheduleHost
-    from schedfence.projections import service_views as pv
     from schedfence.projections.audit_query import CursorAuditPage
     from schedfence.projections.records import MigrationRow, OnCallItem
-    from schedfence.infra.engines.due import DueWork
-    from schedfence.infra.engines.schedule_due import ScheduleDue
-    from schedfence.infra.engines.lease import Leases
     from schedfence.infra.engines.pool import PoolStats
 # Imported where used: what `status` never runs (the invariant checker, recovery, replay,
-# replication, the worker pool; the batch steps, views, due index, leases) stays out of it.
+# replication, the worker pool; the batch steps) stays out of it (service_parts.py: the views,
+# due index, leases).
 
 MIGRATION_TOPICS = (Migration.RequestIdAssigned.TOPIC,)  # v1 (legacy) records share it
 VIEWS_DEFAULT: Any = object()  # an argument left to the operator views' own default
 
 
-class MigrationService:
+class MigrationService(ServiceParts):
     def __init__(self, app: FenceApplication, destination: Destination, *,
                  worker_id: str | None = None, crash_hook: CrashHook | None = None,
                  on_close: Callable[[], None] | None = None,
                  claim_grace: float = CLAIM_GRACE_SECONDS,
                  retry_for: float = RETRY_FOR) -> None:
-        self.app, self.destination = app, destination
-        self.retry_for = _valid_retry_for(retry_for)  # run_until_idle's default
-        self.worker_id = validate_worker_id(worker_id) if worker_id else default_worker_id()
-        self.load, self.crash_hook = Aggregates(app), crash_hook
-        self.unit = UnitOfWork.of(app, self.worker_id, crash_hook)  # every save (admin too)
-        self._worker_args = (app, destination, self.worker_id, crash_hook, claim_grace)
-        self._parts: dict[str, Any] = {}  # see _part
-        self._commands: dict[str, Any] = {}  # the use cases' parts (no I/O), also on first use
-        self._building, self._on_close = threading.RLock(), on_close
-        self._active = False  # proven not to be an unpromoted standby (require_active)
-
-    # Built on first use: `status` needs none of them, a rollback only the worker.
-    @property
-    def _schedules(self) -> ScheduleCommands:
-        return self._part("schedules", lambda: ScheduleCommands(
-            self.app, self.load, self.unit, self.destination, self.require_active,
-            self._schedule_due), self._commands)
-
-    def _schedule_due(self) -> ScheduleDue:
-        """The schedules' due index beside the operator views (built on first use)."""
-        from schedfence.infra.engines.schedule_due import ScheduleDue
-        return self._part("schedule_due", lambda: ScheduleDue(self.views.engine,
-                                                              self.app.recorder))
-
-    @property
-    def _forward(self) -> ForwardCommands:
-        return self._part("forward", lambda: ForwardCommands(
-            self.app, self.load, self.unit, self.destination, self.require_active,
-            self.worker_id, self.crash_hook), self._commands)
-
-    @property
-    def worker(self) -> RollbackEngine:
-        return self._part("worker", lambda: RollbackEngine(*self._worker_args))
-
-    @property
-    def views(self) -> pv.OperatorViews:
-        """The operator views: an SQLAlchemy engine on the store (infra/application/views.py)."""
-        return self._part("views", lambda: operator_views(self.app))
-
-    @property
-    def due(self) -> DueWork:
-        return self._ready()[0]()
-
-    @property
-    def leases(self) -> Leases:
-        return self._ready()[1]()
-
-    def _ready(self) -> tuple[Once[DueWork], Once[Leases]]:
-        """The due index and the leases, ready to be built below on first call (a drive is
-        handed them: drive.py's ``Once``, never a call back up into this service)."""
-        from schedfence.infra.engines.due import DueWork
-        from schedfence.infra.engines.lease import Leases
-        return self._part("ready", lambda: (Once(partial(DueWork, self.views, self.load.epoch)),
-                                            Once(partial(Leases, self.views.engine))))
-
-    def _part(self, name: str, build: Callable[[], Any],
-              parts: dict[str, Any] | None = None) -> Any:
-        """``name``, built once (also when a worker pool's threads ask at the same moment)."""
-        parts = self._parts if parts is None else parts
-        part = parts.get(name)
-        if part is None:
-            with self._building:  # reentrant: building the due index builds the views
-                part = parts.get(name)
-                if part is None:
-                    part = parts[name] = build()
-        return part
+        retry_for = _valid_retry_for(retry_for)  # run_until_idle's default
+        super().__init__(app, destination, validate_worker_id(worker_id) if worker_id
+                         else default_worker_id(), crash_hook, claim_grace)
+        self.retry_for, self._on_close = retry_for, on_close
 
     def close(self) -> None:
-        for name in ("views", "worker"):  # the worker's start threads, the views' engine
-            if name in self._parts:
-                self._parts[name].close()
+        self._close_parts()
         self.app.close()
         if self._on_close:
             self._on_close()
@@ -196,14 +128,6 @@ class MigrationService:
     def epoch(self) -> int:
         """The store's epoch: how many failovers were recorded on it (domain/failover.py)."""
         return self.load.epoch()
-
-    def require_active(self) -> None:
-        """Refuse to act on a standby not promoted since its last copy: its claims may have
-        been used on the active already (replication/standby.py; proven once, remembered)."""
-        if not self._active:
-            from schedfence.infra.adapters.replication.standby import require_active
-            require_active(self.app)
-            self._active = True
 
     def promote(self, actor: str, reason: str) -> int:
         """Record that this store is now the active one after a failover; returns the new
@@ -333,11 +257,6 @@ class MigrationService:
         retry_for = self.retry_for if how.retry_for is None else _valid_retry_for(how.retry_for)
         self.require_active()
         return drive(self._work_parts(), replace(how, retry_for=retry_for))
-
-    def _work_parts(self) -> WorkParts:
-        return WorkParts(self.worker, *self._ready(),
-                         partial(open_forward_ids, self.app), lambda worker_id: ForwardEngine(
-                             self.app, self.host, worker_id, self.crash_hook, self.load.epoch))
 
     # -- views ------------------------------------------------------------------------------
     def migration(self, namespace: str, schedule_id: str) -> MigrationView:

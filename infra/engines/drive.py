@@ -40,12 +40,51 @@ def unique_worker_id(base: str, index: int | None = None, token: str | None = No
     return wid if index is None else f"{wid}/{index}"
 
 
-def open_forward_ids(app: Any) -> list[UUID]:
-    """Forward migrations a worker may move: requested, not completed, aborted or parked
-    (read from ``app``'s log by topic; no aggregate is loaded)."""
-    ended = {n.originator_id for n in app.notifications(ENDED_TOPICS)}
-    return [n.originator_id for n in app.notifications(FORWARD_TOPICS)
-            if n.originator_id not in ended]
+class OpenForwards:
+    """The forward migrations a worker may move of one store: requested, not completed,
+    aborted or parked, in the order they were requested (read from the log by topic; no
+    aggregate is loaded). Kept by the service and called by every pass of a pool's threads:
+    each call reads only the notifications after the log position the last one reached.
+
+    Reading a topic's notifications by position misses nothing because notification ids
+    commit in order: every append takes the events table's EXCLUSIVE lock before its ids
+    are drawn (eventsourcing's PostgreSQL recorder, pg_recorder.py, the standby's copy; its
+    insert function, which takes none, is never used: eventstore.py), and SQLite has one
+    writer at a time. So once the highest id is read, every id at or below it that will ever
+    commit has. A log that no longer holds the event at the position reached (an
+    asynchronous failover lost its tail, and ids are drawn again) is read again whole."""
+
+    TOPICS = FORWARD_TOPICS + ENDED_TOPICS
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._lock = threading.Lock()
+        self._open: dict[UUID, None] = {}
+        self._reached: tuple[int, tuple[UUID, int] | None] = (0, None)  # position, its event
+
+    def __call__(self) -> list[UUID]:
+        with self._lock:  # one reader at a time; the others then find nothing new
+            self.app.read_retrying(self._catch_up)
+            return list(self._open)
+
+    def _catch_up(self) -> None:
+        position, event = self._reached
+        tail = self.app.recorder.max_notification_id() or 0
+        if position and (tail < position or self._event_at(position) != event):
+            self._open.clear()  # not the log read so far: read it again from its start
+            position = 0
+        elif tail == position:
+            return
+        for note in self.app.notifications(self.TOPICS, start=position + 1, stop=tail):
+            if note.topic in ENDED_TOPICS:
+                self._open.pop(note.originator_id, None)
+            else:  # requested: a forward migration's first event, before any end of it
+                self._open[note.originator_id] = None
+        self._reached = (tail, self._event_at(tail) if tail else None)
+
+    def _event_at(self, position: int) -> tuple[UUID, int] | None:
+        found = self.app.recorder.select_notifications(start=position, stop=position, limit=1)
+        return (found[0].originator_id, found[0].originator_version) if found else None
 
 
 class Once(Generic[T]):

@@ -129,6 +129,10 @@ class FenceApplication(Application[UUID]):
         if environment.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
             # Its saves go in as binary arrays (infra/adapters/store/pg_recorder.py), not composites.
             environment.setdefault("APPLICATION_RECORDER_TOPIC", PG_RECORDER_TOPIC)
+            # Never the library's insert function, whatever the process environment says: it
+            # skips the table lock that makes notification ids commit in order (readers that
+            # tail the log by position rely on it) and the failover fence of pg_recorder.py.
+            environment["POSTGRES_ENABLE_DB_FUNCTIONS"] = "n"
         return environment
 
     def forget_on_close(self, finalizer: Callable[[], Any]) -> None:
@@ -254,10 +258,13 @@ class FenceApplication(Application[UUID]):
         except AggregateNotFoundError:
             return None
 
-    def notifications(self, topics: tuple[str, ...] = (), start: int = 1) -> Iterator[Any]:
-        """Every stored notification from ``start`` in log order, paged."""
+    def notifications(self, topics: tuple[str, ...] = (), start: int = 1,
+                      stop: int | None = None) -> Iterator[Any]:
+        """Every stored notification from ``start`` (to ``stop``, inclusive) in log order,
+        paged."""
         while True:
-            page = self.recorder.select_notifications(start=start, limit=PAGE, topics=topics)
+            page = self.recorder.select_notifications(start=start, limit=PAGE, stop=stop,
+                                                      topics=topics)
             yield from page
             if len(page) < PAGE:
                 return

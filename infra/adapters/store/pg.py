@@ -206,7 +206,8 @@ class PgTarget:
 
     def env(self) -> dict[str, str]:
         """eventsourcing.postgres settings. Never POSTGRES_ENABLE_DB_FUNCTIONS: its insert
-        function is per schema, not per application, and skips the insert lock."""
+        function is per schema, not per application, and skips the insert lock
+        (``FenceApplication.construct_env`` turns it off whatever the environment says)."""
         return {"PERSISTENCE_MODULE": "eventsourcing.postgres",
                 "POSTGRES_HOST": self.libpq_host, "POSTGRES_PORT": self.libpq_port,
                 "POSTGRES_USER": self.user, "POSTGRES_PASSWORD": self.password,
