@@ -204,7 +204,7 @@ class SqlSimTx:
 
     def commit(self) -> None:
         self._flush()
-        counters = tuple(self._next[kind] for kind in NUMBERS)
+        counters = (self._next["counter"], self._next["seq"], self._next["ord"])
         if counters != self._counters:  # reads need no write-back
             self._conn.execute(meta_table.update().where(meta_table.c.name == self._name).values(
                 counter=counters[0], log_count=counters[1], workflow_count=counters[2]))
