@@ -2,9 +2,9 @@
 opening one store (sim_store.py has the interface and the state in memory).
 
 It is one row per workflow id (``schedfence_sim_workflows``, its runs as JSON), one row per
-logged start (``schedfence_sim_start_log``) and one small row of counters
-(``schedfence_sim_meta``); sim_rows.py has them, and how calls are kept apart (on PostgreSQL a
-lock per workflow id, elsewhere the counters row). A call reads and writes only the rows it
+logged start (``schedfence_sim_start_log``) and, except on PostgreSQL (sequences), one small
+row of counters (``schedfence_sim_meta``); sim_rows.py has them, and how calls are kept apart
+(on PostgreSQL a lock per workflow id, elsewhere the counters row). A call reads and writes only the rows it
 touches, and its cost does not grow with the number of workflows. A state an older release
 kept in one row is migrated on first open.
 """
@@ -72,12 +72,10 @@ def _counters(conn: Connection, name: str, lock: bool) -> tuple[int, int, int]:
     return counter, log_count, workflow_count
 
 
-def _raise_sequences(conn: Connection, name: str) -> None:
-    """Each sequence above what the counters row holds (the numbers an older release handed
-    out from it), under that row's lock. Only a sequence behind the row moves; once the first
-    process of this release has raised it, none is behind again (on PostgreSQL the row no
-    longer changes), so no number is ever handed out twice."""
-    for kind, held in zip(NUMBERS, _counters(conn, name, lock=True)):
+def _raise_sequences(conn: Connection, counters: tuple[int, int, int]) -> None:
+    """Each sequence above ``counters`` (the numbers an older release handed out from its
+    counters row); a sequence already ahead is left alone."""
+    for kind, held in zip(NUMBERS, counters):
         seq = SEQUENCES[kind]
         conn.execute(sql_text(
             f"SELECT setval('{seq}', :held) WHERE :held > (SELECT CASE WHEN is_called "
@@ -157,9 +155,32 @@ class SqlSimState:
 
     def _insert_counters(self) -> None:
         with self._engine.begin() as conn:
-            self._init_counters(conn)
             if self._locks_rows:
-                _raise_sequences(conn, self.name)
+                self._init_sequences(conn)
+            else:
+                self._init_counters(conn)
+
+    def _init_sequences(self, conn: Connection) -> None:
+        """PostgreSQL numbers from sequences, and this state keeps no counters row: a row an
+        older release numbered from raises the sequences above it and is deleted, so that
+        release, opening the state again, meets the tombstone without a row and fails (it
+        would hand out numbers this release has) instead of numbering on. Every step runs
+        under a row lock: a racing open waits, then finds the work done."""
+        held = conn.execute(select(meta_table.c.counter, meta_table.c.log_count,
+                                   meta_table.c.workflow_count)
+                            .where(meta_table.c.name == self.name).with_for_update()).first()
+        if held is not None:
+            _raise_sequences(conn, (held[0], held[1], held[2]))
+            conn.execute(meta_table.delete().where(meta_table.c.name == self.name))
+            return
+        old = conn.execute(select(legacy_table.c.state).where(legacy_table.c.name == self.name)
+                           .with_for_update()).scalar()
+        if old is None:  # a racing first open inserts it too: one fails and starts over
+            conn.execute(legacy_table.insert().values(name=self.name, state=TOMBSTONE))
+        elif old != TOMBSTONE:
+            _raise_sequences(conn, _migrate_legacy(conn, self.name, old))
+            conn.execute(legacy_table.update().where(legacy_table.c.name == self.name)
+                         .values(state=TOMBSTONE))
 
     def _init_counters(self, conn: Connection) -> None:
         if conn.execute(select(meta_table.c.name).where(meta_table.c.name == self.name)).first():

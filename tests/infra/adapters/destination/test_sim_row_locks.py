@@ -93,16 +93,21 @@ def test_racing_batches_make_one_run_per_workflow_and_never_deadlock(pg_store):
 
 
 @pytest.mark.parametrize("legacy", [3, 40])
-def test_sequences_start_above_what_the_counters_row_handed_out(pg_store, legacy):
-    """A state an older release numbered from the counters row: the first open raises the
-    sequences above the row; a number is never handed out twice, also after a second open."""
+def test_an_older_releases_counters_row_raises_the_sequences_and_goes(pg_store, legacy):
+    """A state an older release numbered from its counters row: the first open raises the
+    sequences above the row and deletes it, so no number is handed out twice (also after a
+    second open), and the counters-row path (an older release's open) now refuses the state
+    instead of numbering from the stale row."""
     from sqlalchemy import text
-    from schedfence.infra.adapters.destination.sim_rows import META_TABLE, SEQUENCES
+    from schedfence.infra.adapters.destination.sim_rows import (META_TABLE, SEQUENCES,
+                                                                TABLE_NAME, TOMBSTONE, metadata)
     first = SqlSimState(pg_store)
-    first._ensure_ready()
+    first._pg.ensure_schema()
     with first._engine.begin() as conn:  # as an older release left it
-        conn.execute(text(f"UPDATE {META_TABLE} SET counter = :n, log_count = :n, "
-                          f"workflow_count = :n"), {"n": legacy})
+        metadata.create_all(conn)
+        conn.execute(text(f"INSERT INTO {META_TABLE} VALUES ('default', :n, :n, :n)"),
+                     {"n": legacy})
+        conn.execute(text(f"INSERT INTO {TABLE_NAME} VALUES ('default', :t)"), {"t": TOMBSTONE})
     first.dispose()
     for n in range(2):  # the first open raises them, the second finds them ahead
         state = SqlSimState(pg_store)
@@ -111,8 +116,15 @@ def test_sequences_start_above_what_the_counters_row_handed_out(pg_store, legacy
             with state._engine.begin() as conn:
                 taken = [conn.execute(text(f"SELECT last_value FROM {SEQUENCES[k]}")).scalar()
                          for k in SEQUENCES]
-                seqs = conn.execute(text("SELECT seq FROM schedfence_sim_start_log")).scalars()
-                assert min(seqs) > legacy
-            assert all(t > legacy for t in taken)
+                seqs = list(conn.execute(text("SELECT seq FROM schedfence_sim_start_log"))
+                            .scalars())
+                assert conn.execute(text(f"SELECT count(*) FROM {META_TABLE}")).scalar() == 0
+            assert all(t > legacy for t in taken) and min(seqs) > legacy and len(seqs) == n + 1
         finally:
             state.dispose()
+    older = SqlSimState(pg_store)
+    try:
+        with pytest.raises(RuntimeError, match="missing"), older._engine.begin() as conn:
+            older._init_counters(conn)  # what an older release runs on open (rolled back)
+    finally:
+        older.dispose()
