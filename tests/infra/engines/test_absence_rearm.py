@@ -60,9 +60,14 @@ def test_a_start_lost_with_the_server_re_arms_on_absence_and_completes(store: st
         _one_chain_each(svc, sim, sids)
         for sid in sids:
             assert _kinds(svc, sid, "DestinationAnswered", "kind") == ["unavailable", "created"]
-            rearm = [e.data for e in svc.history(NS, sid)
-                     if e.type.endswith("StartClaimRearmed")]
-            assert [r["reason"] for r in rearm] == [REARM_REASON]
+            history = svc.history(NS, sid)
+            rearm = [e.data for e in history if e.type.endswith("StartClaimRearmed")]
+            claims = [e for e in history if e.type.endswith("StartClaimConsumed")]
+            # A loaded machine may hold a claim past half the grace before its start: the
+            # worker then never sends it (attempt.py, start_in_time), and that claim is
+            # re-armed on absence too. Every claim but the last is re-armed, for this reason.
+            assert len(rearm) == len(claims) - 1 >= 1
+            assert {r["reason"] for r in rearm} == {REARM_REASON}
             seen = rearm[0]["absence"]
             assert (seen["answer"], seen["run_found"]) == ("unavailable", False)
             assert seen["step_age"] >= GRACE and seen["claim_age"] >= seen["step_age"]
