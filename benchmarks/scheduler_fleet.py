@@ -13,7 +13,12 @@ the simulator as the runner (kept in the store), ``schedfence scheduler`` in 1 a
 processes for ``--seconds``; afterwards the log says how many actions started, the lag of each
 start (the ``ActionStarted`` event's time minus its nominal time: p50, p99), and events per
 action (the close of each run included). ``--saturate N`` repeats it with a fleet larger than
-one process keeps up with, where 2 processes against 1 is a capacity ratio.
+one process keeps up with, where 2 processes against 1 is a capacity ratio; but at such a
+backlog one process, further behind, starts more times per visit of a schedule than two do,
+so it is cheaper per start and the ratio understates two. ``--ladder N,N,...`` runs each size
+with 1 and with 2 processes and prints which kept up (the lag of the run's last third of starts
+at most ``KEPT_UP_GROWTH`` above its first third's: behind, it grows all run): the largest size
+each kept up with is its capacity at a bounded lag.
 
     .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
     .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
@@ -40,6 +45,9 @@ from schedfence.infra.application.service import MigrationService, open_service
 
 NS = "fleet"
 CHUNK = 1000
+# Kept up with: the lag of the run's last third of starts at most this much above its first
+# third's (medians, s). A fleet larger than the processes start falls further behind all run.
+KEPT_UP_GROWTH = 1.0
 
 
 def open_fleet(url: str) -> MigrationService:
@@ -136,10 +144,14 @@ def sustained(url: str, n: int, processes: int, seconds: float,
         p.wait(timeout=60)
     wall = 2 + seconds
     lags, events = started(url, since)
+    third = max(len(lags) // 3, 1)  # in log order: the run's first and last thirds of starts
+    growth = (statistics.median(lags[-third:]) - statistics.median(lags[:third])
+              if lags else float("nan"))
     lags.sort()
     return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
             "scheduler_cores": (children_cpu() - cpu_before) / wall,
             "machine_busy": (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1),
+            "lag_growth_s": growth,
             "p50_lag_s": lags[len(lags) // 2] if lags else float("nan"),
             "p99_lag_s": lags[int(len(lags) * 0.99)] if lags else float("nan"),
             "events_per_action": events / len(lags) if lags else float("nan")}
@@ -156,6 +168,9 @@ def main() -> None:
     parser.add_argument("--saturate", type=int, default=0,
                         help="also a fleet this large every second, more than one process can "
                              "start, to compare 1 and 2 processes at capacity")
+    parser.add_argument("--ladder", default="",
+                        help="fleet sizes (every second) each run with 1 and 2 processes, to "
+                             "find the largest each keeps up with")
     args = parser.parse_args()
     store = pg_store if args.store == "pg" else sqlite_store
     print(f"# scheduler_fleet on {args.store}: {machine()}")
@@ -186,7 +201,30 @@ def main() -> None:
                   f"| {r['events_per_action']:.2f} | {r['scheduler_cores']:.2f} "
                   f"| {r['machine_busy']:.0%} |")
         print(f"2 processes / 1: {runs[1]['starts_per_s'] / runs[0]['starts_per_s']:.2f}x")
+    if args.ladder:
+        ladder(store, [int(x) for x in args.ladder.split(",")], args.seconds, args.timeout)
 
+
+def ladder(store, sizes: list[int], seconds: float, timeout: int) -> None:
+    """Each size with 1 and 2 processes: whether it kept up (its lag did not grow by more
+    than ``KEPT_UP_GROWTH``), and the largest size each kept up with."""
+    print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
+          "| lag growth (s) | scheduler cores | machine busy | kept up |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+    best = {1: 0, 2: 0}
+    for n in sizes:
+        for processes in (1, 2):
+            with store() as url:
+                r = sustained(url, n, processes, seconds, timeout)
+            kept = r["lag_growth_s"] <= KEPT_UP_GROWTH
+            if kept:
+                best[processes] = max(best[processes], n)
+            print(f"| {n:,} | {processes} | {r['starts_per_s']:.0f} | {r['p50_lag_s']:.2f} "
+                  f"| {r['p99_lag_s']:.2f} | {r['lag_growth_s']:.2f} "
+                  f"| {r['scheduler_cores']:.2f} | {r['machine_busy']:.0%} "
+                  f"| {'yes' if kept else 'no'} |", flush=True)
+    print(f"kept up with at most: 1 process {best[1]:,}/s, 2 processes {best[2]:,}/s"
+          + (f" ({best[2] / best[1]:.2f}x)" if best[1] else ""))
 
 if __name__ == "__main__":
     main()

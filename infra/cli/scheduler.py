@@ -40,7 +40,11 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
              [f"error: {e}" for e in report["errors"]])
         return
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # SIGINT too, as the worker does: a KeyboardInterrupt raised wherever the main thread is
+    # can land in a finalizer or a library's catch-all and be lost (the scheduler then ran on
+    # after a benchmark's SIGINT); the stop event ends the loop after the pass in hand.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     if as_json:
         out.emit_json_line("started", {"destination": destination_label(),
                                        "poll_interval": poll_interval})
