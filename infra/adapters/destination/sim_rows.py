@@ -212,12 +212,13 @@ class SqlSimTx:
 
 
 
-
 for _kind in NUMBERS:  # created with the tables where the database has sequences
     Sequence(SEQUENCES[_kind], metadata=metadata, start=1)
 
-_NEXT_NUMBERS = sql_text("SELECT " + ", ".join(f"nextval('{SEQUENCES[kind]}')" for kind in NUMBERS)
-                         + " FROM generate_series(1, :n)")
+_BLOCKED = ("counter", "ord")  # taken a block at a time; log positions at the flush
+_NEXT_BLOCK = sql_text("SELECT " + ", ".join(f"nextval('{SEQUENCES[k]}')" for k in _BLOCKED)
+                       + " FROM generate_series(1, :n)")
+_NEXT_SEQS = sql_text(f"SELECT nextval('{SEQUENCES['seq']}') FROM generate_series(1, :n)")
 _TAKE_LOCKS = sql_text("SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) "
                        "AS t(k)")
 
@@ -225,7 +226,9 @@ _TAKE_LOCKS = sql_text("SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys A
 class PgSimTx(SqlSimTx):
     """``SqlSimTx`` on PostgreSQL without the counters row (module docstring): before a
     workflow's row is read, the call takes that workflow's advisory lock, held until the
-    call commits or rolls back; numbers come from the sequences, a block at a time.
+    call commits or rolls back. Ids and workflow order come from their sequences a block at
+    a time; a call's log rows are numbered when they are written, every lock of the call
+    held, so a workflow's log follows the order its calls committed in.
 
     A call's preload locks its ids in one order (by key), so two batches never wait on each
     other in a circle; a call that reads one more id later may, and PostgreSQL then fails
@@ -235,7 +238,7 @@ class PgSimTx(SqlSimTx):
         super().__init__(conn, name, (0, 0, 0))
         self._scope = scope
         self._block = 1  # how many of each kind the next fetch takes
-        self._free: dict[str, list[int]] = {kind: [] for kind in NUMBERS}
+        self._free: dict[str, list[int]] = {kind: [] for kind in _BLOCKED}
 
     def _lock(self, keys: list[tuple[str, str]]) -> None:
         locks = sorted({lock_key(self._scope + "\0" + self._name, ns, wid) for ns, wid in keys})
@@ -244,13 +247,22 @@ class PgSimTx(SqlSimTx):
         self._block = max(self._block, len(keys))  # a batch hands out about one of each per id
 
     def _take(self, kind: str) -> int:
-        if not self._free[kind]:  # a block of every kind in one statement
-            rows = self._conn.execute(_NEXT_NUMBERS, {"n": self._block}).all()
+        if kind == "seq":
+            return 0  # a placeholder: numbered by the flush
+        if not self._free[kind]:  # a block of each kind in one statement
+            rows = self._conn.execute(_NEXT_BLOCK, {"n": self._block}).all()
             for i, free in enumerate(self._free.values()):
-                # Ascending, so a call's log rows keep its order; numbers unused are skipped.
-                free[:0] = sorted((row[i] for row in rows), reverse=True)
+                free[:0] = sorted((row[i] for row in rows), reverse=True)  # unused: skipped
             self._block *= 2
         return self._free[kind].pop()
+
+    def _flush(self) -> None:
+        if self._pending_log:  # ascending in the order the call logged them
+            seqs = sorted(self._conn.execute(_NEXT_SEQS, {"n": len(self._pending_log)})
+                          .scalars())
+            for row, seq in zip(self._pending_log, seqs):
+                row["seq"] = seq
+        super()._flush()
 
     def commit(self) -> None:
         self._flush()  # no counters row to write

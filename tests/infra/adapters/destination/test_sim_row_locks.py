@@ -128,3 +128,32 @@ def test_an_older_releases_counters_row_raises_the_sequences_and_goes(pg_store, 
             older._init_counters(conn)  # what an older release runs on open (rolled back)
     finally:
         older.dispose()
+
+
+def test_a_workflows_log_follows_the_order_its_calls_committed_in(pg_store):
+    """A start without a request id numbers one (a block of ids) before it locks its
+    workflow; its log row must still come after the row of the call it waited for. Log rows
+    are numbered when written, every lock of the call held."""
+    import time
+    holder, other = SqlSimState(pg_store), SqlSimState(pg_store)
+    dest, answers = SimulatedDestination(other), []
+    try:
+        with holder.session() as tx:
+            tx.preload([(NS, "w")])  # holds "w"
+            def second() -> None:
+                try:
+                    answers.append(dest.start_workflow(StartWorkflow(NS, "w", "", "T")))
+                except AlreadyStarted as exc:  # "w" runs: the first call's run
+                    answers.append(exc)
+
+            waiter = threading.Thread(target=second)
+            waiter.start()
+            time.sleep(0.5)  # it has numbered its request id and waits for "w"
+            assert answers == []
+            SimulatedDestination(holder)._start_logged(tx, start("w", "R1"), None, False)
+        waiter.join(10)
+        assert len(answers) == 1 and isinstance(answers[0], AlreadyStarted)
+        assert [o for _, o in dest.start_log(NS, "w")] == ["created", "already_started"]
+    finally:
+        holder.dispose()
+        other.dispose()
