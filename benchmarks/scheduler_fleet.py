@@ -226,5 +226,6 @@ def ladder(store, sizes: list[int], seconds: float, timeout: int) -> None:
     print(f"kept up with at most: 1 process {best[1]:,}/s, 2 processes {best[2]:,}/s"
           + (f" ({best[2] / best[1]:.2f}x)" if best[1] else ""))
 
+
 if __name__ == "__main__":
     main()
