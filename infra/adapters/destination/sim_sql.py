@@ -3,10 +3,10 @@ opening one store (sim_store.py has the interface and the state in memory).
 
 It is one row per workflow id (``schedfence_sim_workflows``, its runs as JSON), one row per
 logged start (``schedfence_sim_start_log``) and, except on PostgreSQL (sequences), one small
-row of counters (``schedfence_sim_meta``); sim_rows.py has them, and how calls are kept apart
-(on PostgreSQL a lock per workflow id, elsewhere the counters row). A call reads and writes only the rows it
-touches, and its cost does not grow with the number of workflows. A state an older release
-kept in one row is migrated on first open.
+row of counters (``schedfence_sim_meta``); sim_rows.py has them, and how calls are kept
+apart (on PostgreSQL a lock per workflow id, elsewhere the counters row). A call reads and
+writes only the rows it touches, and its cost does not grow with the number of workflows. A
+state an older release kept in one row is migrated on first open.
 """
 from __future__ import annotations
 
@@ -63,13 +63,11 @@ def _make_engine(url: str) -> Engine:
     return engine
 
 
-def _counters(conn: Connection, name: str, lock: bool) -> tuple[int, int, int]:
-    """The counters row's numbers (``NUMBERS``' order), locked for the transaction if asked."""
+def _counters(name: str) -> Any:
+    """The select of the counters row's numbers (``NUMBERS``' order), locking the row."""
     c = meta_table.c
-    query = select(c.counter, c.log_count, c.workflow_count).where(c.name == name)
-    counter, log_count, workflow_count = conn.execute(
-        query.with_for_update() if lock else query).one()
-    return counter, log_count, workflow_count
+    return select(c.counter, c.log_count, c.workflow_count).where(c.name == name) \
+        .with_for_update()
 
 
 def _raise_sequences(conn: Connection, counters: tuple[int, int, int]) -> None:
@@ -166,9 +164,7 @@ class SqlSimState:
         release, opening the state again, meets the tombstone without a row and fails (it
         would hand out numbers this release has) instead of numbering on. Every step runs
         under a row lock: a racing open waits, then finds the work done."""
-        held = conn.execute(select(meta_table.c.counter, meta_table.c.log_count,
-                                   meta_table.c.workflow_count)
-                            .where(meta_table.c.name == self.name).with_for_update()).first()
+        held = conn.execute(_counters(self.name)).first()
         if held is not None:
             _raise_sequences(conn, (held[0], held[1], held[2]))
             conn.execute(meta_table.delete().where(meta_table.c.name == self.name))
@@ -205,8 +201,11 @@ class SqlSimState:
         with self._engine.connect() as conn:
             try:
                 trans = conn.begin()
-                tx = PgSimTx(conn, self.name, self._scope) if self._locks_rows \
-                    else SqlSimTx(conn, self.name, _counters(conn, self.name, lock=True))
+                if self._locks_rows:
+                    tx: SqlSimTx = PgSimTx(conn, self.name, self._scope)
+                else:
+                    counter, log_count, ords = conn.execute(_counters(self.name)).one()
+                    tx = SqlSimTx(conn, self.name, (counter, log_count, ords))
                 yield tx
                 tx.commit()
             except SQLAlchemyError as exc:
