@@ -7,7 +7,8 @@
   with backoff under the same request id (a dedupe, never a second start: I17).
 - ``run_closed``: a running action closed; with ``pause_on_failure`` a failure pauses.
 - ``scheduled``: whether a pass looks at the schedule at all (a program, or runs to watch).
-- ``due``: when a pass must look at it next (the due index), so a pass reads only what is due.
+- ``due``: when a pass must look at it next (the due index), so a pass reads only what is due;
+  ``Due.next_look`` adds the watch of running actions, every ``WATCH_EVERY`` at most.
 - ``check_phase``: the phase gate a rollback passes before it may fence.
 
 A start is recorded (``ActionStartIssued``) before the call, with a request id that is a
@@ -40,6 +41,9 @@ MAX_BUFFER = 1000  # a backfill adds no more than the buffer has room for; the r
 MAX_BACKOFF = 60  # seconds between attempts at a start whose outcome is unknown
 FAILURES = ("failed", "timed_out")  # what pause_on_failure pauses on, as Temporal's
 _AT_ONCE = datetime(1970, 1, 1, tzinfo=timezone.utc)  # due at the next pass
+# How often a schedule with actions running (or asked to stop) is looked at for their close,
+# besides its own due times: a close frees a buffered start or a rollback at most this late.
+WATCH_EVERY = timedelta(seconds=1)
 
 
 def _buffered(doc: dict[str, Any]) -> BufferedStart:
@@ -63,12 +67,24 @@ class Due:
 
     ``at``: the earliest of its next spec time after the cursor (paused or not: a time that
     passes moves the cursor), an issued start's retry time (at once without one: a start
-    recorded but never answered), and at once for a backfill in progress or a start waiting
-    in the buffer with nothing running; None: not until the schedule changes. ``watch``:
-    actions running (or asked to stop) whose close the pass looks for, each pass."""
+    recorded but never answered), and at once for a backfill in progress, a start waiting in
+    the buffer (for a close, or for nothing) or a stop asked for; None: not until the schedule
+    changes. ``watch``: actions running whose close a pass looks for (``next_look``)."""
 
     at: datetime | None
     watch: bool
+
+    def next_look(self, now: datetime, watch_every: timedelta = WATCH_EVERY) -> datetime | None:
+        """When a pass deciding at ``now`` must look again: ``at``, or sooner while watching,
+        ``watch_every`` after ``now``. Not every pass: a pass that kept up would otherwise
+        reload every schedule with a run in flight each time it polls, work that grows with
+        the poll rate instead of with what happens. A close is seen within ``watch_every``, at
+        every due time (a look watches before it ticks), and at once where a start or a stop
+        waits on it (``at``)."""
+        if not self.watch:
+            return self.at
+        look = now + watch_every
+        return look if self.at is None else min(self.at, look)
 
 
 def due(state: ScheduleState) -> Due:
@@ -78,11 +94,13 @@ def due(state: ScheduleState) -> Due:
         return Due(None, False)
     watch = bool(state.running or state.stopping)
     times = [parse_nominal(i["retry_at"]) if "retry_at" in i else _AT_ONCE for i in state.issued]
+    if state.stopping:  # a stop the policy asked for is sent, and its close looked for, at once
+        times.append(_AT_ONCE)
     program = program_of(state)
     if not (state.closed or state.migration_pending) and program.spec is not None and \
             program.action is not None and state.cursor is not None:
-        if state.backfills or (state.buffered and not watch):
-            times.append(_AT_ONCE)
+        if state.backfills or state.buffered:  # a buffered start waits on no close, or on
+            times.append(_AT_ONCE)  # one each pass looks for, as the stops above
         following = next(times_after(program.spec, parse_nominal(state.cursor)), None)
         if following is not None:
             times.append(following)

@@ -6,7 +6,7 @@ rollback's fence, another scheduler) reloads and decides again, so a tick never 
 fence (I1). A start is recorded before the runner is called and carries a request id that is a
 function of (schedule, nominal time, origin): a crash or a lost answer leaves it issued, and
 a later pass (after a backoff) asks again with the same id, which the runner deduplicates
-(I17). Overlapping runs the policy asked to stop are asked again each pass until seen closed.
+(I17). Overlapping runs the policy asked to stop are asked again at each look until seen closed.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID, uuid4
 
@@ -121,14 +121,15 @@ def utc_now() -> datetime:
 class Scheduler:
     """One scheduler's passes over the schedules ``due`` says are due (infra/engines/
     schedule_due.py): leased in batches of ``batch``, each loaded, stepped and its next due
-    time written back. A schedule with actions running is due at every pass, which looks for
-    their close."""
+    time written back. A schedule with actions running is due again ``watch_every`` after the
+    pass at the latest, which looks for their close."""
 
     def __init__(self, load: Aggregates, runner: Destination, due: ScheduleDue,
                  clock: Clock = utc_now, crash_hook: CrashHook | None = None,
-                 holder: str = "", batch: int = BATCH, seen: SeenSchedules | None = None) -> None:
+                 holder: str = "", batch: int = BATCH, seen: SeenSchedules | None = None,
+                 watch_every: timedelta = scheduling.WATCH_EVERY) -> None:
         self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
-        self.due, self.batch = due, batch
+        self.due, self.batch, self.watch_every = due, batch, watch_every
         self.seen = seen if seen is not None else SeenSchedules()
         self.holder = holder or f"scheduler-{uuid4()}"
         self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
@@ -152,7 +153,8 @@ class Scheduler:
                 sources = self._batch(taken, at, report)
                 self.seen.keep(sources)
                 for source in sources:
-                    next_at = _next_us(scheduling.due(source.state), at)
+                    next_at = _to_us(scheduling.due(source.state).next_look(
+                        at, self.watch_every))
                     decided.append((str(source.id), source.version, next_at))
             except BaseException:
                 self.seen.clear()  # a schedule in hand may hold facts never saved
@@ -317,11 +319,9 @@ class Scheduler:
             report.errors.append(f"{workflow_id}: the runner refused to {kind} it: {exc}")
 
 
-def _next_us(decided: scheduling.Due, now: datetime) -> int | None:
-    """The index's next due time (µs) for a schedule decided ``decided`` on at ``now``: its
-    own, or the next pass's (``now``) while it has running actions to watch; None: not due."""
-    at = None if decided.at is None else to_us(decided.at)
-    return to_us(now) if decided.watch else at
+def _to_us(at: datetime | None) -> int | None:
+    """The index's next due time (µs); None: not due until the schedule changes."""
+    return None if at is None else to_us(at)
 
 
 def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.Event,

@@ -99,8 +99,8 @@ class ServiceCollector(Collector):
         if self.schedules_due is not None:
             yield GaugeMetricFamily(f"{PREFIX}schedules_due", "Schedules due now in the source "
                                     "scheduler's due index: those a pass has not reached yet, "
-                                    "and those with actions running, which every pass looks "
-                                    "at.", value=self.schedules_due())
+                                    "among them those with actions running, looked at every "
+                                    "second.", value=self.schedules_due())
         yield from _projection(snap)
         yield from _jobs(self._job_states())
         yield _ownership(last_audits(self.app))

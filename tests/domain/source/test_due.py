@@ -9,7 +9,7 @@ from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.source.program import Program
 from schedfence.domain.source.schedule import Schedule, ScheduleState
 from schedfence.domain.ports import StartAccepted
-from schedfence.domain.source.scheduling import Due, due, start_answered, tick
+from schedfence.domain.source.scheduling import WATCH_EVERY, Due, due, start_answered, tick
 from schedfence.domain.source.spec import make_spec
 
 T0 = datetime(2026, 12, 5, 7, 0, 30, tzinfo=timezone.utc)
@@ -42,13 +42,26 @@ def test_starts_in_flight_are_due_at_their_retry_time_or_at_once():
     assert due(replace(st, issued=[{"workflow_id": "a"}])).at == AT_ONCE
 
 
-def test_backfills_and_a_waiting_buffer_are_due_at_once_running_actions_are_watched():
+def test_backfills_a_waiting_buffer_and_a_stop_are_due_at_once_running_actions_are_watched():
     st = hourly()
     assert due(replace(st, backfills=[{"backfill_id": "backfill-1"}])).at == AT_ONCE
     waiting = replace(st, buffered=[{"nominal": "2026-12-05T07:00:00Z"}])
     assert due(waiting).at == AT_ONCE
-    behind_a_run = replace(waiting, running=["act-1"])
-    assert due(behind_a_run) == Due(T0.replace(hour=8, second=0), True)
+    behind_a_run = replace(waiting, running=["act-1"])  # each pass looks for the close it awaits
+    assert due(behind_a_run) == Due(AT_ONCE, True)
+    running = replace(st, running=["act-1"])
+    assert due(running) == Due(T0.replace(hour=8, second=0), True)
+    assert due(replace(running, stopping=["act-1"])) == Due(AT_ONCE, True)
+
+
+def test_running_actions_are_looked_at_within_the_watch_interval_not_every_pass():
+    running = replace(hourly(), running=["act-1"])
+    assert due(running).next_look(T0) == T0 + WATCH_EVERY  # before the spec's 08:00
+    assert due(running).next_look(T0, timedelta(hours=2)) == T0.replace(hour=8, second=0)
+    assert due(hourly()).next_look(T0) == T0.replace(hour=8, second=0)  # nothing to watch
+    fenced = replace(running, fence_migration_id="m")
+    assert due(fenced).next_look(T0) == T0 + WATCH_EVERY  # a run's close is still recorded
+    assert due(replace(running, stopping=["act-1"])).next_look(T0) == AT_ONCE
 
 
 def test_a_tick_at_the_due_time_issues_a_start_due_at_once_then_the_following_time():

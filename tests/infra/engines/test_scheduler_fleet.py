@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.source.action import make_action, make_policies
+from schedfence.domain.source.scheduling import WATCH_EVERY
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.engines.schedule_due import ScheduleDue
 from schedfence.infra.engines.scheduler import Scheduler
@@ -131,10 +132,27 @@ def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, m
                         watch(ns, ids))
     for w in sorted(running)[:2]:
         dest.complete(NS, w)
-    report = svc.run_scheduler(now=t0 + timedelta(seconds=2))
-    assert calls == [sorted(running)] and report.closed == 2
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=2) + WATCH_EVERY)
+    assert calls == [sorted(running)] and report.closed == 2  # watched before any tick
     left = {w for s in range(5) for w in svc.load.source(NS, f"s{s}").state.running}
-    assert left == set(sorted(running)[2:])
+    assert left & running == set(sorted(running)[2:])
+
+
+def test_a_running_action_is_looked_at_within_the_watch_interval_not_at_every_pass(world):
+    svc, dest = world
+    t0 = create(svc, "s", every=60)
+    at = t0 + timedelta(seconds=60)
+    assert svc.run_scheduler(now=at).started == 1
+    [run] = svc.load.source(NS, "s").state.running
+    dest.complete(NS, run)
+    version = svc.load.source(NS, "s").version
+    for later in (0.1, 0.5, 0.9):  # a scheduler polling faster than it needs to watch
+        assert svc.run_scheduler(now=at + timedelta(seconds=later)).schedules == 0
+    assert svc.load.source(NS, "s").version == version  # nothing looked, nothing written
+    report = svc.run_scheduler(now=at + WATCH_EVERY)
+    assert (report.schedules, report.closed) == (1, 1)
+    assert svc.load.source(NS, "s").state.running == []
+    assert svc.run_scheduler(now=at + 2 * WATCH_EVERY).schedules == 0  # nothing to watch now
 
 
 def next_even(t: datetime) -> datetime:
