@@ -18,7 +18,9 @@ from schedfence.infra.engines.scheduler import SchedulerReport, run_until_stoppe
 @click.command()
 @click.option("--once", is_flag=True, help="One pass, then print what it did and exit.")
 @click.option("--poll-interval", type=click.FloatRange(min=0.05, max=3600), default=1.0,
-              show_default=True, help="Seconds between passes.")
+              show_default=True,
+              help="Seconds between passes at most: a pass also runs when the next schedule "
+                   "is due, and this bounds how late a command's change is seen.")
 @json_option
 def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
     """Run the source scheduler: tick schedules, start due actions, watch them close.
@@ -49,8 +51,8 @@ def scheduler(once: bool, poll_interval: float, as_json: bool) -> None:
         out.emit_json_line("started", {"destination": destination_label(),
                                        "poll_interval": poll_interval})
     else:
-        click.echo(f"scheduler: destination {destination_label()}, a pass every "
-                   f"{poll_interval:g}s (Ctrl-C stops)")
+        click.echo(f"scheduler: destination {destination_label()}, a pass at each due time "
+                   f"and at least every {poll_interval:g}s (Ctrl-C stops)")
     def busy(pass_report: SchedulerReport) -> None:
         report = pass_report.to_dict()
         if as_json:

@@ -31,7 +31,7 @@ from schedfence.domain.topics import STORED_TOPICS
 
 from schedfence.infra.adapters.store.sql import SideTables
 from schedfence.infra.engines.lease import LEASE_SECONDS, now_us
-from schedfence.projections.records import to_us
+from schedfence.projections.records import EPOCH, MICROSECOND, to_us
 
 SWEEP_PAGE = 5000
 # Every event of a schedule (not of its key: ``schedfence.schedule_key.*``).
@@ -137,6 +137,15 @@ class ScheduleDue(SideTables):
             with self._writing() as conn:
                 conn.execute(_RELEASE, [{"aggregate_id": a, "holder": holder}
                                         for a in sorted(ids)])
+
+    def next_after(self, at: datetime) -> datetime | None:
+        """The earliest due time after ``at`` (a schedule's next time, a start's retry, a
+        look at running actions), leased or not; None: none. One probe of the due index."""
+        self._ensure_table()
+        with self.engine.connect() as conn:
+            due_us = conn.execute(select(func.min(due_rows.c.due_us)).where(
+                due_rows.c.due_us > to_us(at))).scalar()
+        return None if due_us is None else EPOCH + due_us * MICROSECOND
 
     def backlog(self, now: datetime) -> int:
         """Schedules due at ``now`` (the due-backlog gauge); 0 where no scheduler ever ran (a

@@ -11,6 +11,7 @@ a later pass (after a backoff) asks again with the same id, which the runner ded
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,9 @@ STARTS_IN_FLIGHT = 16  # action starts sent at once
 SEEN = 50_000  # schedules kept between passes (SeenSchedules)
 # A pass that did something: any of these counts, or an error.
 BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
+# The shortest pause between passes of ``schedfence scheduler``: due times closer together
+# than this share a pass (and its batches) instead of each waking its own.
+MIN_PAUSE = 0.05
 
 
 @dataclass
@@ -67,9 +71,10 @@ class SchedulerReport:
     stops: int = 0
     unavailable: int = 0
     errors: list[str] = field(default_factory=list)
+    next_due: datetime | None = None  # the index's earliest due time after the pass's instant
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        return dict(vars(self), next_due=self.next_due and self.next_due.isoformat())
 
     @property
     def busy(self) -> bool:
@@ -145,8 +150,9 @@ class Scheduler:
             leased = self.due.take(at, self.holder, self.batch)
             taken = [aid for aid in leased if aid not in seen]
             self.due.release([aid for aid in leased if aid in seen], self.holder)
-            if not taken:
-                return report  # what is left is what this pass watched: the next pass's
+            if not taken:  # what is left is what this pass watched: the next pass's
+                report.next_due = self.due.next_after(at)
+                return report
             seen.update(taken)
             decided = []
             try:
@@ -324,11 +330,23 @@ def _to_us(at: datetime | None) -> int | None:
     return None if at is None else to_us(at)
 
 
+def pause(report: SchedulerReport, poll_interval: float, now: float) -> float:
+    """Seconds from ``now`` (epoch seconds) to the next pass: until the earliest due time the
+    pass saw in the index (a timer: a schedule starts at its time, not up to a poll later, and
+    a scheduler ahead of its fleet sleeps instead of polling), at least ``MIN_PAUSE``; at most
+    ``poll_interval``, which bounds how late a change made by a command is seen (and how often
+    what is due at once is looked at again: a stop or a start waiting on the runner)."""
+    if report.next_due is None:
+        return poll_interval
+    return min(poll_interval, max(MIN_PAUSE, report.next_due.timestamp() - now))
+
+
 def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.Event,
                       poll_interval: float, on_busy: Callable[[SchedulerReport], None],
                       worker_id: str = "") -> None:
     """``schedfence scheduler``'s loop: a pass (``one_pass``: the service's, which checks the
-    store is active each time), then ``poll_interval`` seconds, until ``stop`` is set. A
+    store is active each time), then a ``pause`` (at most ``poll_interval`` seconds), until
+    ``stop`` is set. A
     pass that did something is given to ``on_busy`` (the command's line), and each of its
     errors is a warning record. A pass that fails (the store unreachable during a failover,
     its appends refused until ``promote``, the runner down) is a warning record too, and the
@@ -345,4 +363,4 @@ def run_until_stopped(one_pass: Callable[[], SchedulerReport], stop: threading.E
             on_busy(report)
             for error in report.errors:  # the line counts them; each is a record
                 LOG.warning("scheduler: error: %s", error, extra={"worker": worker_id})
-        stop.wait(poll_interval)
+        stop.wait(pause(report, poll_interval, time.time()))

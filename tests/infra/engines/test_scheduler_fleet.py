@@ -155,6 +155,20 @@ def test_a_running_action_is_looked_at_within_the_watch_interval_not_at_every_pa
     assert svc.run_scheduler(now=at + 2 * WATCH_EVERY).schedules == 0  # nothing to watch now
 
 
+def test_a_pass_reports_the_index_s_next_due_time_for_the_loop_s_timer(world):
+    svc, dest = world
+    t0 = create(svc, "s", every=60)
+    at = t0 + timedelta(seconds=60)
+    nominal = at.replace(microsecond=0) - timedelta(seconds=at.second % 60)  # whole minutes
+    report = svc.run_scheduler(now=at)
+    assert report.started == 1 and report.next_due == at + WATCH_EVERY  # its run is watched
+    assert report.to_dict()["next_due"] == (at + WATCH_EVERY).isoformat()
+    [run] = svc.load.source(NS, "s").state.running
+    dest.complete(NS, run)
+    report = svc.run_scheduler(now=at + WATCH_EVERY)
+    assert report.closed == 1 and report.next_due == nominal + timedelta(seconds=60)
+
+
 def next_even(t: datetime) -> datetime:
     """The first even second after ``t``: every 2 s schedule's next time once a pass at ``t``
     has taken what was due (the schedules of one test are made over several ms, maybe on
