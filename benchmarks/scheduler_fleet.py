@@ -18,7 +18,9 @@ backlog one process, further behind, starts more times per visit of a schedule t
 so it is cheaper per start and the ratio understates two. ``--ladder N,N,...`` runs each size
 with 1 and with 2 processes and prints which kept up (the lag of the run's last third of starts
 at most ``KEPT_UP_GROWTH`` above its first third's: behind, it grows all run): the largest size
-each kept up with is its capacity at a bounded lag.
+each kept up with is its capacity at a bounded lag. Each run prints its CPU per start, the
+schedulers' and the whole machine's (PostgreSQL too). The schedulers run with ``--poll
+1.0`` by default (the command's own default; it also wakes at each due time).
 
     .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
     .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
@@ -26,6 +28,7 @@ each kept up with is its capacity at a bounded lag.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import signal
 import statistics
@@ -125,14 +128,14 @@ def machine_busy() -> tuple[int, int]:
 
 
 def sustained(url: str, n: int, processes: int, seconds: float,
-              timeout: int) -> dict[str, float]:
+              timeout: int, poll: float = 1.0) -> dict[str, float]:
     now = datetime.now(timezone.utc)
     with open_fleet(url) as svc:
         write_fleet(svc, n, make_spec(intervals=[(1, 0)]), now + timedelta(seconds=2), timeout)
         svc.run_scheduler(now)  # the index: every schedule's first time
         since = svc.app.recorder.max_notification_id() or 0
     cmd = [sys.executable, "-m", "schedfence.infra.cli", "--store", url, "--destination", "sim",
-           "scheduler", "--poll-interval", "0.05"]
+           "scheduler", "--poll-interval", str(poll)]
     cpu_before, busy_before = children_cpu(), machine_busy()
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(processes)]  # each its own worker id (host:pid), its own leases
@@ -148,9 +151,13 @@ def sustained(url: str, n: int, processes: int, seconds: float,
     growth = (statistics.median(lags[-third:]) - statistics.median(lags[:third])
               if lags else float("nan"))
     lags.sort()
+    cores = (children_cpu() - cpu_before) / wall
+    machine = (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1)
     return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
-            "scheduler_cores": (children_cpu() - cpu_before) / wall,
-            "machine_busy": (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1),
+            "scheduler_cores": cores, "machine_busy": machine,
+            # CPU per start (ms): the schedulers', and the whole machine's (PostgreSQL too)
+            "scheduler_ms": cores * wall * 1000 / max(len(lags), 1),
+            "machine_ms": machine * (os.cpu_count() or 1) * wall * 1000 / max(len(lags), 1),
             "lag_growth_s": growth,
             "p50_lag_s": lags[len(lags) // 2] if lags else float("nan"),
             "p99_lag_s": lags[int(len(lags) * 0.99)] if lags else float("nan"),
@@ -168,6 +175,9 @@ def main() -> None:
     parser.add_argument("--saturate", type=int, default=0,
                         help="also a fleet this large every second, more than one process can "
                              "start, to compare 1 and 2 processes at capacity")
+    parser.add_argument("--poll", type=float, default=1.0,
+                        help="schedfence scheduler's --poll-interval (it also wakes at each due "
+                             "time)")
     parser.add_argument("--ladder", default="",
                         help="fleet sizes (every second) each run with 1 and 2 processes, to "
                              "find the largest each keeps up with")
@@ -191,37 +201,43 @@ def main() -> None:
         runs = []
         for processes in (1, 2):
             with store() as url:
-                runs.append(sustained(url, fleet, processes, args.seconds, args.timeout))
+                runs.append(sustained(url, fleet, processes, args.seconds, args.timeout,
+                                      args.poll))
         print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
-              "| events per action | scheduler cores | machine busy |")
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "| events per action | scheduler cores | machine busy | CPU per start, "
+              "schedulers / machine (ms) |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in runs:
             print(f"| {r['n']:,} | {r['processes']} | {r['starts_per_s']:.0f} "
                   f"| {r['p50_lag_s']:.2f} | {r['p99_lag_s']:.2f} "
                   f"| {r['events_per_action']:.2f} | {r['scheduler_cores']:.2f} "
-                  f"| {r['machine_busy']:.0%} |")
+                  f"| {r['machine_busy']:.0%} | {r['scheduler_ms']:.2f} / "
+                  f"{r['machine_ms']:.2f} |")
         print(f"2 processes / 1: {runs[1]['starts_per_s'] / runs[0]['starts_per_s']:.2f}x")
     if args.ladder:
-        ladder(store, [int(x) for x in args.ladder.split(",")], args.seconds, args.timeout)
+        ladder(store, [int(x) for x in args.ladder.split(",")], args.seconds, args.timeout,
+               args.poll)
 
 
-def ladder(store, sizes: list[int], seconds: float, timeout: int) -> None:
+def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float) -> None:
     """Each size with 1 and 2 processes: whether it kept up (its lag did not grow by more
     than ``KEPT_UP_GROWTH``), and the largest size each kept up with."""
     print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
-          "| lag growth (s) | scheduler cores | machine busy | kept up |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+          "| lag growth (s) | scheduler cores | machine busy | CPU per start, schedulers / "
+          "machine (ms) | kept up |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
     best = {1: 0, 2: 0}
     for n in sizes:
         for processes in (1, 2):
             with store() as url:
-                r = sustained(url, n, processes, seconds, timeout)
+                r = sustained(url, n, processes, seconds, timeout, poll)
             kept = r["lag_growth_s"] <= KEPT_UP_GROWTH
             if kept:
                 best[processes] = max(best[processes], n)
             print(f"| {n:,} | {processes} | {r['starts_per_s']:.0f} | {r['p50_lag_s']:.2f} "
                   f"| {r['p99_lag_s']:.2f} | {r['lag_growth_s']:.2f} "
                   f"| {r['scheduler_cores']:.2f} | {r['machine_busy']:.0%} "
+                  f"| {r['scheduler_ms']:.2f} / {r['machine_ms']:.2f} "
                   f"| {'yes' if kept else 'no'} |", flush=True)
     print(f"kept up with at most: 1 process {best[1]:,}/s, 2 processes {best[2]:,}/s"
           + (f" ({best[2] / best[1]:.2f}x)" if best[1] else ""))

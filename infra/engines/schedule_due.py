@@ -15,7 +15,12 @@ the schedule version that time was decided on, and a lease (``holder``, ``lease_
   not see stays due.
 - **Leases.** ``take`` leases a bounded batch of due rows to one scheduler (PostgreSQL: ``FOR
   UPDATE SKIP LOCKED``, so concurrent takers get different rows; SQLite has one writer at a
-  time). A lease is an efficiency device only: a lost or stolen lease costs a second look;
+  time). A given-back lease keeps its ``holder``, the scheduler that stepped the schedule
+  last, and a take leases that scheduler's own due rows first, then any other's: a schedule
+  tends to stay with one scheduler, whose copy of it (``SeenSchedules``) is then current, so
+  its next step folds no other scheduler's events; a row whose scheduler is gone or slow is
+  taken by another once that one has done its own. A lease is an efficiency device only: a
+  lost or stolen lease costs a second look;
   the store's optimistic concurrency decides every step and an action start's request id is a
   function of (schedule, nominal time, origin), so the runner deduplicates a second start.
 """
@@ -62,12 +67,13 @@ _ADVANCE = text(
     f"DO UPDATE SET position = excluded.position WHERE {swept.name}.position < excluded.position")
 _SETTLE = text(f"UPDATE {due_rows.name} SET due_us = :due, version = :version "
                "WHERE aggregate_id = :aggregate_id AND version <= :version")
-_RELEASE = text(f"UPDATE {due_rows.name} SET holder = '', lease_us = 0 "
+_RELEASE = text(f"UPDATE {due_rows.name} SET lease_us = 0 "
                 "WHERE aggregate_id = :aggregate_id AND holder = :holder")
 _TAKE = (f"UPDATE {due_rows.name} SET holder = :holder, lease_us = :lease "
          f"WHERE aggregate_id IN (SELECT aggregate_id FROM {due_rows.name} "
          "WHERE due_us <= :now AND (lease_us < :wall OR holder = :holder) "
-         "ORDER BY due_us LIMIT :limit{lock}) RETURNING aggregate_id")
+         "ORDER BY CASE WHEN holder = :holder THEN 0 ELSE 1 END, due_us "
+         "LIMIT :limit{lock}) RETURNING aggregate_id")
 _TAKES = {True: text(_TAKE.format(lock=" FOR UPDATE SKIP LOCKED")),
           False: text(_TAKE.format(lock=""))}
 

@@ -13,7 +13,7 @@ from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.source.scheduling import WATCH_EVERY
 from schedfence.domain.source.spec import make_spec
-from schedfence.infra.engines.schedule_due import ScheduleDue
+from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
 from schedfence.infra.engines.scheduler import Scheduler
 from tests.infra.engines.sched_world import world  # noqa: F401 (the fixture)
 
@@ -240,3 +240,20 @@ def test_a_runner_without_a_batch_call_gets_its_starts_in_flight_together(world)
     report = scheduler(svc, runner, "h1", 30.0).run_once(next_even(t0))
     assert report.started == 8 and not runner.together.broken
     assert {w.split("-act-")[0] for w in once_each(svc, dest)} == {f"s{k}" for k in range(8)}
+
+
+def test_a_take_leases_the_schedulers_own_due_rows_first_then_any_others(world):
+    svc, _ = world
+    due = ScheduleDue(svc.views.engine, svc.app.recorder, lease_seconds=60)
+    due.sweep()  # the table
+    rows = [("a1", 10, "A"), ("a2", 20, "B"), ("a3", 30, "A"), ("a4", 40, ""), ("a5", 50, "B")]
+    with svc.views.engine.begin() as conn:
+        conn.execute(due_rows.insert(), [{"aggregate_id": a, "version": 1, "due_us": d,
+                                          "holder": h, "lease_us": 0} for a, d, h in rows])
+    at = datetime.now(timezone.utc)
+    assert sorted(due.take(at, "B", 3)) == ["a1", "a2", "a5"]  # B's own two, then the earliest
+    assert sorted(due.take(at, "A", 3)) == ["a3", "a4"]  # a1 is leased to B now
+    due.release(["a1", "a2"], "B")
+    # A's own (held: renewed), then the earliest B gave back (a given-back row keeps its last
+    # holder, B, but is free to any scheduler)
+    assert sorted(due.take(at, "A", 3)) == ["a1", "a3", "a4"]
