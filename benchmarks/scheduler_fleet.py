@@ -19,8 +19,10 @@ so it is cheaper per start and the ratio understates two. ``--ladder N,N,...`` r
 with 1 and with 2 processes and prints which kept up (the lag of the run's last third of starts
 at most ``KEPT_UP_GROWTH`` above its first third's: behind, it grows all run): the largest size
 each kept up with is its capacity at a bounded lag. Each run prints its CPU per start, the
-schedulers' and the whole machine's (PostgreSQL too). The schedulers run with ``--poll
-1.0`` by default (the command's own default; it also wakes at each due time).
+schedulers' and the whole machine's (PostgreSQL too), and the schedulers' cores and the
+machine's busy share, from the run's second second to its end (the processes' start-up left
+out: with two, it was counted twice). The schedulers run with ``--poll 1.0`` by default (the
+command's own default; it also wakes at each due time).
 
     .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
     .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -96,27 +97,33 @@ def idle(url: str, n: int) -> dict[str, float]:
             "idle_events": max(events), "backlog": backlog}
 
 
-def started(url: str, since: int) -> tuple[list[float], int]:
-    """Each ``ActionStarted`` after position ``since``: its lag (s); and every event after it."""
+def started(url: str, since: int) -> tuple[list[float], list[float], int]:
+    """Each ``ActionStarted`` after position ``since``: its lag (s) and its time (epoch s); and
+    every event after it."""
     with open_fleet(url) as svc:
-        lags, count, position = [], 0, since
+        lags, stamps, count, position = [], [], 0, since
         recorder, mapper = svc.app.recorder, svc.app.mapper
         while True:
             page = recorder.select_notifications(start=position + 1, limit=5000)
             if not page:
-                return lags, count
+                return lags, stamps, count
             for note in page:
                 count += 1
                 event = mapper.to_domain_event(note)
                 if type(event).__name__ == "ActionStarted":
                     lags.append((event.timestamp - parse_nominal(event.nominal)).total_seconds())
+                    stamps.append(event.timestamp.timestamp())
             position = page[-1].id
 
 
-def children_cpu() -> float:
-    """CPU seconds (user + system) of the child processes waited for so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def processes_cpu(procs: list[subprocess.Popen]) -> float:
+    """CPU seconds (user + system) the running ``procs`` used so far (/proc/PID/stat)."""
+    ticks = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy() -> tuple[int, int]:
@@ -136,28 +143,32 @@ def sustained(url: str, n: int, processes: int, seconds: float,
         since = svc.app.recorder.max_notification_id() or 0
     cmd = [sys.executable, "-m", "schedfence.infra.cli", "--store", url, "--destination", "sim",
            "scheduler", "--poll-interval", str(poll)]
-    cpu_before, busy_before = children_cpu(), machine_busy()
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for _ in range(processes)]  # each its own worker id (host:pid), its own leases
-    time.sleep(2 + seconds)  # the first times are 2 s after the fleet was written
-    busy = machine_busy()
+    # The first times are 2 s after the fleet was written; the CPU figures count from a second
+    # later (the processes' start-up, imports and first pass, left out) to the end.
+    time.sleep(3)
+    window = [time.time(), processes_cpu(procs), machine_busy()]
+    time.sleep(seconds - 1)
+    cpu, busy, until = processes_cpu(procs), machine_busy(), time.time()
     for p in procs:
         p.send_signal(signal.SIGINT)
     for p in procs:
         p.wait(timeout=60)
-    wall = 2 + seconds
-    lags, events = started(url, since)
+    lags, stamps, events = started(url, since)
     third = max(len(lags) // 3, 1)  # in log order: the run's first and last thirds of starts
     growth = (statistics.median(lags[-third:]) - statistics.median(lags[:third])
               if lags else float("nan"))
     lags.sort()
-    cores = (children_cpu() - cpu_before) / wall
-    machine = (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1)
+    in_window = max(sum(window[0] <= s <= until for s in stamps), 1)
+    cores = (cpu - window[1]) / (until - window[0])
+    machine = (busy[0] - window[2][0]) / max(busy[1] - window[2][1], 1)
     return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
             "scheduler_cores": cores, "machine_busy": machine,
-            # CPU per start (ms): the schedulers', and the whole machine's (PostgreSQL too)
-            "scheduler_ms": cores * wall * 1000 / max(len(lags), 1),
-            "machine_ms": machine * (os.cpu_count() or 1) * wall * 1000 / max(len(lags), 1),
+            # CPU per start in the window (ms): the schedulers', and the machine's (PostgreSQL
+            # too)
+            "scheduler_ms": (cpu - window[1]) * 1000 / in_window,
+            "machine_ms": machine * (os.cpu_count() or 1) * (until - window[0]) * 1000 / in_window,
             "lag_growth_s": growth,
             "p50_lag_s": lags[len(lags) // 2] if lags else float("nan"),
             "p99_lag_s": lags[int(len(lags) * 0.99)] if lags else float("nan"),
