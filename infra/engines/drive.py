@@ -21,6 +21,7 @@ from uuid import UUID
 
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, Progress, drain
 from schedfence.infra.engines.forward import ENDED_TOPICS, FORWARD_TOPICS, ForwardEngine
+from schedfence.infra.pacing import retry_call
 
 if TYPE_CHECKING:  # the due index, leases and pool (SQLAlchemy) are imported on first use
     from schedfence.infra.engines.attempt import RollbackEngine
@@ -64,7 +65,7 @@ class OpenForwards:
 
     def __call__(self) -> list[UUID]:
         with self._lock:  # one reader at a time; the others then find nothing new
-            self.app.read_retrying(self._catch_up)
+            retry_call(self._catch_up, **self.app.read_retry())  # the store never calls up
             return list(self._open)
 
     def _catch_up(self) -> None:
