@@ -16,11 +16,11 @@ the schedule version that time was decided on, and a lease (``holder``, ``lease_
 - **Leases.** ``take`` leases a bounded batch of due rows to one scheduler (PostgreSQL: ``FOR
   UPDATE SKIP LOCKED``, so concurrent takers get different rows; SQLite has one writer at a
   time). A given-back lease keeps its ``holder``, the scheduler that stepped the schedule
-  last, and a take leases that scheduler's own due rows first, then any other's: a schedule
-  tends to stay with one scheduler, whose copy of it (``SeenSchedules``) is then current, so
-  its next step folds no other scheduler's events; a row whose scheduler is gone or slow is
-  taken by another once that one has done its own. A lease is an efficiency device only: a
-  lost or stolen lease costs a second look;
+  last, and a take leases that scheduler's own due rows first (among the earliest due, a few
+  batches' worth), then any other's: a schedule tends to stay with one scheduler, whose copy
+  of it (``SeenSchedules``) is then current, so its next step folds no other scheduler's
+  events; a row whose scheduler is gone or slow is taken by another once that one has done
+  its own. A lease is an efficiency device only: a lost or stolen lease costs a second look;
   the store's optimistic concurrency decides every step and an action start's request id is a
   function of (schedule, nominal time, origin), so the runner deduplicates a second start.
 """
@@ -69,11 +69,15 @@ _SETTLE = text(f"UPDATE {due_rows.name} SET due_us = :due, version = :version "
                "WHERE aggregate_id = :aggregate_id AND version <= :version")
 _RELEASE = text(f"UPDATE {due_rows.name} SET lease_us = 0 "
                 "WHERE aggregate_id = :aggregate_id AND holder = :holder")
+# The earliest due rows free to the holder, ``WINDOW`` times a batch (an index range: a sort of
+# the whole backlog cost 78 ms a take at 100,000 due), then the holder's own among them first.
+WINDOW = 4
 _TAKE = (f"UPDATE {due_rows.name} SET holder = :holder, lease_us = :lease "
-         f"WHERE aggregate_id IN (SELECT aggregate_id FROM {due_rows.name} "
-         "WHERE due_us <= :now AND (lease_us < :wall OR holder = :holder) "
-         "ORDER BY CASE WHEN holder = :holder THEN 0 ELSE 1 END, due_us "
-         "LIMIT :limit{lock}) RETURNING aggregate_id")
+         "WHERE aggregate_id IN (SELECT aggregate_id FROM (SELECT aggregate_id, holder, due_us "
+         f"FROM {due_rows.name} WHERE due_us <= :now AND (lease_us < :wall OR holder = :holder) "
+         "ORDER BY due_us LIMIT :window{lock}) w "
+         "ORDER BY CASE WHEN holder = :holder THEN 0 ELSE 1 END, due_us LIMIT :limit) "
+         "RETURNING aggregate_id")
 _TAKES = {True: text(_TAKE.format(lock=" FOR UPDATE SKIP LOCKED")),
           False: text(_TAKE.format(lock=""))}
 
@@ -123,7 +127,7 @@ class ScheduleDue(SideTables):
         with self._writing() as conn:
             return [r[0] for r in conn.execute(_TAKES[postgres], {
                 "holder": holder, "lease": wall + int(self.lease_seconds * 1e6),
-                "now": to_us(now), "wall": wall, "limit": limit})]
+                "now": to_us(now), "wall": wall, "limit": limit, "window": WINDOW * limit})]
 
     def settle(self, decided: list[tuple[str, int, int | None]], holder: str) -> None:
         """Each (aggregate id, version, next due in µs or None) as its pass decided it, over a

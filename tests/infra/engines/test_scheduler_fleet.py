@@ -251,6 +251,8 @@ def test_a_take_leases_the_schedulers_own_due_rows_first_then_any_others(world):
         conn.execute(due_rows.insert(), [{"aggregate_id": a, "version": 1, "due_us": d,
                                           "holder": h, "lease_us": 0} for a, d, h in rows])
     at = datetime.now(timezone.utc)
+    assert due.take(at, "B", 1) == ["a2"]  # its own among the earliest WINDOW x 1 (not a5)
+    due.release(["a2"], "B")
     assert sorted(due.take(at, "B", 3)) == ["a1", "a2", "a5"]  # B's own two, then the earliest
     assert sorted(due.take(at, "A", 3)) == ["a3", "a4"]  # a1 is leased to B now
     due.release(["a1", "a2"], "B")
