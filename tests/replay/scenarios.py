@@ -16,6 +16,7 @@ from schedfence.domain.errors import DomainError
 from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id)
 from schedfence.domain.rollback.aggregate import Migration
+from schedfence.domain.source.scheduling import WATCH_EVERY
 from schedfence.domain.source.spec import make_spec
 from tests.helpers import NS, Crash, World, plant_legacy, start_foreign
 
@@ -196,9 +197,11 @@ def s1(w: World) -> None:
     refused(lambda: w.service.rollback(NS, "s1", "R1"))  # phase gate: its answer was lost
     w.service.run_scheduler(now=t0 + timedelta(seconds=8))  # after the backoff: a dedupe
     refused(lambda: w.service.rollback(NS, "s1", "R1"))  # it runs: Temporal could not see it
-    while w.service.load.source(NS, "s1").state.running:  # it closes, the buffered one runs
-        w.dest.complete(NS, w.service.load.source(NS, "s1").state.running[0])
-        w.service.run_scheduler(now=t0 + timedelta(seconds=8))  # its close seen
+    at = t0 + timedelta(seconds=8)
+    while running := w.service.load.source(NS, "s1").state.running:  # it closes, the
+        w.dest.complete(NS, running[0])  # buffered one runs (and at most one more time's)
+        at += WATCH_EVERY  # a run's close is looked for a second after the last look
+        w.service.run_scheduler(now=at)  # its close seen
     w.service.rollback(NS, "s1", "R1")
     w.service.run_scheduler(now=t0 + timedelta(seconds=30))  # fenced: nothing
     w.service.run_until_idle()
@@ -228,7 +231,8 @@ def s2(w: World) -> None:
     w.service.run_scheduler(now=t0 + timedelta(seconds=2))  # asked again after the backoff
     state = w.service.load.source(NS, "s2").state
     w.dest.close(NS, state.running[0], "failed")
-    w.service.run_scheduler(now=t0 + timedelta(seconds=2))  # seen failed: paused
+    w.service.run_scheduler(now=t0 + timedelta(seconds=2) + WATCH_EVERY)  # seen failed: paused
+    assert w.service.load.source(NS, "s2").state.paused
     w.service.update_schedule(NS, "s2", paused=False)
     w.service.trigger_schedule(NS, "s2", overlap="terminate_other",
                                now=t0 + timedelta(seconds=3))
@@ -238,7 +242,7 @@ def s2(w: World) -> None:
         w.service.run_scheduler(now=t0 + timedelta(seconds=3))
     for workflow_id in w.service.load.source(NS, "s2").state.running:  # the trigger's run
         w.dest.complete(NS, workflow_id)
-    w.service.run_scheduler(now=t0 + timedelta(seconds=3))  # its close seen
+    w.service.run_scheduler(now=t0 + timedelta(seconds=3) + WATCH_EVERY)  # its close seen
     w.service.rollback(NS, "s2", "R2")
     w.service.run_scheduler(now=t0 + timedelta(hours=2))  # fenced: nothing
     w.service.run_until_idle()
