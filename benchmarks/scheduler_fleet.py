@@ -52,6 +52,7 @@ CHUNK = 1000
 # Kept up with: the lag of the run's last third of starts at most this much above its first
 # third's (medians, s). A fleet larger than the processes start falls further behind all run.
 KEPT_UP_GROWTH = 1.0
+P99_TARGET = 1.0  # s: the issue's bound on a start's p99 lag
 
 
 def open_fleet(url: str) -> MigrationService:
@@ -232,12 +233,13 @@ def main() -> None:
 
 def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float) -> None:
     """Each size with 1 and 2 processes: whether it kept up (its lag did not grow by more
-    than ``KEPT_UP_GROWTH``), and the largest size each kept up with."""
+    than ``KEPT_UP_GROWTH``), and the largest size each kept up with; and the largest each
+    kept up with at a p99 lag within ``P99_TARGET`` (the issue's bound on a start's lag)."""
     print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
           "| lag growth (s) | scheduler cores | machine busy | CPU per start, schedulers / "
           "machine (ms) | kept up |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
-    best = {1: 0, 2: 0}
+    best, bounded = {1: 0, 2: 0}, {1: 0, 2: 0}
     for n in sizes:
         for processes in (1, 2):
             with store() as url:
@@ -245,13 +247,16 @@ def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float) -
             kept = r["lag_growth_s"] <= KEPT_UP_GROWTH
             if kept:
                 best[processes] = max(best[processes], n)
+                if r["p99_lag_s"] <= P99_TARGET:
+                    bounded[processes] = max(bounded[processes], n)
             print(f"| {n:,} | {processes} | {r['starts_per_s']:.0f} | {r['p50_lag_s']:.2f} "
                   f"| {r['p99_lag_s']:.2f} | {r['lag_growth_s']:.2f} "
                   f"| {r['scheduler_cores']:.2f} | {r['machine_busy']:.0%} "
                   f"| {r['scheduler_ms']:.2f} / {r['machine_ms']:.2f} "
                   f"| {'yes' if kept else 'no'} |", flush=True)
-    print(f"kept up with at most: 1 process {best[1]:,}/s, 2 processes {best[2]:,}/s"
-          + (f" ({best[2] / best[1]:.2f}x)" if best[1] else ""))
+    for name, most in (("", best), (f" with p99 lag <= {P99_TARGET:g} s", bounded)):
+        print(f"kept up{name} with at most: 1 process {most[1]:,}/s, 2 processes "
+              f"{most[2]:,}/s" + (f" ({most[2] / most[1]:.2f}x)" if most[1] else ""))
 
 
 if __name__ == "__main__":

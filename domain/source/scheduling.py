@@ -41,8 +41,9 @@ MAX_BUFFER = 1000  # a backfill adds no more than the buffer has room for; the r
 MAX_BACKOFF = 60  # seconds between attempts at a start whose outcome is unknown
 FAILURES = ("failed", "timed_out")  # what pause_on_failure pauses on, as Temporal's
 _AT_ONCE = datetime(1970, 1, 1, tzinfo=timezone.utc)  # due at the next pass
-# How often a schedule with actions running (or asked to stop) is looked at for their close,
-# besides its own due times: a close frees a buffered start or a rollback at most this late.
+# How often a schedule with actions running is looked at for their close, besides its own due
+# times (at once where a stop or a buffered start waits on the close): a close that frees
+# nothing else (a rollback's phase gate, the running list) is seen at most this late.
 WATCH_EVERY = timedelta(seconds=1)
 
 
