@@ -26,18 +26,21 @@ def _lines(proc: subprocess.Popen, into: queue.Queue) -> None:
         into.put(line)
 
 
-def test_a_poll_of_30_s_still_starts_a_schedule_every_second(store: str) -> None:  # noqa: F811
+def test_a_poll_of_30_s_still_starts_a_schedule_every_second(store: str,  # noqa: F811
+                                                             tmp_path) -> None:
     with open_service(store, "sim") as svc:
         svc.create_schedule(NS, "tick", spec=make_spec(intervals=[(1, 0)]),
                             action=make_action(workflow_type="W", task_queue="q",
                                                workflow_id="tick-act"),
                             policies=make_policies(overlap="allow_all"))
+    errors = (tmp_path / "stderr").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "schedfence.infra.cli", "--store", store,
                              "--destination", "sim", "scheduler", "--poll-interval", "30",
-                             "--json"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                             "--json"], cwd=ROOT, stdout=subprocess.PIPE, stderr=errors,
+                            text=True)
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_lines, args=(proc, lines), daemon=True).start()
+    reader = threading.Thread(target=_lines, args=(proc, lines), daemon=True)
+    reader.start()
     passes, deadline = [], time.monotonic() + 20  # a loaded machine: well under one poll
     try:
         while len(passes) < PASSES and time.monotonic() < deadline:
@@ -49,8 +52,12 @@ def test_a_poll_of_30_s_still_starts_a_schedule_every_second(store: str) -> None
                 passes.append(doc)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert len(passes) == PASSES, err  # waiting out the 30 s poll would have given one
+        proc.wait(timeout=60)  # its stdout ends: the reading thread ends
+        reader.join(timeout=10)
+        proc.stdout.close()
+        errors.close()
+    err = (tmp_path / "stderr").read_text()
+    assert proc.returncode == 0 and len(passes) == PASSES, err  # a 30 s poll: one pass
     assert all(p["next_due"] for p in passes)
     with open_service(store, "sim") as svc:
         assert svc.verify() == []  # the checker: I1, I17 (no time twice), I18 (none lost)
