@@ -149,8 +149,8 @@ def sustained(url: str, n: int, processes: int, seconds: float,
     # The first times are 2 s after the fleet was written; the CPU figures count from a second
     # later (the processes' start-up, imports and first pass, left out) to the end.
     time.sleep(3)
-    window = [time.time(), processes_cpu(procs), machine_busy()]
-    time.sleep(seconds - 1)
+    since_s, cpu_before, busy_before = time.time(), processes_cpu(procs), machine_busy()
+    time.sleep(max(seconds - 1, 0.1))
     cpu, busy, until = processes_cpu(procs), machine_busy(), time.time()
     for p in procs:
         p.send_signal(signal.SIGINT)
@@ -161,15 +161,16 @@ def sustained(url: str, n: int, processes: int, seconds: float,
     growth = (statistics.median(lags[-third:]) - statistics.median(lags[:third])
               if lags else float("nan"))
     lags.sort()
-    in_window = max(sum(window[0] <= s <= until for s in stamps), 1)
-    cores = (cpu - window[1]) / (until - window[0])
-    machine = (busy[0] - window[2][0]) / max(busy[1] - window[2][1], 1)
+    in_window = max(sum(since_s <= s <= until for s in stamps), 1)
+    cores = (cpu - cpu_before) / (until - since_s)
+    machine = (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1)
+    machine_s = machine * (os.cpu_count() or 1) * (until - since_s)
     return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
             "scheduler_cores": cores, "machine_busy": machine,
             # CPU per start in the window (ms): the schedulers', and the machine's (PostgreSQL
             # too)
-            "scheduler_ms": (cpu - window[1]) * 1000 / in_window,
-            "machine_ms": machine * (os.cpu_count() or 1) * (until - window[0]) * 1000 / in_window,
+            "scheduler_ms": (cpu - cpu_before) * 1000 / in_window,
+            "machine_ms": machine_s * 1000 / in_window,
             "lag_growth_s": growth,
             "p50_lag_s": lags[len(lags) // 2] if lags else float("nan"),
             "p99_lag_s": lags[int(len(lags) * 0.99)] if lags else float("nan"),
