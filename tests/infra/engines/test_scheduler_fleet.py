@@ -138,10 +138,14 @@ def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, m
     assert left & running == set(sorted(running)[2:])
 
 
+def minute_after(t: datetime) -> datetime:
+    """The first whole minute after ``t``: an every-60-s schedule's first time."""
+    return t.replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+
 def test_a_running_action_is_looked_at_within_the_watch_interval_not_at_every_pass(world):
     svc, dest = world
-    t0 = create(svc, "s", every=60)
-    at = t0 + timedelta(seconds=60)
+    at = minute_after(create(svc, "s", every=60)) + timedelta(seconds=0.2)  # its next: 59.8 s
     assert svc.run_scheduler(now=at).started == 1
     [run] = svc.load.source(NS, "s").state.running
     dest.complete(NS, run)
@@ -157,9 +161,8 @@ def test_a_running_action_is_looked_at_within_the_watch_interval_not_at_every_pa
 
 def test_a_pass_reports_the_index_s_next_due_time_for_the_loop_s_timer(world):
     svc, dest = world
-    t0 = create(svc, "s", every=60)
-    at = t0 + timedelta(seconds=60)
-    nominal = at.replace(microsecond=0) - timedelta(seconds=at.second % 60)  # whole minutes
+    nominal = minute_after(create(svc, "s", every=60))
+    at = nominal + timedelta(seconds=0.2)  # a look a second later comes before the next time
     report = svc.run_scheduler(now=at)
     assert report.started == 1 and report.next_due == at + WATCH_EVERY  # its run is watched
     assert report.to_dict()["next_due"] == (at + WATCH_EVERY).isoformat()
