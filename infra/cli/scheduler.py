@@ -12,12 +12,12 @@ import click
 from schedfence.domain.errors import InvalidArgument
 
 from schedfence.infra.cli.commands import destination_label, emit, json_option, service
-from schedfence.infra.engines.scheduler import SchedulerReport, run_until_stopped
+from schedfence.infra.engines.scheduler import MIN_PAUSE, SchedulerReport, run_until_stopped
 
 
 @click.command()
 @click.option("--once", is_flag=True, help="One pass, then print what it did and exit.")
-@click.option("--poll-interval", type=click.FloatRange(min=0.05, max=3600), default=1.0,
+@click.option("--poll-interval", type=click.FloatRange(min=MIN_PAUSE, max=3600), default=1.0,
               show_default=True,
               help="Seconds between passes at most: a pass also runs when the next schedule "
                    "is due, and this bounds how late a command's change is seen.")

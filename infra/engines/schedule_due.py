@@ -5,14 +5,15 @@ One row per schedule aggregate (``schedfence_schedule_due``): ``due_us``, when a
 look at it next (the domain's ``scheduling.due``; NULL: not until it changes), ``version``,
 the schedule version that time was decided on, and a lease (``holder``, ``lease_us``).
 
-- **Kept from the log.** ``sweep`` reads the log's schedule events after the last position
-  swept (the notifications, by topic: their originator and version, nothing decoded): a
-  schedule changed at a version above its row's is due at once (a command, a fence, another
-  scheduler's step). The position swept is one shared row, moved only forward. The log is read
+- **Kept from the log.** ``sweep`` marks, in one statement on the store, every schedule
+  whose events after the last position swept (by topic) reach a version above its row's: it
+  is due at once (a command, a fence, another scheduler's step). No event is read into the
+  process, let alone decoded. The position swept is one shared row, moved only forward and
+  locked while a sweep runs, so two schedulers never sweep the same events. The log is read
   directly, not through the operator views, so a pass never waits on (or for) the projection.
 - **Kept by the pass that decided.** ``settle`` writes a schedule's next due time with the
-  version it was decided on, only over a row of that version or older: a change the pass did
-  not see stays due.
+  version it was decided on, only over a row of that version or older (a change the pass did
+  not see stays due), and gives back the pass's lease, in one statement per row.
 - **Leases.** ``take`` leases a bounded batch of due rows to one scheduler (PostgreSQL: ``FOR
   UPDATE SKIP LOCKED``, so concurrent takers get different rows; SQLite has one writer at a
   time). A given-back lease keeps its ``holder``, the scheduler that stepped the schedule
@@ -29,8 +30,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Table, func,
-                        inspect, select, text)
+from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Table,
+                        bindparam, func, inspect, select, text)
 
 from schedfence.domain.topics import STORED_TOPICS
 
@@ -38,7 +39,7 @@ from schedfence.infra.adapters.store.sql import SideTables
 from schedfence.infra.engines.lease import LEASE_SECONDS, now_us
 from schedfence.projections.records import EPOCH, MICROSECOND, to_us
 
-SWEEP_PAGE = 5000
+SWEEP_PAGE = 50_000  # log positions marked per statement
 # Every event of a schedule (not of its key: ``schedfence.schedule_key.*``).
 SCHEDULE_TOPICS = tuple(sorted(t for t in STORED_TOPICS if t.startswith("schedfence.schedule.")))
 
@@ -58,15 +59,30 @@ swept = Table(
     Column("position", BigInteger, nullable=False),
 )
 
-_MARK = text(
+# The schedules changed in a range of log positions, as the due table names them: the
+# originator id as text (PostgreSQL: a uuid; SQLite: 32 hex digits, hyphenated here).
+_CHANGED = {
+    "postgresql": ("notification_id", "originator_id::text"),
+    "sqlite": ("rowid", "lower(substr(originator_id, 1, 8) || '-' || substr(originator_id, 9, 4)"
+               " || '-' || substr(originator_id, 13, 4) || '-' || substr(originator_id, 17, 4)"
+               " || '-' || substr(originator_id, 21))"),
+}
+_MARK = (
     f"INSERT INTO {due_rows.name} (aggregate_id, version, due_us, holder, lease_us) "
-    "VALUES (:aggregate_id, :version, 0, '', 0) ON CONFLICT (aggregate_id) DO UPDATE SET "
-    f"version = excluded.version, due_us = 0 WHERE {due_rows.name}.version < excluded.version")
+    "SELECT {aid}, max(originator_version), 0, '', 0 FROM {events} "
+    "WHERE {position} > :after AND {position} <= :until AND topic IN :topics "
+    "GROUP BY originator_id ORDER BY originator_id "  # rows locked in settle's order
+    "ON CONFLICT (aggregate_id) DO UPDATE SET version = excluded.version, due_us = 0 "
+    "WHERE " + due_rows.name + ".version < excluded.version")
 _ADVANCE = text(
     f"INSERT INTO {swept.name} (name, position) VALUES ('log', :position) ON CONFLICT (name) "
     f"DO UPDATE SET position = excluded.position WHERE {swept.name}.position < excluded.position")
-_SETTLE = text(f"UPDATE {due_rows.name} SET due_us = :due, version = :version "
-               "WHERE aggregate_id = :aggregate_id AND version <= :version")
+_SETTLE = text(
+    f"UPDATE {due_rows.name} SET "
+    "due_us = CASE WHEN version <= :version THEN :due ELSE due_us END, "
+    "version = CASE WHEN version <= :version THEN :version ELSE version END, "
+    "lease_us = CASE WHEN holder = :holder THEN 0 ELSE lease_us END "
+    "WHERE aggregate_id = :aggregate_id")
 _RELEASE = text(f"UPDATE {due_rows.name} SET lease_us = 0 "
                 "WHERE aggregate_id = :aggregate_id AND holder = :holder")
 # The earliest due rows free to the holder, ``WINDOW`` times a batch (an index range: a sort of
@@ -95,29 +111,23 @@ class ScheduleDue(SideTables):
     def sweep(self) -> int:
         """Mark due at once every schedule changed since the last sweep; how many were."""
         self._ensure_table()
-        with self.engine.connect() as conn:
-            row = conn.execute(select(swept.c.position).where(swept.c.name == "log")).first()
-        after = row[0] if row else 0
-        until = self.recorder.max_notification_id() or 0
-        if until <= after:
-            return 0
-        latest: dict[str, int] = {}
-        start = after + 1
-        while start <= until:
-            page = self.recorder.select_notifications(start=start, limit=SWEEP_PAGE, stop=until,
-                                                      topics=SCHEDULE_TOPICS)
-            for note in page:
-                aid = str(note.originator_id)
-                latest[aid] = max(note.originator_version, latest.get(aid, 0))
-            if len(page) < SWEEP_PAGE:
-                break
-            start = page[-1].id + 1
-        with self._writing() as conn:
-            if latest:
-                conn.execute(_MARK, [{"aggregate_id": a, "version": v}
-                                     for a, v in sorted(latest.items())])
-            conn.execute(_ADVANCE, {"position": until})
-        return len(latest)
+        dialect = self.engine.dialect.name
+        position, aid = _CHANGED[dialect]
+        events = self.recorder.events_table_name
+        mark = text(_MARK.format(aid=aid, events=events, position=position)).bindparams(
+            bindparam("topics", expanding=True))
+        marked = 0
+        with self._writing() as conn:  # the swept row locked: one sweep at a time
+            after = conn.execute(select(swept.c.position).where(swept.c.name == "log")
+                                 .with_for_update()).scalar() or 0
+            until = conn.execute(text(f"SELECT max({position}) FROM {events}")).scalar() or 0
+            for start in range(after, until, SWEEP_PAGE):
+                marked += conn.execute(mark, {
+                    "after": start, "until": min(start + SWEEP_PAGE, until),
+                    "topics": list(SCHEDULE_TOPICS)}).rowcount
+            if until > after:
+                conn.execute(_ADVANCE, {"position": until})
+        return marked
 
     def take(self, now: datetime, holder: str, limit: int) -> list[str]:
         """Lease up to ``limit`` schedules due at ``now`` (earliest first) to ``holder``."""
@@ -136,10 +146,8 @@ class ScheduleDue(SideTables):
             return
         decided = sorted(decided)  # rows locked in one order by every writer: no deadlock
         with self._writing() as conn:
-            conn.execute(_SETTLE, [{"aggregate_id": a, "version": v, "due": d}
+            conn.execute(_SETTLE, [{"aggregate_id": a, "version": v, "due": d, "holder": holder}
                                    for a, v, d in decided])
-            conn.execute(_RELEASE, [{"aggregate_id": a, "holder": holder}
-                                    for a, _, _ in decided])
 
     def release(self, ids: list[str], holder: str) -> None:
         """Give back ``holder``'s leases on ``ids``, their rows as they are."""

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID, uuid4
 
@@ -126,15 +126,14 @@ def utc_now() -> datetime:
 class Scheduler:
     """One scheduler's passes over the schedules ``due`` says are due (infra/engines/
     schedule_due.py): leased in batches of ``batch``, each loaded, stepped and its next due
-    time written back. A schedule with actions running is due again ``watch_every`` after the
-    pass at the latest, which looks for their close."""
+    time written back. A schedule with actions running is due again ``scheduling.WATCH_EVERY``
+    after the pass at the latest, which looks for their close."""
 
     def __init__(self, load: Aggregates, runner: Destination, due: ScheduleDue,
                  clock: Clock = utc_now, crash_hook: CrashHook | None = None,
-                 holder: str = "", batch: int = BATCH, seen: SeenSchedules | None = None,
-                 watch_every: timedelta = scheduling.WATCH_EVERY) -> None:
+                 holder: str = "", batch: int = BATCH, seen: SeenSchedules | None = None) -> None:
         self.load, self.app, self.runner, self.clock = load, load.app, runner, clock
-        self.due, self.batch, self.watch_every = due, batch, watch_every
+        self.due, self.batch = due, batch
         self.seen = seen if seen is not None else SeenSchedules()
         self.holder = holder or f"scheduler-{uuid4()}"
         self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
@@ -159,8 +158,7 @@ class Scheduler:
                 sources = self._batch(taken, at, report)
                 self.seen.keep(sources)
                 for source in sources:
-                    next_at = _to_us(scheduling.due(source.state).next_look(
-                        at, self.watch_every))
+                    next_at = _to_us(scheduling.due(source.state).next_look(at))
                     decided.append((str(source.id), source.version, next_at))
             except BaseException:
                 self.seen.clear()  # a schedule in hand may hold facts never saved

@@ -262,3 +262,19 @@ def test_a_take_leases_the_schedulers_own_due_rows_first_then_any_others(world):
     # A's own (held: renewed), then the earliest B gave back (a given-back row keeps its last
     # holder, B, but is free to any scheduler)
     assert sorted(due.take(at, "A", 3)) == ["a1", "a3", "a4"]
+
+
+def test_a_sweep_marks_what_another_writer_changed_in_the_store_reading_no_event(world,
+                                                                                  monkeypatch):
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}", every=3600) for k in range(3))
+    scheduler(svc, dest, "A", 60.0).run_once(t0)  # each looked at: due in an hour
+    due = ScheduleDue(svc.views.engine, svc.app.recorder)
+
+    def no_read(*_a, **_k):
+        raise AssertionError("a sweep read events into the process")
+    monkeypatch.setattr(svc.app.recorder, "select_notifications", no_read)
+    assert due.sweep() == 0  # the pass's own steps: already at their rows' versions
+    svc.update_schedule(NS, "s1", paused=True)  # a command's change
+    assert due.sweep() == 1 and due.sweep() == 0  # marked once; the position moved past it
+    assert due.take(t0, "B", 10) == [str(svc.load.source(NS, "s1").id)]  # due at once
