@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(BIN)/schedfence demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

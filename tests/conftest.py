@@ -30,11 +30,16 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests import pgtools
 from tests.helpers import MEMORY, world  # noqa: F401  (world: the fixture, for every module)
 
 STORES = ("sqlite", "postgres")
+# No per-example deadline: ``make test`` runs two test processes on two cores beside the
+# servers and workers they start, where an example's wall time measures the machine's load.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 @pytest.fixture(autouse=True)
