@@ -22,7 +22,10 @@ each kept up with is its capacity at a bounded lag. Each run prints its CPU per 
 schedulers' and the whole machine's (PostgreSQL too), and the schedulers' cores and the
 machine's busy share, from the run's second second to its end (the processes' start-up left
 out: with two, it was counted twice). The schedulers run with ``--poll 1.0`` by default (the
-command's own default; it also wakes at each due time).
+command's own default; it also wakes at each due time). ``--every S`` spreads the same rate
+over a fleet S times as large, each schedule every S seconds at offset ``i % S``: no
+whole-second burst, and a scheduler behind by less than S seconds still starts one time per
+visit, so 1 and 2 processes are compared at the same cost per start.
 
     .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
     .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 from benchkit import machine, pg_store, sqlite_store, timed_ms  # noqa: I001 (sys.path first)
 
@@ -59,16 +63,16 @@ def open_fleet(url: str) -> MigrationService:
     return open_service(url, "sim")
 
 
-def write_fleet(svc: MigrationService, n: int, spec: ScheduleSpec, now: datetime,
-                timeout: int | None = None) -> None:
-    """``n`` schedules ``s0 .. s<n-1>`` on ``spec``, each its own action workflow id (``s<i>``:
-    a start names ``s<i>-<time>``; ``timeout``: its execution timeout, seconds), ``CHUNK`` to
-    an append."""
+def write_fleet(svc: MigrationService, n: int, spec: Callable[[int], ScheduleSpec],
+                now: datetime, timeout: int | None = None) -> None:
+    """``n`` schedules ``s0 .. s<n-1>``, ``s<i>`` on ``spec(i)``, each its own action workflow
+    id (``s<i>``: a start names ``s<i>-<time>``; ``timeout``: its execution timeout, seconds),
+    ``CHUNK`` to an append."""
     policies = make_policies(overlap="allow_all")
     for start in range(0, n, CHUNK):
         aggregates = []
         for i in range(start, min(n, start + CHUNK)):
-            program = Program(spec, make_action(workflow_type="W", task_queue="q",
+            program = Program(spec(i), make_action(workflow_type="W", task_queue="q",
                                                 workflow_id=f"s{i}", execution_timeout=timeout),
                               policies)
             key = ScheduleKey.create(NS, f"s{i}")
@@ -81,8 +85,8 @@ def idle(url: str, n: int) -> dict[str, float]:
     now = datetime.now(timezone.utc)
     later = (now.hour * 3600 + now.minute * 60 + 12 * 3600) % 86400  # next time ~12 h away
     with open_fleet(url) as svc:
-        create_ms, _ = timed_ms(lambda: write_fleet(
-            svc, n, make_spec(intervals=[(86400, later)]), now))
+        daily = make_spec(intervals=[(86400, later)])
+        create_ms, _ = timed_ms(lambda: write_fleet(svc, n, lambda _: daily, now))
         first_ms, report = timed_ms(svc.run_scheduler)
         assert report.schedules == n, (report.schedules, n)
         passes, events = [], []
@@ -135,11 +139,15 @@ def machine_busy() -> tuple[int, int]:
     return sum(ticks) - idle, sum(ticks)
 
 
-def sustained(url: str, n: int, processes: int, seconds: float,
-              timeout: int, poll: float = 1.0) -> dict[str, float]:
-    now = datetime.now(timezone.utc)
+def sustained(url: str, rate: int, processes: int, seconds: float,
+              timeout: int, poll: float = 1.0, every: int = 1) -> dict[str, float]:
+    """``rate`` starts due a second: ``rate * every`` schedules every ``every`` seconds,
+    schedule ``s<i>`` at offset ``i % every`` (spread evenly: with ``every`` 1, the whole fleet
+    is due at each whole second)."""
+    now, n = datetime.now(timezone.utc), rate * every
+    specs = [make_spec(intervals=[(every, offset)]) for offset in range(every)]
     with open_fleet(url) as svc:
-        write_fleet(svc, n, make_spec(intervals=[(1, 0)]), now + timedelta(seconds=2), timeout)
+        write_fleet(svc, n, lambda i: specs[i % every], now + timedelta(seconds=2), timeout)
         svc.run_scheduler(now)  # the index: every schedule's first time
         since = svc.app.recorder.max_notification_id() or 0
     cmd = [sys.executable, "-m", "schedfence.infra.cli", "--store", url, "--destination", "sim",
@@ -165,7 +173,7 @@ def sustained(url: str, n: int, processes: int, seconds: float,
     cores = (cpu - cpu_before) / (until - since_s)
     machine = (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1)
     machine_s = machine * (os.cpu_count() or 1) * (until - since_s)
-    return {"n": n, "processes": processes, "starts_per_s": len(lags) / seconds,
+    return {"n": rate, "processes": processes, "starts_per_s": len(lags) / seconds,
             "scheduler_cores": cores, "machine_busy": machine,
             # CPU per start in the window (ms): the schedulers', and the machine's (PostgreSQL
             # too)
@@ -181,19 +189,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", choices=("pg", "sqlite"), default="pg")
     parser.add_argument("--idle", default="1000,100000", help="fleet sizes for idle passes")
-    parser.add_argument("--fleet", type=int, default=500, help="schedules every second")
+    parser.add_argument("--fleet", type=int, default=500, help="starts due a second (schedules every second, "
+                        "or RATE x EVERY with --every)")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--timeout", type=int, default=2,
                         help="each action's execution timeout (s): the runs end, as real ones do")
     parser.add_argument("--saturate", type=int, default=0,
-                        help="also a fleet this large every second, more than one process can "
+                        help="also this many starts due a second, more than one process can "
                              "start, to compare 1 and 2 processes at capacity")
     parser.add_argument("--poll", type=float, default=1.0,
                         help="schedfence scheduler's --poll-interval (it also wakes at each due "
                              "time)")
     parser.add_argument("--ladder", default="",
-                        help="fleet sizes (every second) each run with 1 and 2 processes, to "
-                             "find the largest each keeps up with")
+                        help="starts due a second, each run with 1 and 2 processes, to find "
+                             "the largest each keeps up with")
+    parser.add_argument("--every", type=int, default=1,
+                        help="the sustained fleets' interval (s): RATE x EVERY schedules, their "
+                             "offsets spread over it (1: all due at each whole second)")
     args = parser.parse_args()
     store = pg_store if args.store == "pg" else sqlite_store
     print(f"# scheduler_fleet on {args.store}: {machine()}")
@@ -215,8 +227,8 @@ def main() -> None:
         for processes in (1, 2):
             with store() as url:
                 runs.append(sustained(url, fleet, processes, args.seconds, args.timeout,
-                                      args.poll))
-        print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
+                                      args.poll, args.every))
+        print(f"| starts due a second (every {args.every} s) | processes | starts/s | p50 lag (s) | p99 lag (s) "
               "| events per action | scheduler cores | machine busy | CPU per start, "
               "schedulers / machine (ms) |")
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -229,22 +241,23 @@ def main() -> None:
         print(f"2 processes / 1: {runs[1]['starts_per_s'] / runs[0]['starts_per_s']:.2f}x")
     if args.ladder:
         ladder(store, [int(x) for x in args.ladder.split(",")], args.seconds, args.timeout,
-               args.poll)
+               args.poll, args.every)
 
 
-def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float) -> None:
+def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float,
+           every: int = 1) -> None:
     """Each size with 1 and 2 processes: whether it kept up (its lag did not grow by more
     than ``KEPT_UP_GROWTH``), and the largest size each kept up with; and the largest each
     kept up with at a p99 lag within ``P99_TARGET`` (the issue's bound on a start's lag)."""
-    print("| schedules every 1 s | processes | starts/s | p50 lag (s) | p99 lag (s) "
-          "| lag growth (s) | scheduler cores | machine busy | CPU per start, schedulers / "
+    print(f"| starts due a second (every {every} s) | processes | starts/s | p50 lag (s) "
+          "| p99 lag (s) | lag growth (s) | scheduler cores | machine busy | CPU per start, schedulers / "
           "machine (ms) | kept up |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
     best, bounded = {1: 0, 2: 0}, {1: 0, 2: 0}
     for n in sizes:
         for processes in (1, 2):
             with store() as url:
-                r = sustained(url, n, processes, seconds, timeout, poll)
+                r = sustained(url, n, processes, seconds, timeout, poll, every)
             kept = r["lag_growth_s"] <= KEPT_UP_GROWTH
             if kept:
                 best[processes] = max(best[processes], n)
