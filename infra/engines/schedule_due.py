@@ -116,11 +116,15 @@ class ScheduleDue(SideTables):
         events = self.recorder.events_table_name
         mark = text(_MARK.format(aid=aid, events=events, position=position)).bindparams(
             bindparam("topics", expanding=True))
+        swept_at = select(swept.c.position).where(swept.c.name == "log")
+        tail = text(f"SELECT max({position}) FROM {events}")
+        with self.engine.connect() as conn:  # nothing new (an idle pass): nothing written
+            if (conn.execute(tail).scalar() or 0) <= (conn.execute(swept_at).scalar() or 0):
+                return 0
         marked = 0
         with self._writing() as conn:  # the swept row locked: one sweep at a time
-            after = conn.execute(select(swept.c.position).where(swept.c.name == "log")
-                                 .with_for_update()).scalar() or 0
-            until = conn.execute(text(f"SELECT max({position}) FROM {events}")).scalar() or 0
+            after = conn.execute(swept_at.with_for_update()).scalar() or 0
+            until = conn.execute(tail).scalar() or 0
             for start in range(after, until, SWEEP_PAGE):
                 marked += conn.execute(mark, {
                     "after": start, "until": min(start + SWEEP_PAGE, until),
