@@ -105,7 +105,7 @@ class ScheduleDue(SideTables):
 
     def __init__(self, engine: Any, recorder: Any, lease_seconds: float = LEASE_SECONDS) -> None:
         """``engine``: SQLAlchemy's, on the store (the operator views'); ``recorder``: the
-        store's, whose notifications are swept."""
+        store's, which names the events table the sweep reads (through ``engine``)."""
         self.engine, self.recorder, self.lease_seconds = engine, recorder, lease_seconds
 
     def sweep(self) -> int:
