@@ -8,7 +8,9 @@
 - ``run_closed``: a running action closed; with ``pause_on_failure`` a failure pauses.
 - ``scheduled``: whether a pass looks at the schedule at all (a program, or runs to watch).
 - ``due``: when a pass must look at it next (the due index), so a pass reads only what is due;
-  ``Due.next_look`` adds the watch of running actions, every ``WATCH_EVERY`` at most.
+  ``Due.next_look`` adds the watch of running actions: every ``WATCH_EVERY`` where a close
+  can change a decision (``closes_decide``), every ``WATCH_LAZILY`` where it cannot.
+- ``watch_now``: whether a look asks for its running actions' statuses before it ticks.
 - ``check_phase``: the phase gate a rollback passes before it may fence.
 
 A start is recorded (``ActionStartIssued``) before the call, with a request id that is a
@@ -45,6 +47,9 @@ _AT_ONCE = datetime(1970, 1, 1, tzinfo=timezone.utc)  # due at the next pass
 # times (at once where a stop or a buffered start waits on the close): a close that frees
 # nothing else (a rollback's phase gate, the running list) is seen at most this late.
 WATCH_EVERY = timedelta(seconds=1)
+# How often, at most, the same is done for a schedule no close can change a decision of
+# (``closes_decide``): its closes only bring the running list and the audit trail up to date.
+WATCH_LAZILY = timedelta(seconds=10)
 
 
 def _buffered(doc: dict[str, Any]) -> BufferedStart:
@@ -62,6 +67,28 @@ def scheduled(state: ScheduleState) -> bool:
     return state.spec is not None or bool(state.running)
 
 
+def closes_decide(state: ScheduleState) -> bool:
+    """Whether a running action's close can change what the schedule decides next: a start
+    of it (the spec's, a trigger's or a backfill's) waits for, skips beside or stops running
+    actions (any overlap policy but ``allow_all``), it pauses on a failure, or a stop it asked
+    for is pending. Where none of these holds, a start goes ahead whatever runs, and a close
+    only brings the running list and the audit trail up to date."""
+    policies = program_of(state).policies or SchedulePolicies()
+    return policies.overlap != "allow_all" or policies.pause_on_failure or \
+        bool(state.stopping) or \
+        any(b["overlap"] != "allow_all" for b in (*state.buffered, *state.backfills))
+
+
+def watch_now(state: ScheduleState, now: datetime, watched: datetime | None) -> bool:
+    """Whether a look at ``now`` asks for the running actions' statuses before it ticks:
+    always where a close can change its decisions (``closes_decide``), so each decision sees
+    the closes made before it; otherwise once ``WATCH_LAZILY`` has passed since the look that
+    last did (``watched``; None, not known: now)."""
+    if not state.running:
+        return False
+    return closes_decide(state) or watched is None or now >= watched + WATCH_LAZILY
+
+
 @dataclass(frozen=True)
 class Due:
     """When the scheduler's pass must look at a schedule again (the due index keeps it).
@@ -70,21 +97,24 @@ class Due:
     passes moves the cursor), an issued start's retry time (at once without one: a start
     recorded but never answered), and at once for a backfill in progress, a start waiting in
     the buffer (for a close, or for nothing) or a stop asked for; None: not until the schedule
-    changes. ``watch``: actions running whose close a pass looks for (``next_look``)."""
+    changes. ``watch``: actions running whose close a pass looks for (``next_look``), every
+    ``every``."""
 
     at: datetime | None
     watch: bool
+    every: timedelta = WATCH_EVERY
 
-    def next_look(self, now: datetime, watch_every: timedelta = WATCH_EVERY) -> datetime | None:
+    def next_look(self, now: datetime, watched: datetime | None = None) -> datetime | None:
         """When a pass deciding at ``now`` must look again: ``at``, or sooner while watching,
-        ``watch_every`` after ``now``. Not every pass: a pass that kept up would otherwise
-        reload every schedule with a run in flight each time it polls, work that grows with
-        the poll rate instead of with what happens. A close is seen within ``watch_every``, at
-        every due time (a look watches before it ticks), and at once where a start or a stop
+        ``every`` after the look that last watched (``watched``; None: this one). Not every
+        pass: a pass that kept up would otherwise reload every schedule with a run in flight
+        each time it polls, work that grows with the poll rate instead of with what happens.
+        A close is seen within ``every``, at every due time where it can change a decision (a
+        look watches before it ticks: ``watch_now``), and at once where a start or a stop
         waits on it (``at``)."""
         if not self.watch:
             return self.at
-        look = now + watch_every
+        look = (now if watched is None else watched) + self.every
         return look if self.at is None else min(self.at, look)
 
 
@@ -94,6 +124,7 @@ def due(state: ScheduleState) -> Due:
     if not scheduled(state):
         return Due(None, False)
     watch = bool(state.running or state.stopping)
+    every = WATCH_EVERY if closes_decide(state) else WATCH_LAZILY
     times = [parse_nominal(i["retry_at"]) if "retry_at" in i else _AT_ONCE for i in state.issued]
     if state.stopping:  # a stop the policy asked for is sent, and its close looked for, at once
         times.append(_AT_ONCE)
@@ -105,18 +136,24 @@ def due(state: ScheduleState) -> Due:
         following = next(times_after(program.spec, parse_nominal(state.cursor)), None)
         if following is not None:
             times.append(following)
-    return Due(min(times) if times else None, watch)
+    return Due(min(times) if times else None, watch, every)
 
 
-def tick(state: ScheduleState, now: datetime, settle: bool = False) -> Facts:
+def tick(state: ScheduleState, now: datetime, settle: bool = False,
+         watched: bool = True) -> Facts:
     """What the scheduler records at ``now``: backfill and spec times that became due
     (buffered, or skipped with a reason), and the starts the overlap policy allows. Nothing
     when nothing happened: no time passed, nothing to start, the buffer as it was (an idle
     pass writes nothing). ``settle``: a pause's or an update's tick, which moves the cursor
-    to ``now`` even then, since the new pause or program applies from ``now``."""
+    to ``now`` even then, since the new pause or program applies from ``now``. ``watched``:
+    whether the look asked for the running actions' statuses first; where it did not and a
+    close can now change a decision (the schedule changed after the look chose not to:
+    ``watch_now``), nothing: the schedule is due at once, and the next look watches first."""
     program = program_of(state)
     if state.closed or state.migration_pending or program.spec is None or \
             program.action is None or state.cursor is None:
+        return []
+    if not watched and state.running and closes_decide(state):
         return []
     facts, added = _backfill_facts(state, program.spec)
     buffer = [_buffered(b) for b in state.buffered] + added

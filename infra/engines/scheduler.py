@@ -90,6 +90,7 @@ class SeenSchedules:
 
     def __init__(self, size: int = SEEN) -> None:
         self.size, self._seen = size, OrderedDict[UUID, Schedule]()
+        self._watched: dict[UUID, datetime] = {}  # the last look that watched its runs
         self._in_use = threading.Lock()
 
     @contextmanager
@@ -113,10 +114,19 @@ class SeenSchedules:
             self._seen[source.id] = source
             self._seen.move_to_end(source.id)
         while len(self._seen) > self.size:
-            self._seen.popitem(last=False)
+            self._watched.pop(self._seen.popitem(last=False)[0], None)
+
+    def watched(self, schedule_id: UUID) -> datetime | None:
+        """When a look of this scheduler last asked for the schedule's runs' statuses (None:
+        not known; ``scheduling.watch_now`` then watches)."""
+        return self._watched.get(schedule_id)
+
+    def mark_watched(self, schedule_ids: list[UUID], at: datetime) -> None:
+        self._watched.update((i, at) for i in schedule_ids)
 
     def clear(self) -> None:
         self._seen.clear()
+        self._watched.clear()
 
 
 def utc_now() -> datetime:
@@ -126,8 +136,9 @@ def utc_now() -> datetime:
 class Scheduler:
     """One scheduler's passes over the schedules ``due`` says are due (infra/engines/
     schedule_due.py): leased in batches of ``batch``, each loaded, stepped and its next due
-    time written back. A schedule with actions running is due again ``scheduling.WATCH_EVERY``
-    after the pass at the latest, which looks for their close."""
+    time written back. A schedule with actions running is due again ``Due.every`` after the
+    look that last watched them at the latest (``scheduling.WATCH_EVERY``, or ``WATCH_LAZILY``
+    where no close can change its decisions), which looks for their close."""
 
     def __init__(self, load: Aggregates, runner: Destination, due: ScheduleDue,
                  clock: Clock = utc_now, crash_hook: CrashHook | None = None,
@@ -158,7 +169,8 @@ class Scheduler:
                 sources = self._batch(taken, at, report)
                 self.seen.keep(sources)
                 for source in sources:
-                    next_at = _to_us(scheduling.due(source.state).next_look(at))
+                    next_at = _to_us(scheduling.due(source.state).next_look(
+                        at, self.seen.watched(source.id)))
                     decided.append((str(source.id), source.version, next_at))
             except BaseException:
                 self.seen.clear()  # a schedule in hand may hold facts never saved
@@ -176,9 +188,12 @@ class Scheduler:
         active = [i for i, source in enumerate(sources) if scheduling.scheduled(source.state)]
         report.schedules += len(active)
         # A closed run first (it frees its slot), then the tick: both in the tick's append.
-        steps = self._watch_all(sources, active, report)
+        watching = {i for i in active if scheduling.watch_now(
+            sources[i].state, at, self.seen.watched(sources[i].id))}
+        steps = self._watch_all(sources, sorted(watching), at, report)
         for i in active:
-            steps.setdefault(i, []).append(lambda st: scheduling.tick(st, at))
+            steps.setdefault(i, []).append(
+                partial(scheduling.tick, now=at, watched=i in watching))
         self.crash("before_tick_save")
         ticked = self._step_all(sources, steps, report)
         report.closed += sum(f.event is runs.ActionClosed for fs in ticked.values() for f in fs)
@@ -265,18 +280,22 @@ class Scheduler:
         report.errors.append(f"schedule {source.id}: kept losing races; next pass")
         return self.app.repository.get(source.id), []
 
-    def _watch_all(self, sources: list[Schedule], active: list[int],
+    def _watch_all(self, sources: list[Schedule], watching: list[int], at: datetime,
                    report: SchedulerReport) -> dict[int, list[Callable[[Any], Facts]]]:
-        """The decisions recording the running actions of the batch that closed, by schedule
-        (saved with the tick); the ones still running that the overlap policy wants stopped
-        are asked to stop (again). Their statuses come from one call per namespace where the
-        runner can (``RunWatcher``), else from one describe per run."""
-        watched = {i: list(sources[i].state.running) for i in active if sources[i].state.running}
+        """The decisions recording the running actions that closed of the schedules
+        ``watching`` (indices of ``sources``), by schedule (saved with the tick); the ones
+        still running that the overlap policy wants stopped are asked to stop (again). Their
+        statuses come from one call per namespace where the runner can (``RunWatcher``), else
+        from one describe per run. A schedule whose every run was answered is marked watched
+        at ``at`` (``SeenSchedules.watched``)."""
+        watched = {i: list(sources[i].state.running) for i in watching}
         namespaces: dict[str, list[str]] = {}
         for i, ids in watched.items():
             namespaces.setdefault(sources[i].state.namespace, []).extend(ids)
         statuses = {(ns, w): status for ns, ids in namespaces.items()
                     for w, status in self._statuses(ns, ids, report).items()}
+        self.seen.mark_watched([sources[i].id for i, ids in watched.items() if all(
+            (sources[i].state.namespace, w) in statuses for w in ids)], at)
         decisions: dict[int, list[Callable[[Any], Facts]]] = {}
         for i, ids in watched.items():
             ns, stops = sources[i].state.namespace, dict(scheduling.stops_pending(sources[i].state))

@@ -9,7 +9,8 @@ from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.source.program import Program
 from schedfence.domain.source.schedule import Schedule, ScheduleState
 from schedfence.domain.ports import StartAccepted
-from schedfence.domain.source.scheduling import WATCH_EVERY, Due, due, start_answered, tick
+from schedfence.domain.source.scheduling import (WATCH_EVERY, WATCH_LAZILY, Due, closes_decide,
+                                                 due, start_answered, tick, watch_now)
 from schedfence.domain.source.spec import make_spec
 
 T0 = datetime(2026, 12, 5, 7, 0, 30, tzinfo=timezone.utc)
@@ -57,7 +58,7 @@ def test_backfills_a_waiting_buffer_and_a_stop_are_due_at_once_running_actions_a
 def test_running_actions_are_looked_at_within_the_watch_interval_not_every_pass():
     running = replace(hourly(), running=["act-1"])
     assert due(running).next_look(T0) == T0 + WATCH_EVERY  # before the spec's 08:00
-    assert due(running).next_look(T0, timedelta(hours=2)) == T0.replace(hour=8, second=0)
+    assert due(running).next_look(T0, T0 + timedelta(hours=2)) == T0.replace(hour=8, second=0)
     assert due(hourly()).next_look(T0) == T0.replace(hour=8, second=0)  # nothing to watch
     fenced = replace(running, fence_migration_id="m")
     assert due(fenced).next_look(T0) == T0 + WATCH_EVERY  # a run's close is still recorded
@@ -76,4 +77,54 @@ def test_a_tick_at_the_due_time_issues_a_start_due_at_once_then_the_following_ti
     assert due(source.state).at == AT_ONCE  # the start is recorded, not yet sent
     [issued] = source.state.issued
     source.record(start_answered(source.state, issued, StartAccepted(run_id="r1", first_execution_run_id="r1", status="running"), at))
-    assert due(source.state) == Due(at + timedelta(hours=1), True)
+    assert due(source.state) == Due(at + timedelta(hours=1), True, WATCH_LAZILY)  # allow_all
+
+
+def every_minute(**policies) -> ScheduleState:
+    program = Program(make_spec(intervals=[(60, 0)]),
+                      make_action(workflow_type="W", task_queue="q", workflow_id="act"),
+                      make_policies(**policies))
+    return replace(Schedule.create("ns", "s", 1, False, "", None, 0, program, now=T0).state,
+                   running=["act-1"])
+
+
+def test_a_close_decides_unless_every_start_goes_ahead_whatever_runs_and_nothing_pauses():
+    assert not closes_decide(every_minute(overlap="allow_all"))
+    assert closes_decide(every_minute(overlap="allow_all", pause_on_failure=True))
+    for overlap in ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other"):
+        assert closes_decide(every_minute(overlap=overlap)), overlap
+    free = every_minute(overlap="allow_all")
+    trigger = {"nominal": "2026-12-05T07:00:31Z", "origin": "trigger", "overlap": "skip"}
+    assert closes_decide(replace(free, buffered=[trigger]))  # a waiting start of its own
+    backfill = {"backfill_id": "backfill-1", "overlap": "buffer_all"}
+    assert closes_decide(replace(free, backfills=[backfill]))
+    assert not closes_decide(replace(free, buffered=[dict(trigger, overlap="allow_all")]))
+    assert closes_decide(replace(free, stopping=["act-1"]))
+
+
+def test_a_look_watches_first_where_a_close_decides_else_once_a_lazy_interval():
+    free, skip = every_minute(overlap="allow_all"), every_minute(overlap="skip")
+    assert watch_now(skip, T0, T0) and watch_now(skip, T0, None)  # every look
+    assert watch_now(free, T0, None)  # not known when it last did: now
+    assert not watch_now(free, T0 + WATCH_LAZILY - timedelta(seconds=1), T0)
+    assert watch_now(free, T0 + WATCH_LAZILY, T0)
+    assert not watch_now(replace(skip, running=[]), T0, None)  # nothing runs
+    assert due(free).every == WATCH_LAZILY and due(skip).every == WATCH_EVERY
+    # The next look: the lazy watch counts from the look that last watched, not this one.
+    assert due(free).next_look(T0 + timedelta(seconds=4), T0) == T0 + WATCH_LAZILY
+    assert due(skip).next_look(T0 + timedelta(seconds=4), T0 + timedelta(seconds=4)) == \
+        T0 + timedelta(seconds=4) + WATCH_EVERY
+
+
+def test_a_tick_that_did_not_watch_decides_nothing_once_a_close_can_change_its_decision():
+    """The look chose not to watch (allow_all), then the schedule changed before its tick
+    was saved (a trigger under skip, a race lost and the schedule reloaded): its running
+    list may be stale, so the tick waits for the next look, which watches first."""
+    free = every_minute(overlap="allow_all")
+    at = T0.replace(second=0) + timedelta(minutes=1)
+    assert tick(free, at, watched=False)  # no close can change it: it ticks
+    trigger = {"nominal": "2026-12-05T07:00:31Z", "origin": "trigger", "overlap": "skip"}
+    changed = replace(free, buffered=[trigger])
+    assert tick(changed, at, watched=False) == []
+    assert due(changed).at == AT_ONCE  # looked at again at once, watching
+    assert tick(changed, at, watched=True)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.source.action import make_action, make_policies
-from schedfence.domain.source.scheduling import WATCH_EVERY
+from schedfence.domain.source.scheduling import WATCH_EVERY, WATCH_LAZILY
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
 from schedfence.infra.engines.scheduler import Scheduler
@@ -20,11 +20,15 @@ from tests.infra.engines.sched_world import world  # noqa: F401 (the fixture)
 NS = "ns"
 
 
-def create(svc, sid: str, every: int = 1) -> datetime:
+def create(svc, sid: str, every: int = 1, pause_on_failure: bool = False) -> datetime:
+    """Every ``every`` s under ``allow_all``: with ``pause_on_failure`` a close can change
+    its decisions, so its runs are watched every ``WATCH_EVERY``, else every ``WATCH_LAZILY``
+    (``scheduling.closes_decide``)."""
     svc.create_schedule(NS, sid, spec=make_spec(intervals=[(every, 0)]),
                         action=make_action(workflow_type="W", task_queue="q",
                                            workflow_id=f"{sid}-act"),
-                        policies=make_policies(overlap="allow_all"))
+                        policies=make_policies(overlap="allow_all",
+                                               pause_on_failure=pause_on_failure))
     return datetime.fromisoformat(svc.load.source(NS, sid).state.cursor.replace("Z", "+00:00"))
 
 
@@ -120,7 +124,7 @@ def test_a_batch_is_ticked_in_one_append_and_its_answers_saved_in_another(world,
 
 def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, monkeypatch):
     svc, dest = world
-    t0 = max(create(svc, f"s{k}", every=2) for k in range(5))
+    t0 = max(create(svc, f"s{k}", every=2, pause_on_failure=True) for k in range(5))
     svc.run_scheduler(now=t0 + timedelta(seconds=2))
     running = {w for s in range(5) for w in svc.load.source(NS, f"s{s}").state.running}
     # every schedule has a run; one created 2 s before the last has two (its times since)
@@ -138,6 +142,61 @@ def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, m
     assert left & running == set(sorted(running)[2:])
 
 
+def test_runs_no_close_can_decide_on_are_watched_lazily_not_at_each_look(world, monkeypatch):
+    """Every second under ``allow_all``: each look starts its time, but asks for the runs'
+    statuses only once ``WATCH_LAZILY`` has passed since it last did; a schedule whose close
+    can pause it is asked at every look. Every time starts once either way."""
+    svc, dest = world
+    t0 = max(create(svc, "lazy"), create(svc, "eager", pause_on_failure=True))
+    asked: list[str] = []  # each schedule once per call that asked for its runs
+    watch = dest.run_statuses
+    monkeypatch.setattr(dest, "run_statuses", lambda ns, ids: asked.extend(
+        {w.split("-act-")[0] for w in ids}) or watch(ns, ids))
+    lazily = int(WATCH_LAZILY.total_seconds())
+    seconds, most = lazily + 2, {"lazy": 0, "eager": 0}
+    for k in range(1, seconds + 1):
+        report = svc.run_scheduler(now=t0 + timedelta(seconds=k))
+        assert report.started == 2, (k, report)
+        for sid in most:
+            running = svc.load.source(NS, sid).state.running
+            most[sid] = max(most[sid], len(running))
+            dest.complete(NS, running[-1])  # the run this look started
+    assert asked.count("eager") == seconds - 1  # each look but the first (nothing ran yet)
+    assert asked.count("lazy") == 2  # its first run's look, then WATCH_LAZILY later
+    assert most == {"lazy": lazily, "eager": 1}  # closed runs recorded late, not missed
+    assert svc.load.source(NS, "lazy").state.running != []
+    assert len(once_each(svc, dest)) == 2 * seconds
+
+
+def test_a_trigger_landing_after_a_look_chose_not_to_watch_waits_for_a_look_that_does(world):
+    """A look at an ``allow_all`` schedule whose runs were asked for 5 s ago does not ask
+    again; a trigger under ``skip`` lands before its tick is saved, so the tick is decided
+    again on the schedule reloaded, whose running list is stale (its runs have closed).
+    Deciding on it would drop the trigger where the never-moved schedule starts it: the tick
+    waits, and the next look, at once, watches first and starts both times."""
+    svc, dest = world
+    t0 = create(svc, "s", every=5)
+    first = t0.replace(microsecond=0) + timedelta(seconds=5 - t0.second % 5)
+    assert svc.run_scheduler(now=first + timedelta(seconds=0.2)).started == 1  # nothing ran
+    assert svc.run_scheduler(now=first + timedelta(seconds=5.2)).started == 1  # asked: running
+    for w in svc.load.source(NS, "s").state.running:
+        dest.complete(NS, w)
+    landed = []
+
+    def hook(point: str) -> None:
+        if point == "before_tick_save" and not landed:
+            landed.append(svc.trigger_schedule(NS, "s", overlap="skip",
+                                               now=first + timedelta(seconds=11.3)))
+
+    at = first + timedelta(seconds=11.4)  # the spec's time at 10 s is due
+    assert svc.run_scheduler(now=at, crash_hook=hook).started == 0 and landed
+    state = svc.load.source(NS, "s").state
+    assert len(state.running) == 2 and len(state.buffered) == 1  # nothing decided on them
+    report = svc.run_scheduler(now=at + timedelta(seconds=0.1))
+    assert (report.closed, report.started) == (2, 2)  # the trigger and the spec's time
+    assert len(once_each(svc, dest)) == 4
+
+
 def minute_after(t: datetime) -> datetime:
     """The first whole minute after ``t``: an every-60-s schedule's first time."""
     return t.replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -145,7 +204,8 @@ def minute_after(t: datetime) -> datetime:
 
 def test_a_running_action_is_looked_at_within_the_watch_interval_not_at_every_pass(world):
     svc, dest = world
-    at = minute_after(create(svc, "s", every=60)) + timedelta(seconds=0.2)  # its next: 59.8 s
+    at = minute_after(create(svc, "s", every=60, pause_on_failure=True)) + \
+        timedelta(seconds=0.2)  # its next: 59.8 s
     assert svc.run_scheduler(now=at).started == 1
     [run] = svc.load.source(NS, "s").state.running
     dest.complete(NS, run)
@@ -161,7 +221,7 @@ def test_a_running_action_is_looked_at_within_the_watch_interval_not_at_every_pa
 
 def test_a_pass_reports_the_index_s_next_due_time_for_the_loop_s_timer(world):
     svc, dest = world
-    nominal = minute_after(create(svc, "s", every=60))
+    nominal = minute_after(create(svc, "s", every=60, pause_on_failure=True))
     at = nominal + timedelta(seconds=0.2)  # a look a second later comes before the next time
     report = svc.run_scheduler(now=at)
     assert report.started == 1 and report.next_due == at + WATCH_EVERY  # its run is watched
