@@ -19,6 +19,7 @@ is deduplicated by the runner (at most once per nominal time and origin).
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,14 @@ MAX_BUFFER = 1000  # a backfill adds no more than the buffer has room for; the r
 MAX_BACKOFF = 60  # seconds between attempts at a start whose outcome is unknown
 FAILURES = ("failed", "timed_out")  # what pause_on_failure pauses on, as Temporal's
 _AT_ONCE = datetime(1970, 1, 1, tzinfo=timezone.utc)  # due at the next pass
+_US = timedelta(microseconds=1)
 # How often a schedule with actions running is looked at for their close, besides its own due
 # times (at once where a stop or a buffered start waits on the close): a close that frees
 # nothing else (a rollback's phase gate, the running list) is seen at most this late.
 WATCH_EVERY = timedelta(seconds=1)
-# How often, at most, the same is done for a schedule no close can change a decision of
-# (``closes_decide``): its closes only bring the running list and the audit trail up to date.
+# The same, for a schedule no close can change a decision of (``closes_decide``): its closes
+# only bring the running list and the audit trail up to date, so its first look in each window
+# this long watches, and a look of its own comes at most two windows after the last watch.
 WATCH_LAZILY = timedelta(seconds=10)
 
 
@@ -82,11 +85,30 @@ def closes_decide(state: ScheduleState) -> bool:
 def watch_now(state: ScheduleState, now: datetime, watched: datetime | None) -> bool:
     """Whether a look at ``now`` asks for the running actions' statuses before it ticks:
     always where a close can change its decisions (``closes_decide``), so each decision sees
-    the closes made before it; otherwise once ``WATCH_LAZILY`` has passed since the look that
-    last did (``watched``; None, not known: now)."""
+    the closes made before it; otherwise at its first look in each of the schedule's
+    ``WATCH_LAZILY`` windows (``lazy_phase``) after the look that last did (``watched``;
+    None, not known: now)."""
     if not state.running:
         return False
-    return closes_decide(state) or watched is None or now >= watched + WATCH_LAZILY
+    return closes_decide(state) or watched is None or \
+        now >= _after(watched, WATCH_LAZILY, lazy_phase(state))
+
+
+def lazy_phase(state: ScheduleState) -> timedelta:
+    """Where the schedule's ``WATCH_LAZILY`` windows begin, a fraction of the interval drawn
+    from its name: a fleet's lazy watches spread over the interval instead of falling on
+    the same looks (a fleet created at once, a scheduler restarted knowing no watch yet)."""
+    name = f"{state.namespace}/{state.schedule_id}".encode()
+    return _US * (zlib.crc32(name) % (WATCH_LAZILY // _US))
+
+
+def _after(t: datetime, every: timedelta, phase: timedelta | None) -> datetime:
+    """``every`` after ``t``; with a ``phase``, the first window boundary after ``t`` (times
+    ``phase`` past a multiple of ``every`` since the epoch), at most ``every`` later."""
+    if phase is None:
+        return t + every
+    windows = (t - _AT_ONCE - phase) // every
+    return _AT_ONCE + phase + (windows + 1) * every
 
 
 @dataclass(frozen=True)
@@ -98,15 +120,20 @@ class Due:
     recorded but never answered), and at once for a backfill in progress, a start waiting in
     the buffer (for a close, or for nothing) or a stop asked for; None: not until the schedule
     changes. ``watch``: actions running whose close a pass looks for (``next_look``), every
-    ``every``."""
+    ``every`` (with a ``phase``: at the boundaries of windows ``every`` long, ``lazy_phase``)."""
 
     at: datetime | None
     watch: bool
     every: timedelta = WATCH_EVERY
+    phase: timedelta | None = None
 
     def next_look(self, now: datetime, watched: datetime | None = None) -> datetime | None:
         """When a pass deciding at ``now`` must look again: ``at``, or sooner while watching,
-        ``every`` after the look that last watched (``watched``; None: this one). Not every
+        ``every`` after the look that last watched (``watched``; None: this one). With a
+        ``phase`` (watched lazily), at the end of the window after the one it watched in: a
+        look for the schedule's own times in that window watches (``watch_now``), so a
+        schedule looked at anyway spends no look on the watch, and a close is recorded within
+        two windows. Not every
         pass: a pass that kept up would otherwise reload every schedule with a run in flight
         each time it polls, work that grows with the poll rate instead of with what happens.
         A close is seen within ``every``, at every due time where it can change a decision (a
@@ -114,7 +141,9 @@ class Due:
         waits on it (``at``)."""
         if not self.watch:
             return self.at
-        look = (now if watched is None else watched) + self.every
+        look = _after(now if watched is None else watched, self.every, self.phase)
+        if self.phase is not None:  # lazily: the end of the next window, not its start
+            look = _after(look, self.every, self.phase)
         return look if self.at is None else min(self.at, look)
 
 
@@ -124,7 +153,7 @@ def due(state: ScheduleState) -> Due:
     if not scheduled(state):
         return Due(None, False)
     watch = bool(state.running or state.stopping)
-    every = WATCH_EVERY if closes_decide(state) else WATCH_LAZILY
+    eager = closes_decide(state)
     times = [parse_nominal(i["retry_at"]) if "retry_at" in i else _AT_ONCE for i in state.issued]
     if state.stopping:  # a stop the policy asked for is sent, and its close looked for, at once
         times.append(_AT_ONCE)
@@ -136,7 +165,10 @@ def due(state: ScheduleState) -> Due:
         following = next(times_after(program.spec, parse_nominal(state.cursor)), None)
         if following is not None:
             times.append(following)
-    return Due(min(times) if times else None, watch, every)
+    at = min(times) if times else None
+    if eager or not watch:
+        return Due(at, watch)
+    return Due(at, watch, WATCH_LAZILY, lazy_phase(state))
 
 
 def tick(state: ScheduleState, now: datetime, settle: bool = False,

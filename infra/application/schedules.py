@@ -164,8 +164,8 @@ class ScheduleCommands:
         """One pass of the source scheduler (infra/engines/scheduler.py): every schedule the
         due index says is due at ``now`` (default: the clock) is ticked, what it issued is
         started through the destination, and its closed actions are recorded (a schedule
-        with actions running is looked at every ``WATCH_EVERY``, 1 s, or ``WATCH_LAZILY``,
-        10 s, where no close can change its decisions). The leases are this service's worker
+        with actions running is looked at every ``WATCH_EVERY``, 1 s, or once a 10 s window,
+        ``WATCH_LAZILY``, where no close can change its decisions). The leases are this service's worker
         id's. Nothing happens on a fenced schedule (I1)."""
         self.require_active()
         with self.seen.borrowed() as seen:  # one pass at a time holds what passes saw

@@ -10,7 +10,8 @@ from schedfence.domain.source.program import Program
 from schedfence.domain.source.schedule import Schedule, ScheduleState
 from schedfence.domain.ports import StartAccepted
 from schedfence.domain.source.scheduling import (WATCH_EVERY, WATCH_LAZILY, Due, closes_decide,
-                                                 due, start_answered, tick, watch_now)
+                                                 due, lazy_phase, start_answered, tick,
+                                                 watch_now)
 from schedfence.domain.source.spec import make_spec
 
 T0 = datetime(2026, 12, 5, 7, 0, 30, tzinfo=timezone.utc)
@@ -77,7 +78,8 @@ def test_a_tick_at_the_due_time_issues_a_start_due_at_once_then_the_following_ti
     assert due(source.state).at == AT_ONCE  # the start is recorded, not yet sent
     [issued] = source.state.issued
     source.record(start_answered(source.state, issued, StartAccepted(run_id="r1", first_execution_run_id="r1", status="running"), at))
-    assert due(source.state) == Due(at + timedelta(hours=1), True, WATCH_LAZILY)  # allow_all
+    assert due(source.state) == Due(at + timedelta(hours=1), True, WATCH_LAZILY,
+                                    lazy_phase(source.state))  # allow_all: watched lazily
 
 
 def every_minute(**policies) -> ScheduleState:
@@ -106,14 +108,29 @@ def test_a_look_watches_first_where_a_close_decides_else_once_a_lazy_interval():
     free, skip = every_minute(overlap="allow_all"), every_minute(overlap="skip")
     assert watch_now(skip, T0, T0) and watch_now(skip, T0, None)  # every look
     assert watch_now(free, T0, None)  # not known when it last did: now
-    assert not watch_now(free, T0 + WATCH_LAZILY - timedelta(seconds=1), T0)
-    assert watch_now(free, T0 + WATCH_LAZILY, T0)
     assert not watch_now(replace(skip, running=[]), T0, None)  # nothing runs
-    assert due(free).every == WATCH_LAZILY and due(skip).every == WATCH_EVERY
-    # The next look: the lazy watch counts from the look that last watched, not this one.
-    assert due(free).next_look(T0 + timedelta(seconds=4), T0) == T0 + WATCH_LAZILY
+    assert due(skip) == Due(due(skip).at, True)  # a second after each look
     assert due(skip).next_look(T0 + timedelta(seconds=4), T0 + timedelta(seconds=4)) == \
         T0 + timedelta(seconds=4) + WATCH_EVERY
+    # Lazily: the first look in each of its WATCH_LAZILY windows, the next look due then.
+    lazy = due(free)
+    assert (lazy.every, lazy.phase) == (WATCH_LAZILY, lazy_phase(free))
+    # the look of its own: the end of the window after the one it watched in
+    boundary = lazy.next_look(T0 + timedelta(seconds=1), T0) - WATCH_LAZILY
+    assert T0 < boundary <= T0 + WATCH_LAZILY
+    assert (boundary - datetime(1970, 1, 1, tzinfo=timezone.utc) - lazy.phase) % \
+        WATCH_LAZILY == timedelta(0)
+    assert not watch_now(free, boundary - timedelta(microseconds=1), T0)
+    assert watch_now(free, boundary, T0)  # a look in the next window watches
+    assert lazy.next_look(boundary, boundary) == boundary + 2 * WATCH_LAZILY
+
+
+def test_a_fleet_s_lazy_watches_spread_over_the_interval():
+    """Schedules watched together (a fleet made at once) watch next at different times."""
+    phases = {lazy_phase(replace(every_minute(overlap="allow_all"), schedule_id=f"s{i}"))
+              for i in range(1000)}
+    assert len(phases) > 900 and all(timedelta(0) <= p < WATCH_LAZILY for p in phases)
+    assert max(phases) - min(phases) > WATCH_LAZILY * 0.9
 
 
 def test_a_tick_that_did_not_watch_decides_nothing_once_a_close_can_change_its_decision():

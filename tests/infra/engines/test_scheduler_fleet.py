@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.source.action import make_action, make_policies
+from schedfence.domain.source import scheduling
 from schedfence.domain.source.scheduling import WATCH_EVERY, WATCH_LAZILY
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
@@ -142,12 +143,20 @@ def test_a_batchs_running_actions_are_watched_in_one_call_per_namespace(world, m
     assert left & running == set(sorted(running)[2:])
 
 
+def windows_from(monkeypatch, start: datetime) -> None:
+    """Every schedule's ``WATCH_LAZILY`` windows begin at ``start`` (not at a fraction drawn
+    from its name), so a test knows which looks fall in which window."""
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    monkeypatch.setattr(scheduling, "lazy_phase", lambda state: (start - epoch) % WATCH_LAZILY)
+
+
 def test_runs_no_close_can_decide_on_are_watched_lazily_not_at_each_look(world, monkeypatch):
     """Every second under ``allow_all``: each look starts its time, but asks for the runs'
     statuses only once ``WATCH_LAZILY`` has passed since it last did; a schedule whose close
     can pause it is asked at every look. Every time starts once either way."""
     svc, dest = world
     t0 = max(create(svc, "lazy"), create(svc, "eager", pause_on_failure=True))
+    windows_from(monkeypatch, t0 + timedelta(seconds=1.5))
     asked: list[str] = []  # each schedule once per call that asked for its runs
     watch = dest.run_statuses
     monkeypatch.setattr(dest, "run_statuses", lambda ns, ids: asked.extend(
@@ -162,21 +171,26 @@ def test_runs_no_close_can_decide_on_are_watched_lazily_not_at_each_look(world, 
             most[sid] = max(most[sid], len(running))
             dest.complete(NS, running[-1])  # the run this look started
     assert asked.count("eager") == seconds - 1  # each look but the first (nothing ran yet)
-    assert asked.count("lazy") == 2  # its first run's look, then WATCH_LAZILY later
-    assert most == {"lazy": lazily, "eager": 1}  # closed runs recorded late, not missed
-    assert svc.load.source(NS, "lazy").state.running != []
-    assert len(once_each(svc, dest)) == 2 * seconds
+    # its first run's look, then its first look in its next WATCH_LAZILY window (11.5 s on)
+    assert asked.count("lazy") == 2
+    assert most == {"lazy": lazily, "eager": 1}  # closes recorded late, not missed:
+    report = svc.run_scheduler(now=t0 + timedelta(seconds=seconds) + WATCH_LAZILY)
+    # its next window: the last run's close recorded, only the times this look started run
+    assert len(svc.load.source(NS, "lazy").state.running) == report.started // 2 == lazily
+    assert len(once_each(svc, dest)) == 2 * (seconds + lazily)
 
 
-def test_a_trigger_landing_after_a_look_chose_not_to_watch_waits_for_a_look_that_does(world):
-    """A look at an ``allow_all`` schedule whose runs were asked for 5 s ago does not ask
-    again; a trigger under ``skip`` lands before its tick is saved, so the tick is decided
+def test_a_trigger_landing_after_a_look_chose_not_to_watch_waits_for_a_look_that_does(
+        world, monkeypatch):
+    """A look at an ``allow_all`` schedule whose runs were asked for 6 s ago, in the same
+    ``WATCH_LAZILY`` window, does not ask again; a trigger under ``skip`` lands before its tick is saved, so the tick is decided
     again on the schedule reloaded, whose running list is stale (its runs have closed).
     Deciding on it would drop the trigger where the never-moved schedule starts it: the tick
     waits, and the next look, at once, watches first and starts both times."""
     svc, dest = world
     t0 = create(svc, "s", every=5)
     first = t0.replace(microsecond=0) + timedelta(seconds=5 - t0.second % 5)
+    windows_from(monkeypatch, first + timedelta(seconds=5.1))  # no watch from 5.2 to 15.1 s
     assert svc.run_scheduler(now=first + timedelta(seconds=0.2)).started == 1  # nothing ran
     assert svc.run_scheduler(now=first + timedelta(seconds=5.2)).started == 1  # asked: running
     for w in svc.load.source(NS, "s").state.running:
