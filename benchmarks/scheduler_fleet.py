@@ -18,8 +18,9 @@ backlog one process, further behind, starts more times per visit of a schedule t
 so it is cheaper per start and the ratio understates two. ``--ladder N,N,...`` runs each size
 with 1 and with 2 processes and prints which kept up (the lag of the run's last third of starts
 at most ``KEPT_UP_GROWTH`` above its first third's: behind, it grows all run; and at least
-``KEPT_UP_SHARE`` of the times due started: a run at capacity can hold a steady lag a short
-run does not see grow, while starting fewer times than are due): the largest size
+``KEPT_UP_SHARE`` of the starts due a second made in the run's CPU window: a run at capacity
+can start fewer times than are due while its lag, in a short run, does not yet grow by a
+second): the largest size
 each kept up with is its capacity at a bounded lag. Each run prints its CPU per start, the
 schedulers' and the whole machine's (PostgreSQL too), and the schedulers' cores and the
 machine's busy share, from the run's second second to its end (the processes' start-up left
@@ -58,7 +59,7 @@ CHUNK = 1000
 # Kept up with: the lag of the run's last third of starts at most this much above its first
 # third's (medians, s). A fleet larger than the processes start falls further behind all run.
 KEPT_UP_GROWTH = 1.0
-KEPT_UP_SHARE = 0.97  # ... and at least this share of the starts due a second made
+KEPT_UP_SHARE = 0.97  # ... and at least this share of the starts due a second made (window)
 P99_TARGET = 1.0  # s: the issue's bound on a start's p99 lag
 SETUP_S = 0.002  # s a schedule's writing and first indexing take at most (about 1.5 ms here)
 
@@ -185,6 +186,10 @@ def sustained(url: str, rate: int, processes: int, seconds: float,
     machine = (busy[0] - busy_before[0]) / max(busy[1] - busy_before[1], 1)
     machine_s = machine * (os.cpu_count() or 1) * (until - since_s)
     return {"n": rate, "processes": processes, "starts_per_s": len(lags) / seconds,
+            # starts a second within the CPU window: a run that holds a steady lag starts
+            # the rate due, where the count over the whole run misses the last second's
+            # starts of a run further behind (they come after the stop)
+            "window_starts_per_s": in_window / (until - since_s),
             "scheduler_cores": cores, "machine_busy": machine,
             # CPU per start in the window (ms): the schedulers', and the machine's (PostgreSQL
             # too)
@@ -259,10 +264,12 @@ def main() -> None:
 def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float,
            every: int = 1) -> None:
     """Each size with 1 and 2 processes: whether it kept up (its lag did not grow by more
-    than ``KEPT_UP_GROWTH``, and it started ``KEPT_UP_SHARE`` of the times due or more), and
+    than ``KEPT_UP_GROWTH``, and it made ``KEPT_UP_SHARE`` of the starts due a second or more
+    in its CPU window), and
     the largest size each kept up with; and the largest each
     kept up with at a p99 lag within ``P99_TARGET`` (the issue's bound on a start's lag)."""
-    print(f"| starts due a second (every {every} s) | processes | starts/s | p50 lag (s) "
+    print(f"| starts due a second (every {every} s) | processes | starts/s (run / window) "
+          "| p50 lag (s) "
           "| p99 lag (s) | lag growth (s) | scheduler cores | machine busy | CPU per start, "
           "schedulers / machine (ms) | kept up |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
@@ -272,12 +279,13 @@ def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float,
             with store() as url:
                 r = sustained(url, n, processes, seconds, timeout, poll, every)
             kept = r["lag_growth_s"] <= KEPT_UP_GROWTH and \
-                r["starts_per_s"] >= KEPT_UP_SHARE * n
+                r["window_starts_per_s"] >= KEPT_UP_SHARE * n
             if kept:
                 best[processes] = max(best[processes], n)
                 if r["p99_lag_s"] <= P99_TARGET:
                     bounded[processes] = max(bounded[processes], n)
-            print(f"| {n:,} | {processes} | {r['starts_per_s']:.0f} | {r['p50_lag_s']:.2f} "
+            print(f"| {n:,} | {processes} | {r['starts_per_s']:.0f} "
+                  f"/ {r['window_starts_per_s']:.0f} | {r['p50_lag_s']:.2f} "
                   f"| {r['p99_lag_s']:.2f} | {r['lag_growth_s']:.2f} "
                   f"| {r['scheduler_cores']:.2f} | {r['machine_busy']:.0%} "
                   f"| {r['scheduler_ms']:.2f} / {r['machine_ms']:.2f} "

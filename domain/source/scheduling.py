@@ -133,7 +133,8 @@ class Due:
         ``phase`` (watched lazily), at the end of the window after the one it watched in: a
         look for the schedule's own times in that window watches (``watch_now``), so a
         schedule looked at anyway spends no look on the watch, and a close is recorded within
-        two windows. Not every
+        two windows. Never before ``now``: a watch that went unanswered is asked again
+        ``every`` (or a window) later. Not every
         pass: a pass that kept up would otherwise reload every schedule with a run in flight
         each time it polls, work that grows with the poll rate instead of with what happens.
         A close is seen within ``every``, at every due time where it can change a decision (a
@@ -144,6 +145,8 @@ class Due:
         look = _after(now if watched is None else watched, self.every, self.phase)
         if self.phase is not None:  # lazily: the end of the next window, not its start
             look = _after(look, self.every, self.phase)
+        if look <= now:  # its last watch went unanswered (the runner down): not every pass
+            look = _after(now, self.every, self.phase)
         return look if self.at is None else min(self.at, look)
 
 

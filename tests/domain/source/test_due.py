@@ -123,6 +123,10 @@ def test_a_look_watches_first_where_a_close_decides_else_once_a_lazy_interval():
     assert not watch_now(free, boundary - timedelta(microseconds=1), T0)
     assert watch_now(free, boundary, T0)  # a look in the next window watches
     assert lazy.next_look(boundary, boundary) == boundary + 2 * WATCH_LAZILY
+    # A watch that went unanswered (the runner down) is asked again later, not at every pass.
+    later = T0 + timedelta(minutes=5)  # (no time of its own before then: ``at`` None)
+    assert later < replace(lazy, at=None).next_look(later, T0) <= later + WATCH_LAZILY
+    assert replace(due(skip), at=None).next_look(later, T0) == later + WATCH_EVERY
 
 
 def test_a_fleet_s_lazy_watches_spread_over_the_interval():
