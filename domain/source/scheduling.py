@@ -183,7 +183,8 @@ def tick(state: ScheduleState, now: datetime, settle: bool = False,
     to ``now`` even then, since the new pause or program applies from ``now``. ``watched``:
     whether the look asked for the running actions' statuses first; where it did not and a
     close can now change a decision (the schedule changed after the look chose not to:
-    ``watch_now``), nothing: the schedule is due at once, and the next look watches first."""
+    ``watch_now``), nothing: the next look, at once where a start waits and within
+    ``WATCH_EVERY`` otherwise (``Due.next_look``), watches first and decides."""
     program = program_of(state)
     if state.closed or state.migration_pending or program.spec is None or \
             program.action is None or state.cursor is None:

@@ -152,7 +152,7 @@ def windows_from(monkeypatch, start: datetime) -> None:
 
 def test_runs_no_close_can_decide_on_are_watched_lazily_not_at_each_look(world, monkeypatch):
     """Every second under ``allow_all``: each look starts its time, but asks for the runs'
-    statuses only once ``WATCH_LAZILY`` has passed since it last did; a schedule whose close
+    statuses only at its first look in each ``WATCH_LAZILY`` window; a schedule whose close
     can pause it is asked at every look. Every time starts once either way."""
     svc, dest = world
     t0 = max(create(svc, "lazy"), create(svc, "eager", pause_on_failure=True))
@@ -183,8 +183,9 @@ def test_runs_no_close_can_decide_on_are_watched_lazily_not_at_each_look(world, 
 def test_a_trigger_landing_after_a_look_chose_not_to_watch_waits_for_a_look_that_does(
         world, monkeypatch):
     """A look at an ``allow_all`` schedule whose runs were asked for 6 s ago, in the same
-    ``WATCH_LAZILY`` window, does not ask again; a trigger under ``skip`` lands before its tick is saved, so the tick is decided
-    again on the schedule reloaded, whose running list is stale (its runs have closed).
+    ``WATCH_LAZILY`` window, does not ask again; a trigger under ``skip`` lands before its
+    tick is saved, so the tick is decided again on the schedule reloaded, whose running list
+    is stale (its runs have closed).
     Deciding on it would drop the trigger where the never-moved schedule starts it: the tick
     waits, and the next look, at once, watches first and starts both times."""
     svc, dest = world
