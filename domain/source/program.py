@@ -65,6 +65,13 @@ def program_of(state: ScheduleState) -> Program:
                    SchedulePolicies.model_validate(state.policies), state.remaining_actions)
 
 
+def policies_in(state: ScheduleState) -> SchedulePolicies:
+    """The schedule's policies (Temporal's defaults where it has none), read back alone: a
+    decision that reads only them does not validate the whole program (``program_of``)."""
+    return SchedulePolicies() if state.policies is None else \
+        SchedulePolicies.model_validate(state.policies)
+
+
 def upcoming(state: ScheduleState, now: datetime, count: int = 5) -> list[datetime]:
     """The next ``count`` nominal times after ``now`` (and after the cursor), or none."""
     spec = program_of(state).spec

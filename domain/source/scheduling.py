@@ -31,7 +31,7 @@ from schedfence.domain.source.generator import generate
 from schedfence.domain.source.invoker import BufferedStart, Invocation, invoke
 from schedfence.domain.model import Fact, Facts
 from schedfence.domain.ports import AlreadyStarted, DestinationUnavailable, StartAccepted, StartWorkflow
-from schedfence.domain.source.program import Program, program_of
+from schedfence.domain.source.program import Program, policies_in, program_of
 from schedfence.domain.source.runs import (ActionClosed, ActionStarted, ActionStartFailed, ActionStartIssued,
                    ActionStartRetrying, BackfillProcessed, PausedOnFailure, StopRequested,
                    TimesProcessed, buffered_doc)
@@ -76,7 +76,7 @@ def closes_decide(state: ScheduleState) -> bool:
     actions (any overlap policy but ``allow_all``), it pauses on a failure, or a stop it asked
     for is pending. Where none of these holds, a start goes ahead whatever runs, and a close
     only brings the running list and the audit trail up to date."""
-    policies = program_of(state).policies or SchedulePolicies()
+    policies = policies_in(state)
     return policies.overlap != "allow_all" or policies.pause_on_failure or \
         bool(state.stopping) or \
         any(b["overlap"] != "allow_all" for b in (*state.buffered, *state.backfills))
@@ -271,7 +271,7 @@ def check_overlap_seen(state: ScheduleState) -> None:
     action would ignore them (start beside one under ``skip``, not wait under ``buffer_*``,
     not stop it under ``cancel_other``/``terminate_other``) where the never-moved schedule
     would not. Nothing is written; retry once they close."""
-    overlap = (program_of(state).policies or SchedulePolicies()).overlap
+    overlap = policies_in(state).overlap
     if state.running and overlap != "allow_all":
         raise PhaseBlocked(f"schedule {state.namespace}/{state.schedule_id} has "
                            f"{len(state.running)} action(s) running under overlap {overlap}, "
@@ -335,8 +335,7 @@ def run_closed(state: ScheduleState, workflow_id: str, status: str) -> Facts:
 
 
 def _pause_on_failure(state: ScheduleState, workflow_id: str, detail: str) -> Facts:
-    policies = program_of(state).policies
-    if policies is None or not policies.pause_on_failure or state.paused or \
+    if not policies_in(state).pause_on_failure or state.paused or \
             state.migration_pending or state.closed:
         return []  # while fenced the fence owns pause and notes (restored on release)
     return [Fact(PausedOnFailure, {
