@@ -28,10 +28,16 @@ out: with two, it was counted twice). The schedulers run with ``--poll 1.0`` by 
 command's own default; it also wakes at each due time). ``--every S`` spreads the same rate
 over a fleet S times as large, each schedule every S seconds at offset ``i % S``: no
 whole-second burst, and a scheduler behind by less than S seconds still starts one time per
-visit, so 1 and 2 processes are compared at the same cost per start.
+visit, so 1 and 2 processes are compared at the same cost per start. ``--capacity R1,R2``
+runs 1 process at R1 and 2 at R2 starts due a second, each more than it starts, in
+``--rounds`` pairs one after the other: each pair's ratio of the starts a second made is a
+capacity ratio from runs minutes apart (this machine's speed drifts within an hour; a ladder's
+sizes are run far apart and its steps are coarse).
 
     .venv/bin/python benchmarks/scheduler_fleet.py --idle 1000,100000 --fleet 500 --seconds 20
     .venv/bin/python benchmarks/scheduler_fleet.py --store sqlite --idle 1000,10000
+    .venv/bin/python benchmarks/scheduler_fleet.py --idle "" --fleet 0 --capacity 1900,2900 \
+        --every 10 --seconds 15 --rounds 3
 """
 from __future__ import annotations
 
@@ -223,6 +229,11 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=1,
                         help="the sustained fleets' interval (s): RATE x EVERY schedules, their "
                              "offsets spread over it (1: all due at each whole second)")
+    parser.add_argument("--capacity", default="",
+                        help="R1,R2: starts due a second for 1 and for 2 processes, each above "
+                             "what they start, run in --rounds pairs: the ratio of the starts "
+                             "a second each made (their capacities) from pairs adjacent in time")
+    parser.add_argument("--rounds", type=int, default=3, help="--capacity's pairs")
     args = parser.parse_args()
     store = pg_store if args.store == "pg" else sqlite_store
     print(f"# scheduler_fleet on {args.store}: {machine()}")
@@ -259,6 +270,10 @@ def main() -> None:
     if args.ladder:
         ladder(store, [int(x) for x in args.ladder.split(",")], args.seconds, args.timeout,
                args.poll, args.every)
+    if args.capacity:
+        one, two = (int(x) for x in args.capacity.split(","))
+        capacity(store, (one, two), args.rounds, args.seconds, args.timeout, args.poll,
+                 args.every)
 
 
 def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float,
@@ -293,6 +308,38 @@ def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float,
     for name, most in (("", best), (f" with p99 lag <= {P99_TARGET:g} s", bounded)):
         print(f"kept up{name} with at most: 1 process {most[1]:,}/s, 2 processes "
               f"{most[2]:,}/s" + (f" ({most[2] / most[1]:.2f}x)" if most[1] else ""))
+
+
+
+def capacity(store, rates: tuple[int, int], rounds: int, seconds: float, timeout: int,
+             poll: float, every: int) -> None:
+    """1 process at ``rates[0]`` starts due a second and 2 at ``rates[1]``, each more than it
+    starts, in ``rounds`` pairs run one after the other: what each starts a second in its CPU
+    window is its capacity, and each pair's ratio compares two runs minutes apart (this
+    machine's speed drifted by a third within an hour: ratios of runs far apart in time, or a
+    ladder's steps, read that drift). A run that made ``KEPT_UP_SHARE`` of its rate was not at
+    capacity (raise it); one whose p99 lag reached ``every`` started some schedules twice a
+    visit, cheaper per start than one that did not (lower it, or raise ``every``)."""
+    print(f"| round | processes | starts due a second (every {every} s) | starts/s (window) "
+          "| p50 lag (s) | p99 lag (s) | scheduler cores | machine busy "
+          "| CPU per start, schedulers / machine (ms) | at capacity |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+    ratios = []
+    for k in range(1, rounds + 1):
+        made = {}
+        for processes, rate in zip((1, 2), rates):
+            with store() as url:
+                r = sustained(url, rate, processes, seconds, timeout, poll, every)
+            made[processes] = r["window_starts_per_s"]
+            full = r["window_starts_per_s"] < KEPT_UP_SHARE * rate and r["p99_lag_s"] < every
+            print(f"| {k} | {processes} | {rate:,} | {made[processes]:.0f} "
+                  f"| {r['p50_lag_s']:.2f} | {r['p99_lag_s']:.2f} "
+                  f"| {r['scheduler_cores']:.2f} | {r['machine_busy']:.0%} "
+                  f"| {r['scheduler_ms']:.2f} / {r['machine_ms']:.2f} "
+                  f"| {'yes' if full else 'no'} |", flush=True)
+        ratios.append(made[2] / made[1])
+    print("2 processes / 1, each pair: " + ", ".join(f"{x:.2f}x" for x in ratios)
+          + f"; median {statistics.median(ratios):.2f}x")
 
 
 if __name__ == "__main__":

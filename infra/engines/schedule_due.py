@@ -67,24 +67,34 @@ _CHANGED = {
                " || '-' || substr(originator_id, 13, 4) || '-' || substr(originator_id, 17, 4)"
                " || '-' || substr(originator_id, 21))"),
 }
+# Only a schedule whose row is missing or older in the statement's snapshot is inserted or
+# updated: an upsert locks every row it conflicts with, even one its WHERE leaves as it is, and
+# most schedules a sweep meets were settled at their last version already (by the pass that
+# wrote it); locking those held up other schedulers' settles and hid the rows from their takes
+# (SKIP LOCKED). A row's version only rises, so one new enough in the snapshot still is.
 _MARK = (
     f"INSERT INTO {due_rows.name} (aggregate_id, version, due_us, holder, lease_us) "
-    "SELECT {aid}, max(originator_version), 0, '', 0 FROM {events} "
+    "SELECT c.aid, c.version, 0, '', 0 FROM (SELECT originator_id, {aid} AS aid, "
+    "max(originator_version) AS version FROM {events} "
     "WHERE {position} > :after AND {position} <= :until AND topic IN :topics "
-    "GROUP BY originator_id ORDER BY originator_id "  # rows locked in settle's order
+    "GROUP BY originator_id) c "
+    f"LEFT JOIN {due_rows.name} d ON d.aggregate_id = c.aid "
+    "WHERE d.version IS NULL OR d.version < c.version "
+    "ORDER BY c.originator_id "  # rows locked in settle's order
     "ON CONFLICT (aggregate_id) DO UPDATE SET version = excluded.version, due_us = 0 "
     "WHERE " + due_rows.name + ".version < excluded.version")
 _ADVANCE = text(
     f"INSERT INTO {swept.name} (name, position) VALUES ('log', :position) ON CONFLICT (name) "
     f"DO UPDATE SET position = excluded.position WHERE {swept.name}.position < excluded.position")
+# A lease is given back by its holder only: a row another scheduler took since keeps its lease.
+_HELD = "holder = :holder"
 _SETTLE = text(
     f"UPDATE {due_rows.name} SET "
     "due_us = CASE WHEN version <= :version THEN :due ELSE due_us END, "
     "version = CASE WHEN version <= :version THEN :version ELSE version END, "
-    "lease_us = CASE WHEN holder = :holder THEN 0 ELSE lease_us END "
-    "WHERE aggregate_id = :aggregate_id")
+    f"lease_us = CASE WHEN {_HELD} THEN 0 ELSE lease_us END WHERE aggregate_id = :aggregate_id")
 _RELEASE = text(f"UPDATE {due_rows.name} SET lease_us = 0 "
-                "WHERE aggregate_id = :aggregate_id AND holder = :holder")
+                f"WHERE aggregate_id = :aggregate_id AND {_HELD}")
 # The earliest due rows free to the holder, ``WINDOW`` times a batch (an index range: a sort of
 # the whole backlog cost 78 ms a take at 100,000 due), then the holder's own among them first.
 WINDOW = 4
@@ -107,19 +117,15 @@ class ScheduleDue(SideTables):
         """``engine``: SQLAlchemy's, on the store (the operator views'); ``recorder``: the
         store's, which names the events table the sweep reads (through ``engine``)."""
         self.engine, self.recorder, self.lease_seconds = engine, recorder, lease_seconds
+        self._sweeping: tuple[Any, Any, Any] | None = None  # _sweep_statements
 
     def sweep(self) -> int:
         """Mark due at once every schedule changed since the last sweep; how many were."""
         self._ensure_table()
-        dialect = self.engine.dialect.name
-        position, aid = _CHANGED[dialect]
-        events = self.recorder.events_table_name
-        mark = text(_MARK.format(aid=aid, events=events, position=position)).bindparams(
-            bindparam("topics", expanding=True))
+        mark, tail, behind = self._sweep_statements()
         swept_at = select(swept.c.position).where(swept.c.name == "log")
-        tail = text(f"SELECT max({position}) FROM {events}")
         with self.engine.connect() as conn:  # nothing new (an idle pass): nothing written
-            if (conn.execute(tail).scalar() or 0) <= (conn.execute(swept_at).scalar() or 0):
+            if not conn.execute(behind).scalar():
                 return 0
         marked = 0
         with self._writing() as conn:  # the swept row locked: one sweep at a time
@@ -132,6 +138,20 @@ class ScheduleDue(SideTables):
             if until > after:
                 conn.execute(_ADVANCE, {"position": until})
         return marked
+
+    def _sweep_statements(self) -> tuple[Any, Any, Any]:
+        """The sweep's mark, the log's tail, and whether the log is past the position swept
+        (one round trip for an idle pass): built once, from the dialect and the events table."""
+        if self._sweeping is None:
+            position, aid = _CHANGED[self.engine.dialect.name]
+            events = self.recorder.events_table_name
+            mark = text(_MARK.format(aid=aid, events=events, position=position)).bindparams(
+                bindparam("topics", expanding=True))
+            tail = f"SELECT max({position}) FROM {events}"
+            behind = text(f"SELECT coalesce(({tail}), 0) > coalesce((SELECT position FROM "
+                          f"{swept.name} WHERE name = 'log'), 0)")
+            self._sweeping = (mark, text(tail), behind)
+        return self._sweeping
 
     def take(self, now: datetime, holder: str, limit: int) -> list[str]:
         """Lease up to ``limit`` schedules due at ``now`` (earliest first) to ``holder``."""

@@ -120,3 +120,18 @@ def test_owners_benchmark_prints_calls_and_seconds_without_and_with_deep() -> No
     cells = [[c.strip() for c in r.split("|")[2:-1]] for r in rows]
     assert cells[0][2] == "0" and cells[1][2] == "50"  # describes: none, then one each
     assert all(c[3] == "100" and c[4] == "50" and c[5] == "0" for c in cells)
+
+
+def test_scheduler_fleet_capacity_prints_each_pair_and_the_median_ratio() -> None:
+    """``--capacity``: one round of 1 and 2 ``schedfence scheduler`` processes on PostgreSQL,
+    each row with its window's starts a second, then the pair's ratio (values not asserted)."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/scheduler_fleet.py", "--idle", "", "--fleet", "0",
+         "--capacity", "20,40", "--rounds", "1", "--every", "1", "--seconds", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = [ln.split("|")[1:-1] for ln in done.stdout.splitlines() if ln.startswith("| 1 |")]
+    assert [r[1].strip() for r in rows] == ["1", "2"]
+    assert all(float(r[3]) > 0 for r in rows)  # starts made in each run's window
+    assert any(ln.startswith("2 processes / 1, each pair: ") and ln.endswith("x")
+               for ln in done.stdout.splitlines())

@@ -9,12 +9,16 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+from sqlalchemy import select
+
 from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.source import scheduling
 from schedfence.domain.source.scheduling import WATCH_EVERY, WATCH_LAZILY
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
+from schedfence.infra.adapters.destination.simulator import SimulatedDestination
+from schedfence.infra.application.service import open_service
 from schedfence.infra.engines.scheduler import Scheduler
 from tests.infra.engines.sched_world import world  # noqa: F401 (the fixture)
 
@@ -358,3 +362,30 @@ def test_a_sweep_marks_what_another_writer_changed_in_the_store_reading_no_event
     assert due.take(t0, "B", 10) == [str(svc.load.source(NS, "s1").id)]  # due at once
     monkeypatch.setattr(due, "_writing", refused("an idle sweep wrote"))  # nothing new
     assert due.sweep() == 0
+
+
+def test_a_sweep_leaves_alone_a_row_already_at_its_version_while_another_holds_it(pg_store):
+    """An upsert locks every row it conflicts with, even one its WHERE leaves as it is: a sweep
+    over a step a pass already settled waited on whoever held that row (another scheduler's
+    settle), and hid it from their takes. It marks the changed schedule without touching it."""
+    dest = SimulatedDestination()
+    with open_service(pg_store, dest) as svc:
+        t0 = max(create(svc, f"s{k}", every=2) for k in range(2))
+        scheduler(svc, dest, "A", 60.0).run_once(t0)
+        assert scheduler(svc, dest, "A", 60.0).run_once(next_even(t0)).started == 2
+        held, changed = (str(svc.load.source(NS, f"s{k}").id) for k in range(2))
+        svc.update_schedule(NS, "s1", paused=True)  # a command's change, after the pass's
+        due = ScheduleDue(svc.views.engine, svc.app.recorder)
+        marked: list[int] = []
+        with svc.views.engine.connect() as other:  # holds s0's row, as a settle does
+            other.begin()
+            other.execute(select(due_rows.c.version).where(
+                due_rows.c.aggregate_id == held).with_for_update())
+            sweeping = threading.Thread(target=lambda: marked.append(due.sweep()))
+            sweeping.start()
+            sweeping.join(timeout=10)
+            waited = sweeping.is_alive()
+            other.rollback()
+        sweeping.join()
+        assert not waited and marked == [1]
+        assert due.take(next_even(t0), "B", 10) == [changed]
