@@ -132,6 +132,6 @@ def test_scheduler_fleet_capacity_prints_each_pair_and_the_median_ratio() -> Non
     assert done.returncode == 0, done.stderr
     rows = [ln.split("|")[1:-1] for ln in done.stdout.splitlines() if ln.startswith("| 1 |")]
     assert [r[1].strip() for r in rows] == ["1", "2"]
-    assert all(float(r[3]) > 0 for r in rows)  # starts made in each run's window
+    assert all(r[4].strip() != "nan" for r in rows)  # a p50 lag: each run started actions
     assert any(ln.startswith("2 processes / 1, each pair: ") and ln.endswith("x")
                for ln in done.stdout.splitlines())

@@ -16,9 +16,9 @@ from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.source import scheduling
 from schedfence.domain.source.scheduling import WATCH_EVERY, WATCH_LAZILY
 from schedfence.domain.source.spec import make_spec
-from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.application.service import open_service
+from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
 from schedfence.infra.engines.scheduler import Scheduler
 from tests.infra.engines.sched_world import world  # noqa: F401 (the fixture)
 
