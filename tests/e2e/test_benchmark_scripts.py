@@ -135,3 +135,16 @@ def test_scheduler_fleet_capacity_prints_each_pair_and_the_median_ratio() -> Non
     assert all(r[4].strip() != "nan" for r in rows)  # a p50 lag: each run started actions
     assert any(ln.startswith("2 processes / 1, each pair: ") and ln.endswith("x")
                for ln in done.stdout.splitlines())
+
+
+def test_due_take_prints_a_take_per_fleet_size_and_their_ratio() -> None:
+    """``benchmarks/due_take.py`` on PostgreSQL: each fleet's takes lease the batch asked for
+    (the script asserts it), one row per size and the ratio (timings not asserted)."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/due_take.py", "--sizes", "300,3000", "--due", "50",
+         "--batch", "20", "--takes", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [ln.split("|")[1].strip() for ln in lines if ln.startswith("| 3")] == ["300", "3,000"]
+    assert lines[-1].startswith("take at 3,000 / at 300: ") and lines[-1].endswith("x")
