@@ -310,7 +310,6 @@ def ladder(store, sizes: list[int], seconds: float, timeout: int, poll: float,
               f"{most[2]:,}/s" + (f" ({most[2] / most[1]:.2f}x)" if most[1] else ""))
 
 
-
 def capacity(store, rates: tuple[int, int], rounds: int, seconds: float, timeout: int,
              poll: float, every: int) -> None:
     """1 process at ``rates[0]`` starts due a second and 2 at ``rates[1]``, each more than it
