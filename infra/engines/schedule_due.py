@@ -83,6 +83,8 @@ _MARK = (
     "ORDER BY c.originator_id "  # rows locked in settle's order
     "ON CONFLICT (aggregate_id) DO UPDATE SET version = excluded.version, due_us = 0 "
     "WHERE " + due_rows.name + ".version < excluded.version")
+# The position swept, its row locked for the sweep (one sweep at a time).
+_SWEPT = select(swept.c.position).where(swept.c.name == "log").with_for_update()
 _ADVANCE = text(
     f"INSERT INTO {swept.name} (name, position) VALUES ('log', :position) ON CONFLICT (name) "
     f"DO UPDATE SET position = excluded.position WHERE {swept.name}.position < excluded.position")
@@ -123,13 +125,12 @@ class ScheduleDue(SideTables):
         """Mark due at once every schedule changed since the last sweep; how many were."""
         self._ensure_table()
         mark, tail, behind = self._sweep_statements()
-        swept_at = select(swept.c.position).where(swept.c.name == "log")
         with self.engine.connect() as conn:  # nothing new (an idle pass): nothing written
             if not conn.execute(behind).scalar():
                 return 0
         marked = 0
         with self._writing() as conn:  # the swept row locked: one sweep at a time
-            after = conn.execute(swept_at.with_for_update()).scalar() or 0
+            after = conn.execute(_SWEPT).scalar() or 0
             until = conn.execute(tail).scalar() or 0
             for start in range(after, until, SWEEP_PAGE):
                 marked += conn.execute(mark, {
