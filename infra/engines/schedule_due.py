@@ -115,15 +115,19 @@ _RELEASE = text(f"UPDATE {due_rows.name} SET lease_us = 0 "
                 f"WHERE aggregate_id = :aggregate_id AND {_HELD}")
 # The earliest due rows free to the holder, ``WINDOW`` times a batch (an index range: a sort of
 # the whole backlog cost 78 ms a take at 100,000 due), then the holder's own among them first.
+# PostgreSQL locks the window's rows (SKIP LOCKED: concurrent takers get different rows) and
+# updates the chosen by their row address (``ctid``), which the take's own lock keeps from
+# changing until it ends: updated by id, the plan joined them to a scan of the whole table
+# (6.0 against 4.4 ms of the server's CPU a take of 200 among 30,000: benchmarks/RESULTS.md).
 WINDOW = 4
 _TAKE = (f"UPDATE {due_rows.name} SET holder = :holder, lease_us = :lease "
-         "WHERE aggregate_id IN (SELECT aggregate_id FROM (SELECT aggregate_id, holder, due_us "
+         "WHERE {key} IN (SELECT {key} FROM (SELECT {key}, holder, due_us "
          f"FROM {due_rows.name} WHERE due_us <= :now AND (lease_us < :wall OR holder = :holder) "
          "ORDER BY due_us LIMIT :window{lock}) w "
          "ORDER BY CASE WHEN holder = :holder THEN 0 ELSE 1 END, due_us LIMIT :limit) "
          "RETURNING aggregate_id")
-_TAKES = {True: text(_TAKE.format(lock=" FOR UPDATE SKIP LOCKED")),
-          False: text(_TAKE.format(lock=""))}
+_TAKES = {True: text(_TAKE.format(key="ctid", lock=" FOR UPDATE SKIP LOCKED")),
+          False: text(_TAKE.format(key="aggregate_id", lock=""))}
 
 
 class ScheduleDue(SideTables):

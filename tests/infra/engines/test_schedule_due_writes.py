@@ -1,11 +1,14 @@
-"""The due index's settle, on each store (PostgreSQL writes a batch in one statement, other
-stores a row at a time): a decision lands only over a row of its version or older, only the
-holder's lease is given back, and rows are locked in id order, as every other writer locks
-them (the sweep's mark, a release), so two writers never wait on each other in a circle."""
+"""The due index's writes on each store. The settle (PostgreSQL writes a batch in one
+statement, other stores a row at a time): a decision lands only over a row of its version or
+older, only the holder's lease is given back, and rows are locked in id order, as every other
+writer locks them (the sweep's mark, a release), so two writers never wait on each other in a
+circle. The take (PostgreSQL updates the rows it locked by their address): it passes over
+rows another taker holds, and leases what it returns."""
 from __future__ import annotations
 
 import threading
 import uuid
+from datetime import datetime, timezone
 
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
@@ -13,6 +16,7 @@ from sqlalchemy.exc import OperationalError
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from schedfence.infra.application.service import open_service
 from schedfence.infra.engines.schedule_due import ScheduleDue, due_rows
+from schedfence.projections.records import to_us
 
 
 def rows(due: ScheduleDue) -> dict[str, tuple]:
@@ -77,3 +81,23 @@ def _held_elsewhere(conn, aggregate_id: str) -> bool:
         conn.rollback()
         threading.Event().wait(0.05)
     return False
+
+
+def test_a_take_passes_over_rows_another_taker_holds_and_leases_what_it_returns(pg_store):
+    with open_service(pg_store, SimulatedDestination()) as svc:
+        due = ScheduleDue(svc.views.engine, svc.app.recorder, lease_seconds=60)
+        now = datetime.now(timezone.utc)
+        ids = sorted(str(uuid.uuid4()) for _ in range(4))
+        put(due, *((a, 1, to_us(now) - 10 + i, "", 0) for i, a in enumerate(ids)))
+        with svc.views.engine.connect() as other:  # a concurrent take, mid-statement
+            other.begin()
+            other.execute(select(due_rows.c.version).where(
+                due_rows.c.aggregate_id.in_(ids[:2])).with_for_update())
+            taken = due.take(now, "A", 3)
+            other.rollback()
+        assert sorted(taken) == ids[2:]
+        leases = {a: (holder, lease_us > to_us(now)) for a, (_, _, holder, lease_us)
+                  in rows(due).items()}
+        assert leases == {ids[0]: ("", False), ids[1]: ("", False),
+                          ids[2]: ("A", True), ids[3]: ("A", True)}
+        assert sorted(due.take(now, "B", 3)) == ids[:2]  # A's leases held: the rest
