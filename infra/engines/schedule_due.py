@@ -13,7 +13,8 @@ the schedule version that time was decided on, and a lease (``holder``, ``lease_
   directly, not through the operator views, so a pass never waits on (or for) the projection.
 - **Kept by the pass that decided.** ``settle`` writes a schedule's next due time with the
   version it was decided on, only over a row of that version or older (a change the pass did
-  not see stays due), and gives back the pass's lease, in one statement per row.
+  not see stays due), and gives back the pass's lease: a batch in one statement on
+  PostgreSQL, a statement per row elsewhere.
 - **Leases.** ``take`` leases a bounded batch of due rows to one scheduler (PostgreSQL: ``FOR
   UPDATE SKIP LOCKED``, so concurrent takers get different rows; SQLite has one writer at a
   time). A given-back lease keeps its ``holder``, the scheduler that stepped the schedule
