@@ -225,7 +225,7 @@ _NEXT_BLOCK = sql_text("SELECT " + ", ".join(f"nextval('{SEQUENCES[k]}')" for k 
                        + " FROM generate_series(1, :n)")
 _NEXT_SEQS = sql_text(f"SELECT nextval('{SEQUENCES['seq']}') FROM generate_series(1, :n)")
 # A call's new rows of each kind in one statement, its columns as arrays sent in binary. Per
-# start of a batch of 200: a row at a time cost the server 45-47 us and the client 120-135;
+# start of a batch of 200: a row at a time cost the server 45-47 us and the client 100-135;
 # this, 36 and 86-96; text arrays, which escape each JSON document's quotes in Python, 265
 # on the client (benchmarks/RESULTS.md). Driver SQL (psycopg's ``%(name)b``).
 _PG_INSERT_WORKFLOWS = (
