@@ -91,11 +91,14 @@ _ADVANCE = text(
     f"DO UPDATE SET position = excluded.position WHERE {swept.name}.position < excluded.position")
 # A lease is given back by its holder only: a row another scheduler took since keeps its lease.
 _HELD = "holder = :holder"
-_SETTLE = text(
-    f"UPDATE {due_rows.name} SET "
-    "due_us = CASE WHEN version <= :version THEN :due ELSE due_us END, "
-    "version = CASE WHEN version <= :version THEN :version ELSE version END, "
-    f"lease_us = CASE WHEN {_HELD} THEN 0 ELSE lease_us END WHERE aggregate_id = :aggregate_id")
+# A settle's rule, written once for both forms below: the decision lands over a row of its
+# version or older only, and the holder gives back its own lease. ``{d}``: the row's columns;
+# ``{v}``: the decision's (bind parameters, or a joined row).
+_SETTLED = ("due_us = CASE WHEN {d}version <= {v}version THEN {v}due ELSE {d}due_us END, "
+            "version = CASE WHEN {d}version <= {v}version THEN {v}version ELSE {d}version END, "
+            "lease_us = CASE WHEN {d}" + _HELD + " THEN 0 ELSE {d}lease_us END")
+_SETTLE = text(f"UPDATE {due_rows.name} SET " + _SETTLED.format(d="", v=":")
+               + " WHERE aggregate_id = :aggregate_id")
 # PostgreSQL: a batch's settle in one statement (a row at a time cost the scheduler 26 us of
 # CPU a row, against 10 here; the server's share about the same: benchmarks/RESULTS.md). Its
 # rows are locked first, in id order, as every writer locks them (the mark, a release):
@@ -106,12 +109,8 @@ _SETTLE_ARRAYS = text(
     "CAST(:dues AS bigint[])) AS v(aggregate_id, version, due)), "
     f"locked AS (SELECT aggregate_id FROM {due_rows.name} "
     "WHERE aggregate_id = ANY(CAST(:ids AS varchar[])) ORDER BY aggregate_id FOR UPDATE) "
-    f"UPDATE {due_rows.name} d SET "
-    "due_us = CASE WHEN d.version <= v.version THEN v.due ELSE d.due_us END, "
-    "version = CASE WHEN d.version <= v.version THEN v.version ELSE d.version END, "
-    f"lease_us = CASE WHEN d.{_HELD} THEN 0 ELSE d.lease_us END "
-    "FROM v WHERE d.aggregate_id = v.aggregate_id "
-    "AND (SELECT count(*) FROM locked) >= 0")
+    f"UPDATE {due_rows.name} d SET " + _SETTLED.format(d="d.", v="v.")
+    + " FROM v WHERE d.aggregate_id = v.aggregate_id AND (SELECT count(*) FROM locked) >= 0")
 _RELEASE = text(f"UPDATE {due_rows.name} SET lease_us = 0 "
                 f"WHERE aggregate_id = :aggregate_id AND {_HELD}")
 # The earliest due rows free to the holder, ``WINDOW`` times a batch (an index range: a sort of
@@ -190,17 +189,17 @@ class ScheduleDue(SideTables):
         row of that version or older; the holder's leases on them given back."""
         if not decided:
             return
-        # One row per schedule, its latest decision (a pass decides each once).
-        latest = {a: (v, d) for a, v, d in sorted(decided, key=lambda r: (r[0], r[1]))}
-        rows = sorted(latest.items())
+        # One row per schedule, its latest decision (a pass decides each once), in id order.
+        latest = {r[0]: r for r in sorted(decided, key=lambda r: (r[0], r[1]))}
+        rows = [latest[a] for a in sorted(latest)]
         with self._writing() as conn:  # rows locked in one order by every writer: no deadlock
             if conn.dialect.name == "postgresql":
-                conn.execute(_SETTLE_ARRAYS, {
-                    "ids": [a for a, _ in rows], "versions": [v for _, (v, _) in rows],
-                    "dues": [d for _, (_, d) in rows], "holder": holder})
+                ids, versions, dues = (list(column) for column in zip(*rows))
+                conn.execute(_SETTLE_ARRAYS, {"ids": ids, "versions": versions, "dues": dues,
+                                              "holder": holder})
                 return
             conn.execute(_SETTLE, [{"aggregate_id": a, "version": v, "due": d, "holder": holder}
-                                   for a, (v, d) in rows])
+                                   for a, v, d in rows])
 
     def release(self, ids: list[str], holder: str) -> None:
         """Give back ``holder``'s leases on ``ids``, their rows as they are."""

@@ -184,9 +184,8 @@ class SqlSimTx:
             else:
                 continue
             self._loaded[(ns, wid)] = (text, runs)
-        if inserts or self._pending_log:
-            self._insert(inserts, self._pending_log)
-            self._pending_log = []
+        self._insert(inserts, self._pending_log)
+        self._pending_log = []
         if updates:
             self._conn.execute(workflows_table.update().where(
                 c.name == self._name, c.namespace == bindparam("k_ns"),
