@@ -14,7 +14,8 @@ from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.text import validate_id
 
 from . import tables as t
-from .queries import check_limit, decode_cursor, encode_cursor
+from .cursors import decode_cursor, encode_cursor
+from .queries import check_limit
 from .records import AuditEntry, AuditPage, from_us
 
 

@@ -1,9 +1,6 @@
 """Operator queries, answered from the projection's indexed tables (never by scanning the log)."""
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 import shlex
 import time
@@ -22,12 +19,12 @@ from schedfence.domain.read_shape import READ_FIELDS
 from schedfence.domain.source.key import ScheduleKey
 
 from . import oncall as oc
+from .cursors import decode_cursor, encode_cursor, keys_after
 from . import tables as t
 from .batch import migration_state
 from .records import MigrationRow, OnCallItem, from_us, to_us
 
 MAX_LIMIT = 10_000
-MAX_CURSOR = 10_000  # characters: a list cursor holds a key (two ids of up to 1000 characters)
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -64,28 +61,7 @@ def parse_schedule(text: str) -> tuple[str, str]:
     return namespace, schedule_id
 
 
-# -- pages -------------------------------------------------------------------------------------
-# One definition of a page for the CLI and the HTTP API: at most ``limit`` rows in a fixed order
-# and, while more match, an opaque cursor naming the last row returned (keyset paging: the next
-# page starts after it, so a row is returned once across pages however the log grows).
-def encode_cursor(kind: str, *values: Any) -> str:
-    raw = json.dumps([kind, *values], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def decode_cursor(kind: str, token: str, types: tuple[type, ...]) -> list[Any]:
-    """The values ``encode_cursor(kind, ...)`` put in ``token``; anything else is refused."""
-    value: Any = None
-    if isinstance(token, str) and token.isascii() and 0 < len(token) <= MAX_CURSOR:
-        try:
-            value = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        except (ValueError, binascii.Error, UnicodeDecodeError):
-            value = None
-    if not (isinstance(value, list) and len(value) == len(types) + 1 and value[0] == kind
-            and all(type(v) is t for v, t in zip(value[1:], types))):
-        raise InvalidArgument(f"cursor {str(token)[:40]!r} was not returned by a {kind} page "
-                              "(pass next_cursor back unchanged, with the same filters)")
-    return value[1:]
+# -- pages (their cursors: projections/cursors.py) --------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -190,13 +166,6 @@ def schedule_keys(engine: Engine, namespace: str | None, limit: int,
             for r in rows[:limit] if incarnations.get((r.namespace, r.schedule_id))]
     more = len(rows) > limit
     return KeyPage(keys, encode_cursor("schedules", rows[limit - 1].position) if more else None)
-
-
-def keys_after(after: str) -> int:
-    """The log position of the last key a schedules page returned, from the page's cursor;
-    a cursor of anything else is refused."""
-    position: int = decode_cursor("schedules", after, (int,))[0]
-    return position
 
 
 def migration_states(engine: Engine, ids: list[str]) -> dict[str, str]:

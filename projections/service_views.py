@@ -21,6 +21,7 @@ from . import audit_query as aq
 from . import key_table as kt
 from . import metrics as pm
 from . import queries as q
+from .cursors import keys_after
 from .oncall import STUCK_AFTER as STUCK_AFTER  # the default, where "stuck" is decided
 from .projection import FenceProjection
 from .records import MigrationRow, OnCallItem
@@ -160,7 +161,7 @@ class OperatorViews:
         """A page of schedule keys in creation order, with their current incarnation."""
         q.check_limit(limit)
         if after is not None:
-            q.keys_after(after)
+            keys_after(after)
         return q.schedule_keys(self._fresh().view.engine, namespace, limit, after)
 
     def key_rows(self, only: tuple[str, str] | None = None) -> list[kt.KeyRow]:

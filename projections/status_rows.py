@@ -9,6 +9,11 @@ from typing import Any
 
 from .names import PREFIX, PROJECTION, SCHEMA_VERSION
 
+# ScheduleKey.Created's stored topic (domain/topics.py), named here so that no event class is
+# imported; tests/projections hold them equal.
+KEY_CREATED = "schedfence.schedule_key.Created"
+CHUNK = 500  # ids per IN list
+
 
 class StatusRows:
     """``conn``: a DB-API connection in a read transaction; ``marker``: its parameter marker
@@ -33,6 +38,11 @@ class StatusRows:
                             "projection = ?", PROJECTION)
         return len(tracked) == 1 and tracked[0][0] == SCHEMA_VERSION
 
+    def tracked_position(self) -> int:
+        """The last position of the log the projection applied (its tracking row's)."""
+        return int(self._one(f"SELECT notification_id FROM {self.prefix}tracking WHERE "
+                             "projection = ?", PROJECTION)[0][0])
+
     def folded(self, aggregate_id: str) -> tuple[int, dict[str, Any]] | None:
         """A key's or schedule's version and folded state (None: no such row)."""
         found = self._one(f"SELECT version, folded FROM {self.prefix}aggregates WHERE "
@@ -44,3 +54,35 @@ class StatusRows:
         found = self._one(f"SELECT version, folded FROM {self.prefix}migrations WHERE "
                           "migration_id = ?", migration_id)
         return (found[0][0], json.loads(found[0][1])) if found else None
+
+    def key_page(self, namespace: str | None, after_position: int | None,
+                 limit: int) -> list[tuple[int, str, str]]:
+        """Up to ``limit`` keys' creations (position, namespace, schedule id) in log order,
+        after ``after_position``, in ``namespace`` if given (queries.schedule_keys' rows)."""
+        sql = f"SELECT position, namespace, schedule_id FROM {self.prefix}audit WHERE topic = ?"
+        params: list[Any] = [KEY_CREATED]
+        if namespace is not None:
+            sql, params = sql + " AND namespace = ?", params + [namespace]
+        if after_position is not None:
+            sql, params = sql + " AND position > ?", params + [after_position]
+        rows = self._one(sql + " ORDER BY position LIMIT ?", *params, limit)
+        return [(int(p), ns, sid) for p, ns, sid in rows]
+
+    def folded_many(self, aggregate_ids: list[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+        """``folded`` for many rows at once: each found id's version and folded state."""
+        return {aid: (version, json.loads(folded)) for aid, version, folded in self._many(
+            f"SELECT aggregate_id, version, folded FROM {self.prefix}aggregates "
+            "WHERE folded IS NOT NULL AND aggregate_id IN ", aggregate_ids)}
+
+    def migration_states(self, migration_ids: list[str]) -> dict[str, tuple[int, str]]:
+        """Many rollback migrations at once: each found id's version and state."""
+        return {mid: (version, state) for mid, version, state in self._many(
+            f"SELECT migration_id, version, state FROM {self.prefix}migrations "
+            "WHERE migration_id IN ", migration_ids)}
+
+    def _many(self, sql: str, ids: list[str]) -> list[tuple[Any, ...]]:
+        found: list[tuple[Any, ...]] = []
+        for at in range(0, len(ids), CHUNK):
+            chunk = ids[at:at + CHUNK]
+            found += self._one(sql + f"({','.join('?' * len(chunk))})", *chunk)
+        return found

@@ -10,7 +10,8 @@ from schedfence.domain.owners.audit import AuditState
 from schedfence.domain.owners.classify import DRIFT, FAILING, OwnerRow, failing
 from schedfence.domain.owners.resolve import resolutions
 from schedfence.projections.ownership import last_audits
-from schedfence.projections.queries import check_limit, decode_cursor, encode_cursor
+from schedfence.projections.cursors import decode_cursor, encode_cursor
+from schedfence.projections.queries import check_limit
 
 CURSOR = "owners"
 

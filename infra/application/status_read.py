@@ -35,6 +35,8 @@ PG_EVENTS = "schedfence_events"
 SQLITE = "sqlite:///"
 STATE_FIELDS = {f.name for f in fields(ScheduleState)}
 Latest = Callable[[list[UUID]], dict[UUID, int]]
+# Whether the log holds an event of this topic after this position (notification id).
+Since = Callable[[str, int], bool]
 
 
 def read_model_status(store: str, namespace: str, schedule_id: str) -> dict[str, Any] | None:
@@ -43,7 +45,7 @@ def read_model_status(store: str, namespace: str, schedule_id: str) -> dict[str,
         validate_id("namespace", namespace)
         validate_id("schedule id", schedule_id)
         with _rows(store) as found:
-            return None if found is None else _status(*found, namespace, schedule_id)
+            return None if found is None else _status(*found[:2], namespace, schedule_id)
     except Exception:  # noqa: BLE001 - the log's read names any problem, in its words
         return None
 
@@ -86,10 +88,10 @@ def _status(rows: StatusRows, latest: Latest, namespace: str,
 
 
 @contextmanager
-def _rows(store: str) -> Iterator[tuple[StatusRows, Latest] | None]:
-    """The projection's rows and the log's latest versions in one read transaction on
-    ``store`` (None: a URL this path does not read). Nothing is created: a SQLite file must
-    exist."""
+def _rows(store: str) -> Iterator[tuple[StatusRows, Latest, Since] | None]:
+    """The projection's rows, the log's latest versions and whether the log holds an event of
+    a topic after a position, in one read transaction on ``store`` (None: a URL this path does
+    not read). Nothing is created: a SQLite file must exist."""
     if store.startswith(SQLITE):
         path = store[len(SQLITE):]
         if not path or "?" in path or path == ":memory:" or not os.path.isfile(path):
@@ -102,7 +104,9 @@ def _rows(store: str) -> Iterator[tuple[StatusRows, Latest] | None]:
             yield StatusRows(conn, "?", None), lambda ids: {UUID(i): v for i, v in conn.execute(
                 f"SELECT originator_id, MAX(originator_version) FROM {SQLITE_EVENTS} WHERE "
                 f"originator_id IN ({','.join('?' * len(ids))}) GROUP BY originator_id",
-                [i.hex for i in ids])}
+                [i.hex for i in ids])}, lambda topic, position: bool(conn.execute(
+                    f"SELECT 1 FROM {SQLITE_EVENTS} WHERE rowid > ? AND topic = ? LIMIT 1",
+                    [position, topic]).fetchall())
         finally:
             conn.close()
         return
@@ -116,6 +120,10 @@ def _rows(store: str) -> Iterator[tuple[StatusRows, Latest] | None]:
     with (target.connect() if lib is None else
           libpq.Connection(lib, target.keywords(), target.redacted)) as pg:
         pg.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        events = f'"{target.schema}".{PG_EVENTS}'
         yield StatusRows(pg, "%s", target.schema), lambda ids: dict(pg.execute(
-            f'SELECT originator_id, MAX(originator_version) FROM "{target.schema}".{PG_EVENTS} '
-            "WHERE originator_id = ANY(%s) GROUP BY originator_id", [ids]).fetchall())
+            f"SELECT originator_id, MAX(originator_version) FROM {events} "
+            "WHERE originator_id = ANY(%s) GROUP BY originator_id", [ids]).fetchall()), \
+            lambda topic, position: bool(pg.execute(
+                f"SELECT 1 FROM {events} WHERE notification_id > %s AND topic = %s LIMIT 1",
+                [position, topic]).fetchall())

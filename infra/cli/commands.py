@@ -232,7 +232,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "abort": ("admin", "abort", "Cancel an open migration, restoring the source."),
     "worker": ("admin", "worker", "Run migration tasks from the due-work index."),
     "status": ("status", "status", "Show a schedule and its latest migration."),
-    "list": ("reads", "list_", "One row per schedule key (its current incarnation), in the "
+    "list": ("listing", "list_", "One row per schedule key (its current incarnation), in the "
              "order keys were created."),
     "history": ("reads", "history", "Events of a schedule and its migrations, in order (JSON: "
                 "each with its summary)."),

@@ -19,6 +19,8 @@ from schedfence.infra.application.service import MigrationService
 from schedfence.infra.cli.blocks import kv_block, migration_lines, schedule_lines  # noqa: F401
 from schedfence.infra.cli.emitting import (emit_error, emit_json, emit_json_line,  # noqa: F401
                                            emit_lines)
+from schedfence.infra.cli.table import more_hint, rich_table, table  # noqa: F401
+from schedfence.infra.cli.listing import list_lines  # noqa: F401
 
 # Event fields that are noise in a one-line history summary (``--json`` still has them all).
 _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_id",
@@ -27,40 +29,6 @@ _HISTORY_SKIP = {"worker", "input", "originator_topic", "migration_id", "source_
 _REQUEST_ID_SHOWN = {"RequestIdAssigned", "FencedForMigration", "ClosedByMigration",
                      "FenceAdopted", "LegacyMigrationAdopted"}
 _MAX_VALUE = 60
-
-
-def rich_table(headers: Sequence[str], rows: Sequence[Sequence[object]],
-               empty: str) -> list[str]:
-    """``table``, or the line ``empty`` when there is no row."""
-    return table(headers, rows) if rows else [empty]
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """Every table of the CLI, drawn by rich: a header, a rule, one line per row; cells are
-    never cut or wrapped (ids stay whole however wide), and no colour or escape codes are
-    written."""
-    import io
-
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="",
-                 highlight=False)
-    for header in headers:
-        grid.add_column(header, no_wrap=True, overflow="ignore")
-    for row in rows:
-        grid.add_row(*[show(c) for c in row])
-    buffer = io.StringIO()
-    Console(file=buffer, width=1_000_000, color_system=None, force_terminal=False,
-            highlight=False, markup=False, emoji=False).print(grid)
-    return [line.rstrip() for line in buffer.getvalue().splitlines()]
-
-
-def more_hint(next_cursor: str | None, shown: int, command: str) -> list[str]:
-    """What text output says when a page is not the last: how to get the next one."""
-    if next_cursor is None:
-        return []
-    return [f"({shown} shown; more match: next page: {command} --after {next_cursor})"]
 
 
 def stderr_is_terminal() -> bool:
@@ -180,14 +148,6 @@ def rollback_lines(result: dict[str, Any]) -> list[str]:
     return kv_block(f"rollback {result['outcome']}", [
         ("request id", result["request_id"]), ("origin", result["request_id_origin"]),
         ("migration id", result["migration_id"]), ("destination", result["destination"])])
-
-
-def list_lines(rows: list[dict[str, Any]]) -> list[str]:
-    headers = ["NAMESPACE", "SCHEDULE", "INC", "PAUSED", "CLOSED", "MIGRATION PENDING",
-               "MIGRATION"]
-    body = [[r["namespace"], r["schedule_id"], r["incarnation"], r["paused"], r["closed"],
-             r["migration_pending"], r["migration_state"]] for r in rows]
-    return rich_table(headers, body, "no schedules")
 
 
 def audit_lines(page: Any) -> list[str]:

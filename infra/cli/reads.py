@@ -1,13 +1,12 @@
-"""``schedfence list | history | verify | audit | migrations``: read what a store
+"""``schedfence history | verify | audit | migrations``: read what a store
 holds. Each opens the store as it is (nothing is created, no destination is needed).
 
-``list``, ``audit`` and ``migrations`` answer a page at a time (projections/queries.py, the one
+``audit`` and ``migrations`` (and ``list``, in listing.py) answer a page at a time (projections/queries.py, the one
 definition the HTTP API pages with too): ``--limit`` rows; while more match, the JSON carries
 ``next_cursor`` and the text ends with the command for the next page (``--after CURSOR``)."""
 from __future__ import annotations
 
-import shlex
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -16,62 +15,13 @@ from schedfence.domain.ids import validate_id
 from schedfence.projections.records import EPOCH, MICROSECOND
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, existing, json_option
-from schedfence.infra.application.views import history_doc, schedule_list
-
-MAX_ROWS = 1000  # rows per page unless --limit says otherwise
-MAX_LIMIT = 10_000
-
-
-def _limit_option(default: int) -> Any:
-    return click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=default,
-                        show_default=True, help="At most this many rows per page.")
-
-
-_after_option = click.option("--after", default=None, metavar="CURSOR",
-                             help="The next page: the cursor the previous page printed "
-                                  "(next_cursor), with the same filters.")
-_namespace_option = click.option("--namespace", default=None, help="Only this namespace.")
-
-
-def _emit_page(as_json: bool, doc: dict[str, Any], lines: Callable[[], list[str]]) -> None:
-    """A page as JSON, or as a table (drawn only then: rich takes about 0.7 ms a row)."""
-    if as_json:
-        out.emit_json(doc)
-    else:
-        out.emit_lines(lines())
-
-
-def next_page(cursor: str | None, shown: int) -> list[str]:
-    """The text output's last line while more match: the same command, one page on."""
-    if cursor is None:
-        return []
-    ctx = click.get_current_context()
-    words = [ctx.command.name or ""]
-    for param in ctx.command.params:
-        value = ctx.params.get(param.name or "")
-        if not isinstance(param, click.Option) or param.name in ("as_json", "after") \
-                or value in (None, False, ()) or value == param.default:
-            continue
-        for one in (value if isinstance(value, tuple) else (value,)):
-            words += [param.opts[0]] + ([] if param.is_flag else [str(one)])
-    return out.more_hint(cursor, shown, "schedfence " + shlex.join(words))
+from schedfence.infra.application.views import history_doc
+from schedfence.infra.cli.listing import MAX_ROWS, after_option as _after_option
+from schedfence.infra.cli.listing import emit_page as _emit_page, limit_option as _limit_option
+from schedfence.infra.cli.listing import namespace_option as _namespace_option, next_page
 
 
 # -- read views --------------------------------------------------------------------------------
-@click.command("list")
-@_namespace_option
-@_limit_option(MAX_ROWS)
-@_after_option
-@json_option
-def list_(namespace: str | None, limit: int, after: str | None, as_json: bool) -> None:
-    """One row per schedule key (its current incarnation), in the order keys were created."""
-    if namespace is not None:
-        validate_id("namespace", namespace)
-    doc = schedule_list(existing(), namespace, limit, after)
-    _emit_page(as_json, doc, lambda: out.list_lines(doc["schedules"])
-               + next_page(doc["next_cursor"], len(doc["schedules"])))
-
-
 @click.command()
 @click.argument("namespace")
 @click.argument("schedule_id")

@@ -15,7 +15,8 @@ from schedfence.domain.rollback.phases import Phase
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
 from schedfence.domain.text import MAX_ID_LENGTH
-from schedfence.projections.queries import MAX_CURSOR, MAX_LIMIT
+from schedfence.projections.cursors import MAX_CURSOR
+from schedfence.projections.queries import MAX_LIMIT
 
 from schedfence.infra.http.errors import RESPONSES
 from schedfence.infra.http.calls import Reader, call

@@ -138,7 +138,7 @@ def test_the_versions_it_compares_are_the_logs(file_store_url: str) -> None:
         expected = {i: service.app.repository.get(i).version for i in ids}
     with _rows(store) as found:
         assert found is not None
-        _, latest = found
+        _, latest, _ = found
         assert latest(ids) == expected and set(expected.values()) != {1}
     assert event_table() == PG_EVENTS
 
