@@ -1,10 +1,10 @@
-"""CLI start-up, side by side: fresh ``schedfence`` processes for ``--help``, ``status --help``
-and ``status`` (text and ``--json``) on a SQLite store and on a PostgreSQL store (a database
+"""CLI start-up, side by side: fresh ``schedfence`` processes for ``--help``, ``status --help``,
+``status`` and ``list`` of 503 rows (text and ``--json``) on a SQLite store and on a PostgreSQL store (a database
 this script creates and drops), against the baseline ``python -c "import pydantic,
 eventsourcing"`` measured in the same rounds (each round runs every case once, so load on the
 machine hits them alike). Prints, per case, the median (min-max) of --runs rounds of its wall
 time and of its CPU time (user + system: steadier on a shared machine), each as a ratio to the
-baseline's (target for ``status``: wall at most 2x).
+baseline's (target for ``status`` and ``list``: wall at most 2x).
 
 Each backend gets two stores with the same schedules (two of three rolled back): on the first
 the operator projection is caught up (``projection catch-up``, as a running ``projection
@@ -49,6 +49,7 @@ FLOORS = (
     ("import schedfence.infra.cli", "import schedfence.infra.cli"),
 )
 SCHEDULES = 3  # in each store `status` reads; two of them with a migration
+LISTED = 500  # more schedules in each store (namespace "many"): what `list` pages through
 PACKAGES = ("domain", "projections", "infra")  # schedfence.<name> lives in <checkout>/<name>
 DRIVERS = ("sqlite3", "_sqlite3", "psycopg", "psycopg_c", "psycopg_binary", "sqlalchemy",
            "eventsourcing.sqlite", "eventsourcing.postgres", "eventsourcing.persistence")
@@ -142,8 +143,19 @@ def prepare(store: str, caught_up: bool) -> None:
            "--task-queue", "q")
     ok("rollback", "ns", "s0")
     ok("rollback", "ns", "s1")
+    _many(store)
     if caught_up:
         ok("projection", "catch-up")
+
+
+def _many(store: str) -> None:
+    """``LISTED`` schedules more, through the service (faster than a command each)."""
+    from schedfence import make_action, make_spec, open_service
+    with open_service(store, "sim") as service:
+        for i in range(LISTED):
+            service.create_schedule("many", f"m{i:04d}", spec=make_spec(intervals=[(3600, 0)]),
+                                    action=make_action(workflow_type="W", task_queue="q",
+                                                       workflow_id=f"w{i}"))
 
 
 Case = tuple[str, list[str], "dict[str, str] | None"]  # label, argv, env
@@ -155,7 +167,10 @@ def commands(stores: dict[str, str]) -> list[tuple[str, list[str]]]:
     for label, store in stores.items():
         rows += [(f"schedfence status ({label})", ["--store", store, "status", "ns", "s0"]),
                  (f"schedfence status --json ({label})",
-                  ["--store", store, "status", "ns", "s0", "--json"])]
+                  ["--store", store, "status", "ns", "s0", "--json"]),
+                 (f"schedfence list, {LISTED + SCHEDULES} rows ({label})",
+                  ["--store", store, "list"]),
+                 (f"schedfence list --json ({label})", ["--store", store, "list", "--json"])]
     return rows
 
 
@@ -199,7 +214,7 @@ def report(times: Times, runs: int) -> None:
     for label, (wall, cpu) in times.items():
         ratio, cpu_ratio = median(wall) / base_wall, median(cpu) / base_cpu
         target = ""
-        if label.startswith("schedfence status (") or label.startswith("schedfence status --j"):
+        if label.startswith(("schedfence status (", "schedfence status --j", "schedfence list")):
             target = f"  target wall <= 2.0x: {'met' if ratio <= 2.0 else 'not met'}"
         print(f"  {label:<64} {median(wall):7.0f} ({min(wall):.0f}-{max(wall):.0f}) "
               f"{ratio:5.2f}x   {median(cpu):7.0f} ({min(cpu):.0f}-{max(cpu):.0f}) "
