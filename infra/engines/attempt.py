@@ -57,6 +57,18 @@ BATCH_SIZE = 50  # migrations per batch (infra/engines/batch.py)
 CONCURRENCY = BATCH_SIZE
 
 
+def covering_grace(claim_grace: float, destination: Any) -> float:
+    """The claim grace, raised to cover the destination's deadline where it would not: a start
+    is sent within half the grace of its claim and must be answered (its ``rpc_timeout``,
+    and the second its wait adds) within the other half (``start_in_time``). A grace of 0
+    (tests) stays 0. Every worker of a store must use the same destination URL and grace: a
+    reconciler's grace is its own."""
+    deadline = getattr(destination, "rpc_timeout", None)
+    if claim_grace <= 0 or not isinstance(deadline, (int, float)):
+        return claim_grace
+    return max(claim_grace, 2.0 * (float(deadline) + 1.0))
+
+
 class RollbackEngine:
     """The one engine of a rollback. ``attempt`` runs one migration's steps; ``attempt_batch``
     runs the happy path for many (infra/engines/batch.py, whose steps call this engine's
@@ -72,7 +84,7 @@ class RollbackEngine:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.load = Aggregates(app)
         self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG)
-        self.claim_grace = claim_grace
+        self.claim_grace = covering_grace(claim_grace, destination)
         self.retention_margin = retention_margin  # F16: retention less this proves absence
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
