@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 from schedfence.domain.source.action import StartWorkflowAction
-from schedfence.domain.errors import DomainError, NotFound, Unavailable
+from schedfence.domain.errors import DomainError, InvalidArgument, NotFound, Unavailable
 
 RunStatus = Literal[
     "running", "completed", "failed", "canceled", "terminated", "continued_as_new", "timed_out"
@@ -119,10 +119,21 @@ class NamespaceNotFound(DestinationUnavailable):
     a worker asked after, so a worker backs off and never reads it as "no such run"."""
 
 
+class NamespaceNotServed(DestinationNotReached):
+    """This destination (as configured: its URL's namespaces) does not serve the namespace:
+    nothing left the process. A command answers ``invalid_argument`` (``command_error``): a
+    configuration error, which no retry mends. A worker backs off all the same (another
+    worker, configured for the namespace, may serve it)."""
+
+
 def command_error(exc: DestinationUnavailable, what: str) -> DomainError:
     """What a command answers when the destination could not tell it ``what`` it asked (e.g.
-    "the create check"): ``not_found`` for a namespace that does not exist, ``unavailable``
+    "the create check"): ``invalid_argument`` for a namespace the destination is not
+    configured to serve, ``not_found`` for a namespace that does not exist, ``unavailable``
     (nothing written, retry later) otherwise."""
+    if isinstance(exc, NamespaceNotServed):
+        return InvalidArgument(f"{exc} ({what}): name the namespace in the destination URL "
+                               "(temporal://HOST:PORT/NS1,NS2, or /* for every namespace)")
     if isinstance(exc, NamespaceNotFound):
         return NotFound(f"the destination has no such namespace ({what}): {exc}")
     return Unavailable(f"destination unavailable for {what}: {exc}")

@@ -87,6 +87,17 @@ STORED_TOPICS: dict[str, str] = {
 }
 
 
+# The event types an operator may name (``audit --type``): every event topic above (the
+# aggregates' and the snapshot's are no events), and its class name, which is its last part.
+EVENT_TOPICS = frozenset(t for t in STORED_TOPICS if t.count(".") == 2)
+EVENT_CLASS_NAMES = frozenset(t.rsplit(".", 1)[1] for t in EVENT_TOPICS)
+
+
+def is_event_type(name: str) -> bool:
+    """``name`` is a stored event's class name (``MigrationAborted``) or topic."""
+    return name in EVENT_TOPICS or name in EVENT_CLASS_NAMES
+
+
 def resolve_stored(topic: str) -> Any:
     """The class a stored record's topic names, importing its defining module on first use.
 

@@ -11,6 +11,9 @@
   table, the drain's retries).
 - ``TokenBucket``: the rate limit of a batch job's requests (``take`` sleeps) and of the HTTP
   API's callers (``try_take`` answers how long to wait).
+- ``AdaptiveLimit``: how many start calls a worker's batches have in flight, lowered when the
+  destination answers slowly (AIMD), so a slow server is met with fewer calls, not with
+  deadlines run out (whose outcome is unknown: the migration waits out the claim grace).
 
 Our own rather than tenacity's: the loops are a few lines each, several decide per error and
 keep their own give-up messages, and none needs an async, a statistics or a stop-by-time
@@ -19,8 +22,9 @@ the package, so every layer (the store included) may use it.
 """
 from __future__ import annotations
 
+import threading
 import time
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -122,3 +126,70 @@ class TokenBucket:
         if wait:
             self.sleep(wait)
             self.at, self.tokens = self.clock(), 0.0  # the token refilled during the sleep
+
+
+class AdaptiveLimit:
+    """How many destination calls may be in flight at once, adapted to how fast they are
+    answered (AIMD): a call answered slower than ``slow_after`` seconds, or failed, halves the
+    limit (at most once per as many answers as the limit was, so one slow wave is one
+    decrease); answers in
+    time raise it, by one per answer until the first decrease (a slow start from ``initial``),
+    by one per ``limit`` answers after it; always from ``minimum`` to ``maximum``.
+
+    ``acquire(wanted)`` reserves up to ``wanted`` slots of the limit (waiting while none is
+    free, or until ``stop`` is set: then 0) and ``release(n)`` gives them back, so threads
+    sharing one limit have at most ``limit`` calls in flight between them. ``slow_after``
+    None: never adapts (``maximum`` slots, for a destination with no deadline)."""
+
+    def __init__(self, maximum: int, *, minimum: int = 1, initial: int | None = None,
+                 slow_after: float | None = None) -> None:
+        if not 1 <= minimum <= maximum:
+            raise ValueError("an adaptive limit needs 1 <= minimum <= maximum")
+        self.minimum, self.maximum, self.slow_after = minimum, maximum, slow_after
+        start = maximum if slow_after is None else (initial or minimum)
+        self.limit = max(minimum, min(maximum, start))
+        self.in_flight = 0
+        self.decreases = self.slow = 0  # counters, for a job's figures and the tests
+        self._since_decrease = self._grown = self._window = 0
+        self._slow_started = False  # a first decrease ends the slow start
+        self._cond = threading.Condition()
+
+    def acquire(self, wanted: int, stop: Any = None, poll: float = 0.5) -> int:
+        if self.slow_after is None:
+            return wanted  # not adapting: no count kept either
+        with self._cond:
+            while self.in_flight >= self.limit:
+                if stop is not None and stop.is_set():
+                    return 0
+                self._cond.wait(poll)
+            taken = max(0, min(wanted, self.limit - self.in_flight))
+            self.in_flight += taken
+            return taken
+
+    def release(self, taken: int) -> None:
+        if self.slow_after is None:
+            return
+        with self._cond:
+            self.in_flight = max(0, self.in_flight - taken)
+            self._cond.notify_all()
+
+    def observe(self, seconds: float, failed: bool = False) -> None:
+        """One call's answer: how long it took, and whether it failed (no answer)."""
+        if self.slow_after is None:
+            return
+        with self._cond:
+            self._since_decrease += 1
+            if failed or seconds > self.slow_after:
+                self.slow += 1
+                if self._since_decrease >= self._window:  # not again for the same wave
+                    self._window = self.limit
+                    self.limit = max(self.minimum, self.limit // 2)
+                    self.decreases += 1
+                    self._since_decrease = self._grown = 0
+                    self._slow_started = True
+                return
+            self._grown += 1
+            if not self._slow_started or self._grown >= self.limit:
+                self.limit = min(self.maximum, self.limit + 1)
+                self._grown = 0
+            self._cond.notify_all()

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.text import validate_id
+from schedfence.domain.topics import is_event_type
 
 from . import tables as t
 from .cursors import decode_cursor, encode_cursor
@@ -38,6 +39,26 @@ def check_text(label: str, value: object, most: int = 1000) -> None:
     if not isinstance(value, str) or not value or len(value) > most:
         raise InvalidArgument(f"{label} must be a non-empty string of at most {most} "
                               "characters")
+    check_storable(label, value)
+
+
+def check_storable(label: str, value: str) -> None:
+    """A filter's text that no stored value can hold, and a store cannot take as a parameter
+    (PostgreSQL's text refuses NUL: a ``DataError``, not an empty page)."""
+    if "\x00" in value:
+        raise InvalidArgument(f"{label} must not hold a NUL character")
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise InvalidArgument(f"{label} must not hold a lone surrogate")
+
+
+def check_event_type(value: object) -> None:
+    """A type ``audit`` can filter on: a stored event's class name or topic
+    (domain/topics.py); any other is refused, never answered with an empty page."""
+    check_text("event type", value, 200)
+    if not isinstance(value, str) or not is_event_type(value):
+        raise InvalidArgument(f"unknown event type {str(value)[:80]!r}: a class name "
+                              "such as MigrationAborted, or its topic "
+                              "(schedfence.migration.MigrationAborted)")
 
 
 @dataclass(frozen=True)
@@ -61,7 +82,7 @@ class AuditQuery:
         if self.namespace is not None:
             validate_id("namespace", self.namespace)
         for event_type in (*self.event_types, *self.exclude_types):
-            check_text("event type", event_type, 200)
+            check_event_type(event_type)
         if self.job_id is not None:
             validate_id("job id", self.job_id)
         if self.after is not None:
@@ -72,6 +93,8 @@ class AuditQuery:
         for label, value in (("request id", self.request_id), ("actor", self.actor)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise InvalidArgument(f"{label} must be a non-empty string")
+            if value is not None:
+                check_storable(label, value)
 
     def after_position(self) -> int | None:
         if self.after is None:

@@ -39,6 +39,11 @@ MAX_NAME_BYTES = {"workflow_type": MAX_DESTINATION_ID_BYTES,
                   "workflow_id": MAX_DESTINATION_ID_BYTES - APPENDED_BYTES}
 RESERVED_TASK_QUEUE_PREFIX = "/_sys/"
 PER_NAMESPACE_TASK_QUEUE = "temporal-sys-per-ns-tq"
+# The workflow ids of Temporal's own workflows: a Temporal Schedule's scheduler workflow is
+# ``temporal-sys-scheduler:<schedule id>`` (domain/ids.py), so an action workflow id of
+# ``temporal-sys-scheduler:x`` starts runs at ``temporal-sys-scheduler:x-<time>``, the id of
+# schedule ``x-<time>``'s chain after its rollback. No action may name one.
+RESERVED_WORKFLOW_ID_PREFIX = "temporal-sys-"
 MAX_ATTEMPTS = 2**31 - 1  # an int32 on the wire
 MAX_NAME_LENGTH = 500  # characters of a workflow type, task queue or action workflow id
 SYSTEM_SEARCH_ATTRIBUTES = frozenset({
@@ -217,6 +222,9 @@ def _check_names(action: StartWorkflowAction) -> None:
             why = " (it gets -<RFC 3339 time> appended)" if field == "workflow_id" else ""
             raise InvalidArgument(f"{field}: {size} bytes in UTF-8; Temporal takes at most "
                                   f"{limit}{why}")
+    if action.workflow_id.startswith(RESERVED_WORKFLOW_ID_PREFIX):
+        raise InvalidArgument(f"workflow_id: reserved by Temporal's server for its own "
+                              f"workflows ({RESERVED_WORKFLOW_ID_PREFIX}...)")
     queue = action.task_queue
     if queue == PER_NAMESPACE_TASK_QUEUE or queue.startswith(RESERVED_TASK_QUEUE_PREFIX):
         raise InvalidArgument(f"task_queue: reserved by Temporal's server "

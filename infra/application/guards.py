@@ -11,12 +11,24 @@ from typing import Any
 from schedfence.domain.ids import (destination_workflow_id, migration_aggregate_id,
                                    validate_destination_key)
 from schedfence.domain.ports import (Destination, DestinationNotFound, DestinationUnavailable,
-                                     SearchAttributeRegistry, command_error)
+                                     NamespaceNotServed, SearchAttributeRegistry,
+                                     command_error)
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.source.action import check_registered
 from schedfence.domain.source.program import program_of
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+
+
+def require_served(destination: Destination, namespace: str) -> None:
+    """A destination configured for other namespaces (``serves``: a Temporal adapter's URL)
+    refuses a command for ``namespace`` up front: ``invalid_argument``, never one refusal per
+    schedule of a batch job."""
+    serves = getattr(destination, "serves", None)
+    if callable(serves) and not serves(namespace):
+        served = ", ".join(sorted(getattr(destination, "namespaces", ()))) or "others"
+        raise command_error(NamespaceNotServed(
+            f"this destination serves namespace(s) {served}, not {namespace!r}"), "the job")
 
 
 def destination_check(destination: Destination, namespace: str, schedule_id: str,

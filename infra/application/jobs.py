@@ -26,6 +26,7 @@ from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket, retry_call
 from schedfence.infra.adapters.store.bulk import load_many
+from schedfence.infra.application.guards import require_served
 from schedfence.infra.application.ports import Commands
 from schedfence.infra.application.job_pages import (NO_FORWARD, migration_id, read_page,
                                                     request_one, rollback_answers,
@@ -88,6 +89,7 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
     options.check()
     if sel.direction == TO_SOURCE and not callable(getattr(service, "forward", None)):
         raise InvalidArgument(NO_FORWARD)
+    require_served(service.destination, sel.namespace)
     if not options.dry_run:
         service.require_active()
     job = open_job(service, job_id, sel, options.actor or service.worker_id, options.dry_run)

@@ -36,6 +36,7 @@ from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.pacing import AdaptiveLimit
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -57,6 +58,29 @@ BATCH_SIZE = 50  # migrations per batch (infra/engines/batch.py)
 CONCURRENCY = BATCH_SIZE
 
 
+def covering_grace(claim_grace: float, destination: Any) -> float:
+    """The claim grace, raised to cover the destination's deadline where it would not: a start
+    is sent within half the grace of its claim and must be answered (its ``rpc_timeout``,
+    and the second its wait adds) within the other half (``start_in_time``). A grace of 0
+    (tests) stays 0. Every worker of a store must use the same destination URL and grace: a
+    reconciler's grace is its own."""
+    deadline = getattr(destination, "rpc_timeout", None)
+    if claim_grace <= 0 or not isinstance(deadline, (int, float)):
+        return claim_grace
+    return max(claim_grace, 2.0 * (float(deadline) + 1.0))
+
+
+def start_pacer(destination: Any) -> AdaptiveLimit:
+    """The limit of a worker's start calls in flight (infra/pacing.py): against a destination
+    with a deadline, it starts at 4 and adapts, so a server that slows down gets fewer calls
+    instead of calls that run out their deadline (an unknown outcome: the claim grace);
+    answers slower than half the deadline lower it. Elsewhere (the simulator) it is fixed."""
+    deadline = getattr(destination, "rpc_timeout", None)
+    if not isinstance(deadline, (int, float)):
+        return AdaptiveLimit(CONCURRENCY)
+    return AdaptiveLimit(CONCURRENCY, initial=4, slow_after=float(deadline) / 2)
+
+
 class RollbackEngine:
     """The one engine of a rollback. ``attempt`` runs one migration's steps; ``attempt_batch``
     runs the happy path for many (infra/engines/batch.py, whose steps call this engine's
@@ -72,7 +96,8 @@ class RollbackEngine:
         self.app, self.destination, self.worker_id = app, destination, worker_id
         self.load = Aggregates(app)
         self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG)
-        self.claim_grace = claim_grace
+        self.claim_grace = covering_grace(claim_grace, destination)
+        self.pacer = start_pacer(destination)  # shared by as_worker's engines
         self.retention_margin = retention_margin  # F16: retention less this proves absence
         # Claims under this identity (or its "/<thread>" ids) are this process's own too: a
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
@@ -82,9 +107,11 @@ class RollbackEngine:
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
         """An engine like this one (store, destination, crash hook, claim grace, retention
         margin) under another identity."""
-        return type(self)(self.app, self.destination, worker_id, self.crash_hook,
-                          self.claim_grace if claim_grace is None else claim_grace,
-                          self.retention_margin)
+        engine = type(self)(self.app, self.destination, worker_id, self.crash_hook,
+                            self.claim_grace if claim_grace is None else claim_grace,
+                            self.retention_margin)
+        engine.pacer = self.pacer  # one limit for every thread's start calls
+        return engine
 
     # -- boundaries: every append and every destination call is a crash point -------------
     @property

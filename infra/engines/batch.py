@@ -19,6 +19,7 @@ attempt's is; an answer save that fails is recorded one by one, never dropped.
 """
 from __future__ import annotations
 
+import time
 from concurrent.futures import wait
 from dataclasses import dataclass
 from threading import Event
@@ -31,7 +32,7 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.errors import DomainError
 from schedfence.domain.rollback.aggregate import Migration
-from schedfence.domain.ports import HandoverTarget
+from schedfence.domain.ports import DestinationUnavailable, HandoverTarget, NamespaceNotServed
 from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
 
@@ -121,7 +122,12 @@ def _claim_all(engine: RollbackEngine, items: list[_Item]) -> None:
 def _start_all(engine: RollbackEngine, items: list[_Item]) -> None:
     """Each claimed migration's one start, concurrently (bounded)."""
     def start(item: _Item) -> None:  # not sent too late: then its attempt waits (F16)
+        began = time.monotonic()
         answer = engine.start_in_time(item.mig)
+        if answer is not None:  # how fast the destination answered: the start limit adapts
+            engine.pacer.observe(time.monotonic() - began,
+                                 isinstance(answer, DestinationUnavailable) and
+                                 not isinstance(answer, NamespaceNotServed))
         item.outcome = None if answer is None else d.outcome_of_start(answer)
     futures = [engine.start_pool().submit(start, i) for i in items]
     wait(futures)  # every start returns before the batch goes on, even past a crash
@@ -187,12 +193,22 @@ def _close_all(engine: RollbackEngine, items: list[_Item]) -> None:
 def leased_batches(worker: RollbackEngine, leases: Any, ids: list[UUID],
                    stop: Event | None = None,
                    size: int = BATCH_SIZE) -> Iterator[dict[UUID, AttemptResult]]:
-    """``leased_batch`` over ``ids``, ``size`` at a time; ``stop`` is checked before every
-    batch: once it is set no new claim is taken."""
-    for start in range(0, len(ids), size):
+    """``leased_batch`` over ``ids``, at most ``size`` at a time and no more than the worker's
+    start limit leaves free (``worker.pacer``: infra/pacing.py ``AdaptiveLimit``, shared by a
+    pool's threads), so no migration is claimed before its start can be sent; ``stop`` is
+    checked before every batch: once it is set no new claim is taken."""
+    start = 0
+    while start < len(ids):
         if stop is not None and stop.is_set():
             return
-        yield leased_batch(worker, leases, ids[start:start + size])
+        taken = worker.pacer.acquire(size, stop)
+        if not taken:
+            return  # stopped while waiting for a free slot
+        try:
+            yield leased_batch(worker, leases, ids[start:start + taken])
+        finally:
+            worker.pacer.release(taken)
+        start += taken
 
 
 def leased_batch(worker: RollbackEngine, leases: Any,

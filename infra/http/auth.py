@@ -154,15 +154,30 @@ def parse_tokens(text: str) -> list[tuple[str, str, str]]:
     return entries
 
 
+TOKEN_FIELDS = ("name", "role", "secret")
+
+
 def _json_entries(text: str) -> list[tuple[str, str, str]]:
     try:
         doc = json.loads(text)
     except ValueError as exc:  # the position only: the text may hold secrets
         raise InvalidArgument(f"tokens: not JSON (line {getattr(exc, 'lineno', '?')})") from None
+    except RecursionError:  # a document nested deeper than the parser goes
+        raise InvalidArgument("tokens: JSON nested too deep (a list of objects is two "
+                              "levels)") from None
+    if isinstance(doc, dict) and "tokens" in doc and len(doc) > 1:
+        raise InvalidArgument('tokens: a JSON object holds one field, "tokens", and no '
+                              "other")
     items = doc.get("tokens") if isinstance(doc, dict) else doc
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise InvalidArgument('tokens: JSON must be a list of {"name", "role", "secret"} '
                               'objects (or that list under "tokens")')
+    for where, item in enumerate(items, 1):
+        # a misspelt field would otherwise be dropped without a word; its name is not shown
+        # (a secret pasted as a key would be)
+        if set(item) - set(TOKEN_FIELDS):
+            raise InvalidArgument(f"tokens: entry {where}: a field other than name, role and "
+                                  "secret")
     return [(i.get("name"), i.get("role"), i.get("secret")) for i in items]
 
 

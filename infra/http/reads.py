@@ -30,7 +30,9 @@ router = APIRouter(prefix="/v1", tags=["views"], responses=RESPONSES)
 Namespace = QueryId
 ScheduleId = QueryId
 MAX_PAGE = 1000  # audit entries per page
-EventType = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+# A filter's text: no NUL (no stored value holds one; PostgreSQL refuses it as a parameter).
+NO_NUL = r"^[^\x00]*$"
+EventType = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_NUL)]
 
 
 @router.get("/schedules", summary="Schedule keys, a page at a time (list)")
@@ -94,9 +96,11 @@ def audit(request: Request, _: Reader,
           job: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_LENGTH,
                                            description="Events of the migrations this batch "
                                                        "job requested")] = None,
-          request_id: Annotated[str | None, Query(min_length=1, max_length=20_000)] = None,
+          request_id: Annotated[str | None, Query(min_length=1, max_length=20_000,
+                                                  pattern=NO_NUL)] = None,
           migration: Annotated[str | None, Query(pattern=UUID_PATTERN)] = None,
-          actor: Annotated[str | None, Query(min_length=1, max_length=20_000)] = None,
+          actor: Annotated[str | None, Query(min_length=1, max_length=20_000,
+                                             pattern=NO_NUL)] = None,
           since: Annotated[str | None, Query(max_length=100)] = None,
           until: Annotated[str | None, Query(max_length=100)] = None,
           newest_first: bool = False,

@@ -36,7 +36,8 @@ FLOATS = [0.0, 1e-300, 1e300, -0.0, 0.0009, 0.001, 10_000.0, 31.0, float("nan"),
 STRINGS = ["", " ", " a", "a ", "a\udc80", "\ud800", "a\x00b", "a\rb", "a\nb", "a\u202eb",
            "\ufeffa", "x" * 1001, "é" * 600, "skip", "workflow", "source_kept", "UTC",
            "Mars/Base", "* * * * *", "0 0 * * 1#2", "0 0 L * *", "@hourly", "/_sys/q",
-           "temporal-sys-per-ns-tq", "1e-300/s", "J*", "[", "WorkflowId"]
+           "temporal-sys-per-ns-tq", "temporal-sys-scheduler:x", "NoSuchEvent", "Created",
+           "1e-300/s", "J*", "[", "WorkflowId"]
 JSONS = [DEEP, {"\udc80": 1}, ["\udfff"], {"k": float("nan")}, [float("inf")], 2**63,
          10**400 // 10**100, "x" * 300_000, {"WorkflowType": "x"}, {"k": {"n": [None]}}]
 WRONG = [None, True, False, [], {}, [1], {"a": 1}, "1", 1, 1.5]
@@ -196,8 +197,8 @@ COMMANDS = {
     ("worker", "--until-idle"): ["--concurrency", "--max-attempts", "--retry-for",
                                  "--poll-interval", "--claim-grace"],
     ("status", NS): [""],
-    ("audit",): ["--schedule", "--namespace", "--type", "--request-id", "--migration",
-                 "--actor", "--since", "--until", "--limit", "--after"],
+    ("audit",): ["--schedule", "--namespace", "--type", "--exclude-type", "--request-id",
+                 "--migration", "--actor", "--since", "--until", "--limit", "--after"],
     ("oncall",): ["--stuck-after"],
     ("migrations",): ["--state", "--limit", "--after"],
     ("list",): ["--namespace", "--limit", "--after"],

@@ -8,18 +8,19 @@ an error, not a simulator that "migrates" schedules and closes the real sources.
 - ``temporal://HOST:PORT/NAMESPACE``: a real Temporal server (the adapter connects on first use);
   several namespaces as ``/NS1,NS2`` (or ``/*``), TLS as ``?tls=1&ca=F&cert=F&key=F`` and an
   API key in ``SCHEDFENCE_TEMPORAL_API_KEY`` (refused over plain text unless the URL says
-  ``tls=0``).
+  ``tls=0``); each call's deadline as ``?rpc_timeout=15s`` (default 5 s).
 
 The Python API also takes any object implementing ``schedfence.domain.ports.Destination``.
 """
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any, Callable
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
@@ -61,6 +62,7 @@ class TemporalSpec:
     namespaces: tuple[str, ...]
     tls: tuple[tuple[str, str], ...] = ()  # (option, value), e.g. ("ca", "/etc/ca.pem")
     plain: bool = False  # the URL said tls=0: plain text even with an API key
+    rpc_timeout: float | None = None  # ?rpc_timeout=: each call's deadline (None: 5 s)
 
     @property
     def namespace(self) -> str:
@@ -73,6 +75,10 @@ class TemporalSpec:
 
 
 TLS_OPTIONS = ("tls", "ca", "cert", "key", "server_name")
+RPC_TIMEOUT_OPTION = "rpc_timeout"
+MIN_RPC_TIMEOUT, MAX_RPC_TIMEOUT = 0.5, 600.0  # seconds
+_SECONDS = re.compile(r"^\s*(\d{1,6}(?:\.\d{1,3})?)\s*(ms|s|min)?\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "min": 60.0, None: 1.0}
 API_KEY_ENV = "SCHEDFENCE_TEMPORAL_API_KEY"  # never in the URL: a URL is shown in banners
 
 
@@ -97,8 +103,28 @@ def parse_temporal(url: str) -> TemporalSpec:
     if "*" in names and len(names) > 1:
         raise InvalidArgument("destination namespaces: '*' (every namespace) stands alone")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    plain = ("tls", "0") in parse_qsl(parts.query, keep_blank_values=True)
-    return TemporalSpec(f"{host}:{port}", names, _tls_options(parts.query), plain)
+    query, rpc_timeout = _rpc_timeout(parts.query)
+    plain = ("tls", "0") in parse_qsl(query, keep_blank_values=True)
+    return TemporalSpec(f"{host}:{port}", names, _tls_options(query), plain, rpc_timeout)
+
+
+def _rpc_timeout(query: str) -> tuple[str, float | None]:
+    """``rpc_timeout`` taken out of the URL's query (the rest is TLS's): each call's deadline,
+    ``15s``, ``1500ms``, ``2min`` or plain seconds, from 0.5 s to 10 min."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    found = [v for k, v in pairs if k == RPC_TIMEOUT_OPTION]
+    if not found:
+        return query, None
+    if len(found) > 1:
+        raise InvalidArgument(f"destination: {RPC_TIMEOUT_OPTION} given {len(found)} times")
+    match = _SECONDS.match(found[0])
+    seconds = round(float(match.group(1)) * _UNIT_S[match.group(2)], 3) if match else None
+    if seconds is None or not MIN_RPC_TIMEOUT <= seconds <= MAX_RPC_TIMEOUT:
+        raise InvalidArgument(f"destination: {RPC_TIMEOUT_OPTION}={found[0][:40]!r} must be a "
+                              f"duration from {MIN_RPC_TIMEOUT:g}s to {MAX_RPC_TIMEOUT:g}s "
+                              "(15s, 1500ms, 2min)")
+    rest = [(k, v) for k, v in pairs if k != RPC_TIMEOUT_OPTION]
+    return urlencode(rest), seconds
 
 
 def _tls_options(query: str) -> tuple[tuple[str, str], ...]:
@@ -190,6 +216,8 @@ def open_destination(spec: str | None, store: StoreURL, **options: Any) -> Opene
     from schedfence.infra.adapters.destination.temporal import TemporalDestination
     _used_temporal = True
     tls, api_key = temporal_credentials(parsed)
+    if parsed.rpc_timeout is not None:
+        options.setdefault("rpc_timeout", parsed.rpc_timeout)
     adapter = TemporalDestination(parsed.target, parsed.namespace, namespaces=parsed.namespaces,
                                   tls=tls, api_key=api_key, **options)
     return OpenedDestination(adapter, parsed.label, adapter.close)

@@ -28,8 +28,8 @@ from temporalio.converter import default as default_converter
 from temporalio.service import RPCError
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
-from schedfence.domain.ports import (DestinationNotFound, DestinationNotReached,
-                                     DestinationUnavailable, RunDescription, Settled,
+from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
+                                     NamespaceNotServed, RunDescription, Settled,
                                      StartAccepted, StartWorkflow, StopKind)
 
 from schedfence.infra.adapters.destination.action_proto import start_fields
@@ -86,7 +86,8 @@ class LoopThread:
 class TemporalDestination(TemporalScheduleHost, TemporalInventory):
     """``domain.ports.ActionRunner`` on a Temporal server: ``namespace`` and any of
     ``namespaces`` (``("*",)``: every namespace). A call for a namespace it does not serve is
-    ``DestinationUnavailable`` (another worker may serve it: back off, never park). ``tls``
+    ``NamespaceNotServed``: a command's configuration error (``invalid_argument``), a worker's
+    back-off (another worker may serve it), never a park. ``tls``
     (``temporalio.service.TLSConfig``, or True for the system's roots) and ``api_key`` are
     handed to the connection and never shown."""
 
@@ -142,11 +143,12 @@ class TemporalDestination(TemporalScheduleHost, TemporalInventory):
         return "*" in self.namespaces or namespace in self.namespaces
 
     def _check_namespace(self, namespace: str) -> None:
-        """Before any call: a namespace this destination does not serve is unavailable here
-        (back off; a worker that serves it moves it), never a refusal that would park. Nothing
-        left this process, so it is ``DestinationNotReached``: a claim it cost is re-armed."""
+        """Before any call: a namespace this destination does not serve is
+        ``NamespaceNotServed``: a command refuses it (``invalid_argument``); a worker backs off
+        (a worker that serves it moves it), never a refusal that would park. Nothing left
+        this process, so it is ``DestinationNotReached``: a claim it cost is re-armed."""
         if not self.serves(namespace):
-            raise DestinationNotReached(f"this destination serves namespace(s) "
+            raise NamespaceNotServed(f"this destination serves namespace(s) "
                                          f"{', '.join(sorted(self.namespaces))}, not "
                                          f"{namespace!r}")
 

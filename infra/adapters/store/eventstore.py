@@ -25,7 +25,8 @@ from schedfence.domain.source.schedule import Schedule
 from schedfence.infra.pacing import linear, retry_call
 from schedfence.infra.adapters.store.codec import (FenceRepository, JSONBytes, PydanticMapper,
                                                     lenient_uuid)
-from schedfence.infra.adapters.store.pg import (LOCK_TIMEOUT_KEY, SCHEMES as PG_SCHEMES,
+from schedfence.infra.adapters.store.pg import (CONNECT_TIMEOUT, LOCK_TIMEOUT_KEY,
+                                                 SCHEMES as PG_SCHEMES, connect_wait,
                                                  STATEMENT_TIMEOUT_KEY, TARGET_SESSION_ATTRS_KEY,
                                                  PgTarget, StoreTimeout, StoreUnavailable,
                                                  hosts_text, parse_pg_url, session_options,
@@ -154,6 +155,10 @@ class FenceApplication(Application[UUID]):
                                                      int(env.get(STATEMENT_TIMEOUT_KEY)))
             if env.get(TARGET_SESSION_ATTRS_KEY):  # its hosts and ports: libpq's lists already
                 pool.kwargs["target_session_attrs"] = env.get(TARGET_SESSION_ATTRS_KEY)
+            # libpq's timeout per host, and a wait for a connection that covers every host
+            # (eventsourcing sets both to one host's: a hung first host failed every command)
+            pool.kwargs["connect_timeout"] = CONNECT_TIMEOUT
+            pool.timeout = connect_wait(str(env.get("POSTGRES_HOST") or ""))
             from schedfence.infra.adapters.store.pg_failover import watch_failovers
             watch_failovers(datastore, event_table())  # a promotion under us
         return factory

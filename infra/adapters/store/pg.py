@@ -31,6 +31,13 @@ if TYPE_CHECKING:
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 CONNECT_TIMEOUT = 5  # seconds: an unreachable server fails the command, it does not hang it
+
+
+def connect_wait(libpq_host: str) -> float:
+    """How long a pool waits for a connection: libpq's ``connect_timeout`` is per host and it
+    tries the hosts in turn, so a hung first host costs a whole timeout before the next one is
+    tried; the wait covers every host (and a second for the session's set-up)."""
+    return CONNECT_TIMEOUT * max(1, len(libpq_host.split(","))) + 1.0
 DDL_LOCK_KEY = 0x5CED_FE0C  # advisory lock id taken around eventsourcing's per-open DDL
 # Every connection the store opens (event store pool, projection and simulator engines, our own
 # psycopg connections) waits at most LOCK_TIMEOUT_MS for a lock and runs a statement at most

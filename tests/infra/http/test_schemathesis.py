@@ -31,7 +31,7 @@ ALLOWED_400 = re.compile("|".join([
     r"end: .* is before the start", r"offset: \d+s must be less than the interval",
     r"end: the backfill ends before it starts", r"end: a backfill covers times already passed",
     r"cron: ", r"time_zone: .* moves its clock", r".* bytes in UTF-8",
-    r"task_queue: reserved", r"search_attributes: ", r"(input|memo): ",
+    r"task_queue: reserved", r"workflow_id: reserved", r"search_attributes: ", r"(input|memo): ",
     r"action: the schedule has no action to run", r"spec: at most \d+ intervals and cron",
     r"(start|end|start_at|end_at): must be from 0001-01-02",
     r"cursor .* was not returned by", r"(since|until) .* is not a time",

@@ -228,3 +228,34 @@ def test_no_reachable_host_is_one_line_naming_every_host_without_the_password() 
     assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("error: store_unavailable: ") and "hunter2" not in done.stderr
     assert f"bob:***@127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}/fence" in done.stderr
+
+
+@contextmanager
+def hung_host() -> Iterator[int]:
+    """A port that takes connections and never answers (a host that hangs): the kernel
+    completes the handshake into the backlog, nobody ever reads or writes."""
+    import socket
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+def test_a_hung_first_host_is_passed_over_for_the_next(pg_database: str) -> None:
+    """Issue 45, item 8: each host gets libpq's connect_timeout, and the pool waits for them
+    all (before, the pool gave up after one host's timeout: every command failed
+    ``store_unavailable: couldn't get a connection after 5.00 sec``)."""
+    with hung_host() as hung:
+        url = (f"postgresql://postgres@127.0.0.1:{hung},127.0.0.1:5432/{pg_database}"
+               f"?schema=hung_first&target_session_attrs=read-write")
+        for args in (("schedule", "create", "ns", "s1"), ("rollback", "ns", "s1"),
+                     ("worker", "--until-idle")):
+            done = cli(url, *args)
+            assert done.returncode == 0, (args, done.stderr[-600:])
+        assert listed(url) == {"s1"}
+        status = cli(url, "status", "ns", "s1", "--json")  # the libpq client's read
+        assert status.returncode == 0, status.stderr[-600:]
+        assert json.loads(status.stdout)["migration"]["state"] == "completed"
