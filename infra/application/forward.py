@@ -29,6 +29,7 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
+from schedfence.infra.engines.drain import RETRY_FOR, drain
 from schedfence.infra.engines.drive import OpenForwards
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
@@ -162,6 +163,19 @@ class ForwardCommands:
         aggregate is loaded: infra/engines/drive.py's ``OpenForwards``)."""
         return self._open_forwards()
 
+    def finish_forward(self, namespace: str, schedule_id: str, request_id: str,
+                       retry_for: float = RETRY_FOR) -> ForwardState:
+        """Drive this one forward migration (``forward``'s wait) until it is no longer open
+        (completed, aborted or parked), whichever process moved it: a worker that shares the
+        store may take every step, and the wait ends at the first look that finds it ended.
+        What backs off is retried for ``retry_for`` seconds (infra/engines/drain.py)."""
+        self.require_active()
+        state = self.forward_state(namespace, schedule_id, request_id)
+        mid = UUID(state.migration_id)
+        drain(self.forward_worker.attempt,
+              lambda: [mid] if mid in self.open_forward_ids() else [], retry_for=retry_for)
+        return self.forward_state(namespace, schedule_id, request_id)
+
     def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:
         """Forward migrations that need an operator (parked, or open and idle for
         ``stuck_after_seconds``), each with what may be done about it."""
@@ -180,25 +194,32 @@ class ForwardCommands:
     def abort_forward(self, namespace: str, schedule_id: str, request_id: str, reason: str,
                       actor: str) -> ForwardState:
         """End a forward migration without a handover: the Temporal schedule gets back its
-        pre-fence pause and notes (if our fence applied), a dormant source is closed."""
+        pre-fence pause and notes (if our fence applied), a dormant source is closed. A
+        worker that moved the migration meanwhile: looked at and decided again."""
         validate_reason(reason)
         validate_actor(actor)
         self.require_active()
+        restored: list[bool] = []  # whether any try gave the Temporal schedule back
+        return retry_call(lambda: self._abort_once(namespace, schedule_id, request_id, reason,
+                                                   actor, restored),
+                          **self.unit.on_conflict(_racing()))
+
+    def _abort_once(self, namespace: str, schedule_id: str, request_id: str, reason: str,
+                    actor: str, restored: list[bool]) -> ForwardState:
         st = self.forward_state(namespace, schedule_id, request_id)
         fs.check_abortable(st)
         snap = self._snapshot_or_none(st)
-        restored = False
         if snap is not None and fs.fenced_by_us(st, snap):
             try:
                 self.host.update_schedule_state(namespace, schedule_id, snap.conflict_token,
                                                 bool(st.pre_paused), st.pre_notes or "")
-                restored = True
+                restored.append(True)
             except DestinationUnavailable as exc:
                 raise command_error(exc, "restoring the Temporal schedule") from exc
         mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
         key = self.load.key(namespace, schedule_id)
         assert key is not None  # the migration holds it (check_abortable)
-        mfacts, sfacts = fs.abort_facts(st, reason, actor, restored)
+        mfacts, sfacts = fs.abort_facts(st, reason, actor, bool(restored))
         mig.record(mfacts)
         saved: list[ForwardMigration | ScheduleKey | Schedule] = [mig, key]
         if sfacts:
@@ -214,17 +235,25 @@ class ForwardCommands:
         """An operator confirms a delete that raced the handoff: the dormant source runs."""
         validate_actor(actor)
         self.require_active()
-        st = self.forward_state(namespace, schedule_id, request_id)
-        fs.check_takeover(st, self._snapshot_or_none(st))
-        mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
-        self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
-        return mig.state
+
+        def once() -> ForwardState:
+            st = self.forward_state(namespace, schedule_id, request_id)
+            fs.check_takeover(st, self._snapshot_or_none(st))
+            mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
+            self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
+            return mig.state
+
+        return retry_call(once, **self.unit.on_conflict(_racing()))
 
     def _snapshot_or_none(self, st: ForwardState) -> ScheduleSnapshot | None:
         try:
             return self._describe(st.namespace, st.schedule_id)
         except NotFound:
             return None
+
+
+def _racing() -> RecoveryRefused:
+    return RecoveryRefused("the forward migration kept changing under a running worker; retry")
 
 
 __all__ = ["ForwardCommands", "FORWARD_TOPICS", "RecoveryRefused"]

@@ -188,6 +188,7 @@ class MigrationService(ServiceParts):
     forward = Through("_forward", ForwardCommands.forward)
     predict_forward = Through("_forward", ForwardCommands.predict_forward)
     forward_state = Through("_forward", ForwardCommands.forward_state)
+    finish_forward = Through("_forward", ForwardCommands.finish_forward)
     open_forward_ids = Through("_forward", ForwardCommands.open_forward_ids)
     forward_oncall = Through("_forward", ForwardCommands.forward_oncall)
     abort_forward = Through("_forward", ForwardCommands.abort_forward)

@@ -41,8 +41,9 @@ def forward(namespace: str, schedule_id: str, request_id: str | None, actor: str
     result = svc.forward(namespace, schedule_id, request_id, actor).to_dict()
     result["destination"] = destination_label()
     if not no_wait:
-        svc.run_until_idle()
-        result["state"] = svc.forward_state(namespace, schedule_id, result["request_id"]).phase
+        # This migration's own wait: it ends once the migration does, whoever drove it.
+        result["state"] = svc.finish_forward(namespace, schedule_id, result["request_id"],
+                                             svc.retry_for).phase
     emit(as_json, result, out.kv_block(f"forward {result['outcome']}", [
         (k.replace("_", " "), v) for k, v in result.items() if k != "outcome"]))
 

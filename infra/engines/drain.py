@@ -136,6 +136,7 @@ def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
         progressed = False
         ids = open_ids()
         report.pass_starts(ids, blocked)
+        _forget_ended(waiting, blocked, ids)
         for mid in ids:
             w = waiting.get(mid)
             if mid in blocked or (w is not None and w.due_at > clock()):
@@ -162,6 +163,15 @@ def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
         if not waiting:
             return DrainReport(attempts, _ids(blocked))
         sleep(max(0.0, min(w.due_at for w in waiting.values()) - clock()))
+
+
+def _forget_ended(waiting: dict[UUID, _Waiting], blocked: set[UUID], ids: list[UUID]) -> None:
+    """A migration no longer open ended, whichever process drove it (a worker beside this
+    drain finished the one whose claim it waited out): nothing is left to wait for."""
+    still = set(ids)
+    for mid in [m for m in waiting if m not in still]:
+        del waiting[mid]
+    blocked.intersection_update(still)
 
 
 def _ids(mids: set[UUID]) -> tuple[str, ...]:

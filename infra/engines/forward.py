@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError
+
 from schedfence.domain.forward import steps as fs
 from schedfence.domain.forward.aggregate import ForwardMigration, forward_marker
 from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
@@ -85,6 +87,11 @@ class ForwardEngine:
                 self._do(step.call, mig)
             except DestinationUnavailable:
                 return "backoff"
+            except IntegrityError:
+                # Another worker moved it first (its step saved, ours wrote nothing): as the
+                # rollback's attempt does, load it again and decide on what the winner wrote.
+                result = "progress"
+                continue
             if not step.wait:
                 result = "progress"
         return result

@@ -93,6 +93,30 @@ def test_a_wait_for_a_claim_grace_is_retried_for_the_grace_too() -> None:
     assert report.blocked == (str(mid),) and 17.0 <= t.now <= 18.0
 
 
+def test_a_migration_another_process_ends_is_waited_for_no_longer() -> None:
+    """A worker beside the drain holds the claim (``wait``), then finishes the migration: it
+    leaves the open list, and the drain returns at its next look, drained, with no more
+    sleeping (it used to wait for it forever: issue 45, item 11)."""
+    t, mid, other = FakeTime(), UUID(int=1), UUID(int=2)
+    open_ids = [mid, other]
+
+    def attempt(m: UUID) -> str:
+        if m == other:
+            open_ids.remove(other)  # ended by this drain
+            return "progress"
+        return "wait"  # another worker's start may still land
+
+    def sleep(seconds: float) -> None:
+        assert len(t.slept) < 50, "the drain kept waiting for a migration that ended"
+        t.sleep(seconds)
+        open_ids[:] = []  # meanwhile the other worker completed it
+
+    report = drain(attempt, lambda: list(open_ids), retry_for=3.0, wait_for=15.0,
+                   clock=t.clock, sleep=sleep)
+    assert report.drained and report.blocked == () and int(report) == 2
+    assert len(t.slept) == 1 and t.now < 1.0
+
+
 def test_drain_stops_at_max_attempts_and_says_so() -> None:
     t = FakeTime()
     report = drain(lambda m: "progress", lambda: [UUID(int=i) for i in range(3)],
