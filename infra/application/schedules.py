@@ -182,13 +182,13 @@ class ScheduleCommands:
     def failing_schedules(self, limit: int = 100) -> list[FailingScheduleItem]:
         """The schedules whose scheduler step keeps failing (infra/engines/step_failures.py),
         most failures first, each with its last error (``oncall``, the metrics)."""
+        def at(us: int | None) -> str | None:
+            return None if us is None else nominal_text(EPOCH + us * MICROSECOND)
         items = []
         for row in self.due().failing(limit):
-            state = self.app.repository.get(UUID(row.aggregate_id)).state
-            items.append(failing_item(
-                state.namespace, state.schedule_id, row.failures, row.error,
-                row.failed_us and nominal_text(EPOCH + row.failed_us * MICROSECOND),
-                None if row.due_us is None else nominal_text(EPOCH + row.due_us * MICROSECOND)))
+            state: ScheduleState = self.app.repository.get(UUID(row.aggregate_id)).state
+            items.append(failing_item(state.namespace, state.schedule_id, row.failures,
+                                      row.error, at(row.failed_us), at(row.due_us)))
         return items
 
     # -- views ------------------------------------------------------------------------------

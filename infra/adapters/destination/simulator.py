@@ -166,15 +166,17 @@ class SimulatedDestination(SimSchedules, SimScheduleHost, SimInventory):
         for first in range(0, len(requests), START_CHUNK):
             chunk = pairs[first:first + START_CHUNK]
             try:
-                with self._state.session() as tx:
+                with self._state.session() as tx:  # its rows written as it ends
                     tx.preload([(r.namespace, r.workflow_id) for r, _ in chunk])
-                    answers += [self._start_logged(tx, r, f, attach=False) for r, f in chunk]
+                    chunk_answers = [self._start_logged(tx, r, f, attach=False)
+                                     for r, f in chunk]
             except Exception as exc:  # noqa: BLE001 - each start after it answered with it
                 if not answers:
                     raise
                 kind = DestinationNotReached if isinstance(exc, RolledBack) else \
                     DestinationUnavailable
                 return answers + [kind(f"starts: {error_line(exc)}")] * (len(requests) - first)
+            answers += chunk_answers
         return answers
 
     def _logged_start(self, request: StartWorkflow, attach: bool) -> StartAccepted:
