@@ -25,6 +25,9 @@ the schedule version that time was decided on, and a lease (``holder``, ``lease_
   its own. A lease is an efficiency device only: a lost or stolen lease costs a second look;
   the store's optimistic concurrency decides every step and an action start's request id is a
   function of (schedule, nominal time, origin), so the runner deduplicates a second start.
+  A pass gives back every lease it took, failed or not (step_failures.py): a schedule whose
+  step fails alone is given back by ``fail``, which counts the failure in its row (with the
+  last error) and puts its due time off; a settle sets the count back to 0.
 """
 from __future__ import annotations
 
