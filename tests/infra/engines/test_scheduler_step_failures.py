@@ -177,3 +177,21 @@ def test_beside_a_scheduler_failing_every_pass_another_starts_each_time_within_a
         assert lags and max(lags) <= lease, max(lags)
         assert sum(r.step_failures for r in reports["A"]) > 0  # A took and failed some
         assert sum(r.started for r in reports["A"]) == 0
+
+
+def test_the_web_oncall_page_lists_a_failing_schedule_with_its_error(tmp_path):
+    from fastapi.testclient import TestClient
+    from tests.infra.web.fake_app import READER_TOKEN, make_app
+    from tests.infra.web.scrape import read
+    dest = SimulatedDestination()
+    with open_service(f"sqlite:///{tmp_path / 'store.db'}", dest) as svc:
+        t0 = max(create(svc, s) for s in ("p", "s0"))
+        runner = Throws(dest, bad=lambda r: r.workflow_id.startswith("p-act-"))
+        scheduler(svc, runner, "A", lease=600.0).run_once(t0 + timedelta(seconds=1))
+        client = TestClient(make_app(svc), headers={"Authorization": f"Bearer {READER_TOKEN}"})
+        response = client.get("/ui/")
+        assert response.status_code == 200
+        shown = read(response.text)
+        assert "step failing" in shown.text and "boom: the runner threw" in shown.text
+        assert (f"/ui/schedule?namespace={NS}&schedule=p", f"{NS}/p") in shown.links
+        assert "Nothing needs an operator" not in shown.text
