@@ -103,8 +103,11 @@ def item(st: ForwardState, idle_seconds: float, stuck_after: float) -> ForwardOn
 
 
 def oncall_doc(stuck_after: float, items: list[Any], forward: list[ForwardOnCallItem],
-               ownership: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+               ownership: list[dict[str, Any]] | None = None,
+               schedules: list[Any] | None = None) -> dict[str, Any]:
     """The on-call document: rollback items (projections/oncall.py), then forward ones, then
-    the drift of each namespace's last ownership audit (infra/application/owners_doc.py)."""
+    the drift of each namespace's last ownership audit (infra/application/owners_doc.py),
+    then the schedules whose scheduler step keeps failing (projections/schedule_oncall.py)."""
     return {"stuck_after_seconds": stuck_after, "items": [i.to_dict() for i in items],
-            "forward": [i.to_dict() for i in forward], "ownership": list(ownership or [])}
+            "forward": [i.to_dict() for i in forward], "ownership": list(ownership or []),
+            "schedules": [i.to_dict() for i in schedules or []]}

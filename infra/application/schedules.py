@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
+from uuid import UUID
 
 from schedfence.domain.source import manual
 
@@ -25,6 +26,8 @@ from schedfence.domain.source.schedule import Schedule, signed
 from schedfence.domain.source.state import ScheduleState, check_mutable
 from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_actor, validate_notes
+from schedfence.projections.records import EPOCH, MICROSECOND
+from schedfence.projections.schedule_oncall import FailingScheduleItem, failing_item
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.pacing import retry_call
@@ -175,6 +178,18 @@ class ScheduleCommands:
     def schedules_due(self, now: datetime | None = None) -> int:
         """Schedules the due index says are due at ``now`` (default: the clock)."""
         return self.due().backlog(now or utc_now())
+
+    def failing_schedules(self, limit: int = 100) -> list[FailingScheduleItem]:
+        """The schedules whose scheduler step keeps failing (infra/engines/step_failures.py),
+        most failures first, each with its last error (``oncall``, the metrics)."""
+        def at(us: int | None) -> str | None:
+            return None if us is None else nominal_text(EPOCH + us * MICROSECOND)
+        items = []
+        for row in self.due().failing(limit):
+            state: ScheduleState = self.app.repository.get(UUID(row.aggregate_id)).state
+            items.append(failing_item(state.namespace, state.schedule_id, row.failures,
+                                      row.error, at(row.failed_us), at(row.due_us)))
+        return items
 
     # -- views ------------------------------------------------------------------------------
     def schedule(self, namespace: str, schedule_id: str) -> ScheduleView:

@@ -180,6 +180,7 @@ class MigrationService(ServiceParts):
     backfill_schedule = Through("_schedules", ScheduleCommands.backfill_schedule)
     run_scheduler = Through("_schedules", ScheduleCommands.run_scheduler)
     schedules_due = Through("_schedules", ScheduleCommands.schedules_due)
+    failing_schedules = Through("_schedules", ScheduleCommands.failing_schedules)
     schedule = Through("_schedules", ScheduleCommands.schedule)
     upcoming = Through("_schedules", ScheduleCommands.upcoming)
     list_schedules = Through("_schedules", ScheduleCommands.list_schedules)
@@ -207,7 +208,7 @@ class MigrationService(ServiceParts):
         from schedfence.projections.forward_oncall import oncall_doc
         items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
         return oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds),
-                          self.ownership_drift())
+                          self.ownership_drift(), self.failing_schedules())
 
     def ownership_drift(self) -> list[dict[str, Any]]:
         """The drift of each namespace's last ownership audit, each with the commands that

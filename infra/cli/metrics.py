@@ -35,7 +35,7 @@ def metrics(metrics_store: str | None, output: str | None) -> None:
 
     service = existing()
     body, _content_type = render_metrics(service.views, service.app, service.destination,
-                                         service.schedules_due)
+                                         service.schedules_due, service.failing_schedules)
     if output is None:
         click.echo(body.decode(), nl=False)
         return

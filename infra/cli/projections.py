@@ -21,6 +21,7 @@ from schedfence.projections.follow import (MODES, POLL_INTERVAL, SAFETY_INTERVAL
                                            ProjectionFollower)
 from schedfence.projections.forward_oncall import oncall_doc
 from schedfence.projections.oncall import STUCK_AFTER
+from schedfence.projections.schedule_oncall import failing_lines
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, existing, json_option
@@ -73,7 +74,9 @@ def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cl
         drift = svc.ownership_drift()
         lines = oncall_lines(items, forward)
         lines += ownership_lines(drift)[0 if lines else 1:]
-        emit(as_json, oncall_doc(stuck_after, items, forward, drift),
+        failing = svc.failing_schedules()  # schedules whose scheduler step keeps failing
+        lines += ([""] if lines and failing else []) + failing_lines(failing)
+        emit(as_json, oncall_doc(stuck_after, items, forward, drift, failing),
              lines or ["nothing needs an operator"])
     return oncall
 

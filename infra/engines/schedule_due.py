@@ -25,18 +25,23 @@ the schedule version that time was decided on, and a lease (``holder``, ``lease_
   its own. A lease is an efficiency device only: a lost or stolen lease costs a second look;
   the store's optimistic concurrency decides every step and an action start's request id is a
   function of (schedule, nominal time, origin), so the runner deduplicates a second start.
+  A pass gives back every lease it took, failed or not (step_failures.py): a schedule whose
+  step fails alone is given back by ``fail``, which counts the failure in its row (with the
+  last error) and puts its due time off; a settle sets the count back to 0.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import (BigInteger, Column, Index, Integer, MetaData, String, Table,
-                        bindparam, func, inspect, select, text)
+                        bindparam, func, inspect, select, text, update)
+from sqlalchemy.exc import DBAPIError
 
 from schedfence.domain.topics import STORED_TOPICS
 
-from schedfence.infra.adapters.store.sql import SideTables
+from schedfence.infra.adapters.store.sql import SideTables, create_tables
 from schedfence.infra.engines.lease import LEASE_SECONDS, now_us
 from schedfence.projections.records import EPOCH, MICROSECOND, to_us
 
@@ -52,6 +57,12 @@ due_rows = Table(
     Column("due_us", BigInteger),  # NULL: not due until the schedule changes
     Column("holder", String(300), nullable=False, default=""),
     Column("lease_us", BigInteger, nullable=False, default=0),
+    # A step that failed alone (``fail``): how many times in a row, when (wall µs), the last
+    # error; a step that succeeds (``settle``) sets ``failures`` back to 0. Added to tables
+    # of older releases on first use (``_FAILURE_COLUMNS``).
+    Column("failures", Integer, nullable=False, server_default=text("0")),
+    Column("failed_us", BigInteger),
+    Column("error", String(500)),
     Index("schedfence_schedule_due_at", "due_us"),
 )
 swept = Table(
@@ -96,7 +107,7 @@ _HELD = "holder = :holder"
 # ``{v}``: the decision's (bind parameters, or a joined row).
 _SETTLED = ("due_us = CASE WHEN {d}version <= {v}version THEN {v}due ELSE {d}due_us END, "
             "version = CASE WHEN {d}version <= {v}version THEN {v}version ELSE {d}version END, "
-            "lease_us = CASE WHEN {d}" + _HELD + " THEN 0 ELSE {d}lease_us END")
+            "lease_us = CASE WHEN {d}" + _HELD + " THEN 0 ELSE {d}lease_us END, failures = 0")
 _SETTLE = text(f"UPDATE {due_rows.name} SET " + _SETTLED.format(d="", v=":")
                + " WHERE aggregate_id = :aggregate_id")
 # PostgreSQL: a batch's settle in one statement (a row at a time cost the scheduler 26 us of
@@ -128,6 +139,25 @@ _TAKE = (f"UPDATE {due_rows.name} SET holder = :holder, lease_us = :lease "
          "RETURNING aggregate_id")
 _TAKES = {True: text(_TAKE.format(key="ctid", lock=" FOR UPDATE SKIP LOCKED")),
           False: text(_TAKE.format(key="aggregate_id", lock=""))}
+
+# The columns ``fail`` writes, added to a table an older release created (PostgreSQL: IF NOT
+# EXISTS, so two processes racing both succeed; SQLite: the loser's duplicate is ignored).
+_FAILURE_COLUMNS = {"failures": "INTEGER NOT NULL DEFAULT 0", "failed_us": "BIGINT",
+                    "error": "VARCHAR(500)"}
+ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class FailingRow:
+    """A schedule whose last step failed alone: ``failures`` in a row, the last at
+    ``failed_us`` (wall µs) with ``error``; looked at again at ``due_us`` (the pass's clock,
+    µs; None: when it changes)."""
+
+    aggregate_id: str
+    failures: int
+    due_us: int | None
+    failed_us: int | None
+    error: str
 
 
 class ScheduleDue(SideTables):
@@ -207,6 +237,69 @@ class ScheduleDue(SideTables):
             with self._writing() as conn:
                 conn.execute(_RELEASE, [{"aggregate_id": a, "holder": holder}
                                         for a in sorted(ids)])
+
+    def _ensure_table(self) -> None:
+        if not self._ready:
+            create_tables(self.engine, self.metadata)
+            self._add_failure_columns()
+            self._ready = True
+
+    def _add_failure_columns(self) -> None:
+        have = {c["name"] for c in inspect(self.engine).get_columns(due_rows.name)}
+        postgres = self.engine.dialect.name == "postgresql"
+        for name, kind in _FAILURE_COLUMNS.items():
+            if name in have:
+                continue
+            try:
+                with self._writing() as conn:
+                    conn.execute(text(f"ALTER TABLE {due_rows.name} ADD COLUMN "
+                                      f"{'IF NOT EXISTS ' if postgres else ''}{name} {kind}"))
+            except DBAPIError:  # SQLite: another process added it first
+                if name not in {c["name"] for c in inspect(self.engine).get_columns(
+                        due_rows.name)}:
+                    raise
+
+    def fail(self, aggregate_id: str, holder: str, version: int, at: datetime, error: str,
+             delay: Callable[[int], float]) -> int | None:
+        """A step of the schedule failed alone at ``at`` while ``holder`` held it: one more
+        failure in a row recorded with ``error``, its lease given back (to no holder, so the
+        failing scheduler does not take it back first), and its next look put off by
+        ``delay(failures)`` seconds after ``at`` (0: due as it was). ``version``: the
+        schedule's version in the store, so a sweep does not mark due at once what the failed
+        step saved itself. The failures in a row; None where ``holder`` no longer held it."""
+        self._ensure_table()
+        c = due_rows.c
+        with self._writing() as conn:  # the row locked: two failures count two
+            row = conn.execute(select(c.failures, c.due_us).where(
+                c.aggregate_id == aggregate_id, c.holder == holder).with_for_update()).first()
+            if row is None:
+                return None
+            failures = (row.failures or 0) + 1
+            later = delay(failures)
+            due_us = row.due_us if later <= 0 else to_us(at) + int(later * 1e6)
+            conn.execute(update(due_rows).where(c.aggregate_id == aggregate_id).values(
+                failures=failures, failed_us=now_us(), error=error[:ERROR_CHARS],
+                due_us=due_us, version=func.greatest(c.version, version)
+                if self.engine.dialect.name == "postgresql" else func.max(c.version, version),
+                holder="", lease_us=0))
+            return failures
+
+    def failing(self, limit: int = 100) -> list[FailingRow]:
+        """The schedules whose last step failed (most failures first, at most ``limit``);
+        none where no scheduler of this release ever ran (a read creates nothing)."""
+        if not self._ready:
+            if not inspect(self.engine).has_table(due_rows.name):
+                return []
+            if "failures" not in {c["name"] for c in inspect(self.engine).get_columns(
+                    due_rows.name)}:
+                return []
+        c = due_rows.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(c.aggregate_id, c.failures, c.due_us, c.failed_us,
+                                       c.error).where(c.failures > 0)
+                                .order_by(c.failures.desc(), c.aggregate_id).limit(limit))
+            return [FailingRow(r.aggregate_id, r.failures, r.due_us, r.failed_us,
+                               r.error or "") for r in rows]
 
     def next_after(self, at: datetime) -> datetime | None:
         """The earliest due time after ``at`` (a schedule's next time, a start's retry, a

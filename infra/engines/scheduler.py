@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from datetime import datetime, timezone
@@ -39,6 +37,8 @@ from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.seen_schedules import SeenSchedules
+from schedfence.infra.engines.step_failures import backoff_seconds, step_in_parts
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 if TYPE_CHECKING:  # the index imports SQLAlchemy: only a pass needs it, not every command
@@ -52,7 +52,6 @@ RACES = 8  # reloads after a lost race before a step gives up until the next pas
 LOG = get_logger("scheduler")
 BATCH = 200  # schedules leased and stepped at a time
 STARTS_IN_FLIGHT = 16  # action starts sent at once
-SEEN = 50_000  # schedules kept between passes (SeenSchedules)
 # A pass that did something: any of these counts, or an error.
 BUSY = ("ticks", "started", "failed", "retrying", "closed", "stops", "errors")
 # The shortest pause between passes of ``schedfence scheduler``: due times closer together
@@ -70,6 +69,7 @@ class SchedulerReport:
     closed: int = 0
     stops: int = 0
     unavailable: int = 0
+    step_failures: int = 0  # schedules whose step failed alone: given back and put off
     errors: list[str] = field(default_factory=list)
     next_due: datetime | None = None  # the index's earliest due time after the pass's instant
 
@@ -79,54 +79,6 @@ class SchedulerReport:
     @property
     def busy(self) -> bool:
         return any(getattr(self, name) for name in BUSY)
-
-
-class SeenSchedules:
-    """The schedules a scheduler saved or loaded in its last passes, as committed then (at
-    most ``size``, the least recently used dropped): the next pass brings each up to date from
-    the events stored after it (``load_many``'s ``known``) instead of folding its whole history
-    again, which grows with every action. Stale is safe: every save is checked against the
-    stored version. Emptied when a pass fails, since its schedules may hold unsaved facts."""
-
-    def __init__(self, size: int = SEEN) -> None:
-        self.size, self._seen = size, OrderedDict[UUID, Schedule]()
-        self._watched: dict[UUID, datetime] = {}  # the last look that watched its runs
-        self._in_use = threading.Lock()
-
-    @contextmanager
-    def borrowed(self) -> Iterator[SeenSchedules]:
-        """These, to one pass at a time: a pass run beside it (another thread of the same
-        service, e.g. two HTTP requests) gets an empty set of its own, so no schedule object
-        is ever in two passes' hands."""
-        if not self._in_use.acquire(blocking=False):
-            yield SeenSchedules(self.size)
-            return
-        try:
-            yield self
-        finally:
-            self._in_use.release()
-
-    def known(self, ids: list[UUID]) -> dict[UUID, Schedule]:
-        return {i: self._seen[i] for i in ids if i in self._seen}
-
-    def keep(self, sources: list[Schedule]) -> None:
-        for source in sources:
-            self._seen[source.id] = source
-            self._seen.move_to_end(source.id)
-        while len(self._seen) > self.size:
-            self._watched.pop(self._seen.popitem(last=False)[0], None)
-
-    def watched(self, schedule_id: UUID) -> datetime | None:
-        """When a look of this scheduler last asked for the schedule's runs' statuses (None:
-        not known; ``scheduling.watch_now`` then watches)."""
-        return self._watched.get(schedule_id)
-
-    def mark_watched(self, schedule_ids: list[UUID], at: datetime) -> None:
-        self._watched.update((i, at) for i in schedule_ids)
-
-    def clear(self) -> None:
-        self._seen.clear()
-        self._watched.clear()
 
 
 def utc_now() -> datetime:
@@ -148,35 +100,93 @@ class Scheduler:
         self.seen = seen if seen is not None else SeenSchedules()
         self.holder = holder or f"scheduler-{uuid4()}"
         self.unit = UnitOfWork.of(self.app, crash_hook=crash_hook)
-        self.crash = self.unit.crash
+        self.crash = self._crash_point
+        self._crashed: BaseException | None = None
+        self._stepped = self._attempted = False  # this pass: a part stepped; a batch taken
 
     def run_once(self, now: datetime | None = None) -> SchedulerReport:
-        """Every schedule due at ``now``, a leased batch at a time, until none is left."""
+        """Every schedule due at ``now``, a leased batch at a time, until none is left. A batch
+        whose step fails is stepped in parts, and a schedule that fails alone is given back
+        and put off (step_failures.py): a failure never keeps a lease to the next pass."""
         report = SchedulerReport()
         at = now or self.clock()
         self.due.sweep()
         seen: set[str] = set()
+        self._stepped = self._attempted = False
         while True:
             leased = self.due.take(at, self.holder, self.batch)
             taken = [aid for aid in leased if aid not in seen]
             self.due.release([aid for aid in leased if aid in seen], self.holder)
             if not taken:  # what is left is what this pass watched: the next pass's
                 report.next_due = self.due.next_after(at)
+                if self._attempted:
+                    self.seen.healthy = self._stepped
                 return report
             seen.update(taken)
-            decided = []
-            try:
-                sources = self._batch(taken, at, report)
-                self.seen.keep(sources)
-                for source in sources:
-                    next_at = _to_us(scheduling.due(source.state).next_look(
-                        at, self.seen.watched(source.id)))
-                    decided.append((str(source.id), source.version, next_at))
-            except BaseException:
-                self.seen.clear()  # a schedule in hand may hold facts never saved
+            self._attempted = True
+            self._step_batch(taken, at, report)
+
+    def _step_batch(self, ids: list[str], at: datetime, report: SchedulerReport) -> None:
+        """The leased batch ``ids`` stepped, in parts where it fails (``step_in_parts``). If
+        this itself fails (the store lost), what is still leased is given back, as far as the
+        store lets it; a crash (the crash hook: the process dies) gives back nothing."""
+        left = set(ids)
+
+        def attempt(part: list[str]) -> Exception | None:
+            error = self._attempt(part, at, report)
+            if error is None:
+                left.difference_update(part)
+            return error
+
+        def failed(aid: str, error: Exception) -> None:
+            self._failed(aid, at, error, report)
+            left.discard(aid)
+        try:
+            step_in_parts(ids, attempt, failed)
+        except BaseException as exc:
+            self.seen.clear()  # a schedule in hand may hold facts never saved
+            if exc is not self._crashed and left:
+                with suppress(Exception):
+                    self.due.release(sorted(left), self.holder)
+            raise
+
+    def _attempt(self, ids: list[str], at: datetime, report: SchedulerReport) -> Exception | None:
+        """One step of the schedules ``ids`` (``_batch``) and their next due times settled;
+        the error it raised instead (their copies forgotten), unless a crash point raised it."""
+        try:
+            sources = self._batch(ids, at, report)
+            decided = [(str(source.id), source.version, _to_us(scheduling.due(
+                source.state).next_look(at, self.seen.watched(source.id))))
+                for source in sources]
+        except Exception as exc:  # noqa: BLE001 - the batch is stepped again in parts
+            if exc is self._crashed:
                 raise
-            finally:
-                self.due.settle(decided, self.holder)
+            self.seen.forget(ids)
+            return exc
+        self.seen.keep(sources)
+        self.due.settle(decided, self.holder)
+        self._stepped = True
+        return None
+
+    def _failed(self, aid: str, at: datetime, error: Exception, report: SchedulerReport) -> None:
+        """The schedule ``aid`` failed alone: given back, and put off (step_failures.py)."""
+        blamed = self._stepped or self.seen.healthy
+        stored = self.app.recorder.select_events(UUID(aid), desc=True, limit=1)
+        failures = self.due.fail(aid, self.holder, stored[0].originator_version if stored
+                                 else 0, at, error_line(error),
+                                 partial(backoff_seconds, blamed=blamed))
+        report.step_failures += 1
+        report.errors.append(f"schedule {aid}: its step failed"
+                             f"{f' ({failures} in a row)' if failures else ''}: "
+                             f"{error_line(error)}")
+
+    def _crash_point(self, point: str) -> None:
+        """A crash point; what its hook raises is the process dying, never stepped again."""
+        try:
+            self.unit.crash(point)
+        except BaseException as exc:
+            self._crashed = exc
+            raise
 
     def _batch(self, ids: list[str], at: datetime, report: SchedulerReport) -> list[Schedule]:
         """A batch of due schedules: their closed runs recorded, then one tick each at ``at``

@@ -83,7 +83,8 @@ def _serve_metrics(app: FastAPI) -> None:
     @app.get("/metrics", include_in_schema=False)
     def metrics(request: Request, _: Metrics) -> Response:
         body, content_type = call(request, lambda service: render_metrics(
-            service.views, service.app, service.destination, service.schedules_due))
+            service.views, service.app, service.destination, service.schedules_due,
+            service.failing_schedules))
         return Response(body, media_type=content_type)
 
 

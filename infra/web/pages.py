@@ -134,6 +134,7 @@ class _Pages:
             query = ov.table_query(request.query_params)
             return "index.html", {"items": service.oncall(seconds),
                                   "forward": service.forward_oncall(seconds),
+                                  "failing": service.failing_schedules(),
                                   "o": ov.schedules(service, query), "stuck_after": seconds}
         return self._page(request, build)
 

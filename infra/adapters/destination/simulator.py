@@ -20,7 +20,9 @@ from datetime import datetime, timezone
 
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.domain.source.action import StartWorkflowAction
-from schedfence.domain.ports import (DestinationError, DestinationNotFound, DestinationUnavailable,
+from schedfence.domain.text import error_line
+from schedfence.domain.ports import (DestinationError, DestinationNotFound, DestinationNotReached,
+                                     DestinationUnavailable,
                                      InvalidStartRequest, RunDescription, StartAccepted,
                                      StartWorkflow, StopKind)
 from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
@@ -31,7 +33,7 @@ from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc
                                                             stop_current, timeout_at, TimedState)
 from schedfence.infra.adapters.destination.sim_schedules import Clock, SimSchedules
 from schedfence.infra.adapters.destination.sim_store import InMemorySimState, SimState, SimTx
-from schedfence.infra.adapters.destination.sim_sql import SqlSimState
+from schedfence.infra.adapters.destination.sim_sql import RolledBack, SqlSimState
 
 __all__ = ["FaultRates", "InMemorySimState", "SimState", "SimulatedDestination", "SqlSimState"]
 
@@ -42,6 +44,10 @@ FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_s
 # The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
 STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
 DEFAULT_RETENTION_SECONDS = 3 * 86400.0  # what a namespace often has (Temporal Cloud's default)
+# Starts of one batch call made in one transaction: on PostgreSQL each takes a lock per
+# workflow id, and a catch-up of thousands of times in one transaction ran out of the
+# server's lock table ("out of shared memory", max_locks_per_transaction).
+START_CHUNK = 500
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
 
 
@@ -151,12 +157,27 @@ class SimulatedDestination(SimSchedules, SimScheduleHost, SimInventory):
     def start_workflows(self, requests: Sequence[StartWorkflow]
                         ) -> list[StartAccepted | DestinationError]:
         """``StartBatcher``: each start exactly as ``start_workflow`` makes it (its own fault
-        drawn, its own log entry, in order), all in one session, so a batch takes the
-        counters row once instead of once per start; a refusal is its answer."""
-        faults = [self._next_fault("start") for _ in requests]
-        with self._state.session() as tx:
-            tx.preload([(r.namespace, r.workflow_id) for r in requests])
-            return [self._start_logged(tx, r, f, attach=False) for r, f in zip(requests, faults)]
+        drawn, its own log entry, in order), ``START_CHUNK`` to a session (one lock of the
+        counters row, or on PostgreSQL at most that many, however many a catch-up owes); a
+        refusal is its answer. A chunk failing after one committed answers its starts and
+        the later ones with its error (before COMMIT: ``DestinationNotReached``)."""
+        pairs = list(zip(requests, [self._next_fault("start") for _ in requests]))
+        answers: list[StartAccepted | DestinationError] = []
+        for first in range(0, len(requests), START_CHUNK):
+            chunk = pairs[first:first + START_CHUNK]
+            try:
+                with self._state.session() as tx:  # its rows written as it ends
+                    tx.preload([(r.namespace, r.workflow_id) for r, _ in chunk])
+                    chunk_answers = [self._start_logged(tx, r, f, attach=False)
+                                     for r, f in chunk]
+            except Exception as exc:  # noqa: BLE001 - each start after it answered with it
+                if not answers:
+                    raise
+                kind = DestinationNotReached if isinstance(exc, RolledBack) else \
+                    DestinationUnavailable
+                return answers + [kind(f"starts: {error_line(exc)}")] * (len(requests) - first)
+            answers += chunk_answers
+        return answers
 
     def _logged_start(self, request: StartWorkflow, attach: bool) -> StartAccepted:
         fault = self._next_fault("start")

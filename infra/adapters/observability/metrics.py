@@ -66,12 +66,16 @@ _COUNTER_HELP = {
 
 
 def render_metrics(views: OperatorViews, app: FenceApplication, destination: object,
-                   schedules_due: Callable[[], int] | None = None) -> tuple[bytes, str]:
+                   schedules_due: Callable[[], int] | None = None,
+                   failing_schedules: Callable[[], list[Any]] | None = None
+                   ) -> tuple[bytes, str]:
     """The exposition text of a service's metrics (its operator ``views``, its store ``app``
     and its ``destination``, whose calls this process timed; ``schedules_due``: the
-    scheduler's due backlog now), and its content type."""
+    scheduler's due backlog now; ``failing_schedules``: the schedules whose scheduler step
+    keeps failing, projections/schedule_oncall.py's items), and its content type."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServiceCollector(views, app, destination, schedules_due))
+    registry.register(ServiceCollector(views, app, destination, schedules_due,
+                                       failing_schedules))
     # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
     # every name here is plain ASCII, so the newer format would add nothing.
     return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
@@ -81,9 +85,10 @@ class ServiceCollector(Collector):
     """Reads the service's numbers afresh on every collect."""
 
     def __init__(self, views: OperatorViews, app: FenceApplication, destination: object,
-                 schedules_due: Callable[[], int] | None = None) -> None:
+                 schedules_due: Callable[[], int] | None = None,
+                 failing_schedules: Callable[[], list[Any]] | None = None) -> None:
         self.views, self.app, self.destination = views, app, destination
-        self.schedules_due = schedules_due
+        self.schedules_due, self.failing_schedules = schedules_due, failing_schedules
 
     def collect(self) -> Iterator[Metric]:
         snap: MetricsSnapshot = self.views.metrics()
@@ -101,6 +106,8 @@ class ServiceCollector(Collector):
                                     "scheduler's due index: those a pass has not reached yet, "
                                     "among them those with actions running, looked at every "
                                     "second.", value=self.schedules_due())
+        if self.failing_schedules is not None:
+            yield from _failing(self.failing_schedules())
         yield from _projection(snap)
         yield from _jobs(self._job_states())
         yield _ownership(last_audits(self.app))
@@ -168,6 +175,22 @@ def _start_lag(snap: MetricsSnapshot) -> Metric:
         f"{PREFIX}action_start_lag_seconds", "Seconds from an action's nominal time to its "
         "start being recorded (the source scheduler's ActionStarted events).",
         buckets=buckets, sum_value=snap.start_lag.get(LAG_SUM, 0) / 1000)
+
+
+def _failing(items: list[Any]) -> Iterator[Metric]:
+    """The schedules whose scheduler step keeps failing (infra/engines/step_failures.py):
+    how many, and each one's failures in a row with its last error (at most ``failing``'s
+    limit, 100, the most failing first: a bounded set of series, gone once a step succeeds)."""
+    yield GaugeMetricFamily(f"{PREFIX}schedules_step_failing", "Schedules whose last "
+                            "scheduler step failed alone: put off (exponentially, capped) "
+                            "until a step succeeds (`schedfence oncall` lists them).",
+                            value=len(items))
+    family = GaugeMetricFamily(f"{PREFIX}schedule_step_failures", "A schedule's scheduler "
+                               "steps failed in a row, with the last error (first 200 "
+                               "characters).", labels=("namespace", "schedule_id", "error"))
+    for i in items:
+        family.add_metric((i.namespace, i.schedule_id, i.last_error[:200]), i.failures)
+    yield family
 
 
 def _projection(snap: MetricsSnapshot) -> Iterator[Metric]:

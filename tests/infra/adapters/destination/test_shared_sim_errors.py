@@ -74,3 +74,23 @@ def test_a_batch_of_starts_fails_as_a_single_start_does(sim) -> None:
     with pytest.raises(DestinationUnavailable) as err:
         sim.start_workflows([req("r1")])
     assert not isinstance(err.value, DestinationNotReached)
+
+
+def test_a_batch_failing_after_a_chunk_committed_answers_each_start_for_its_own_chunk(
+        sim, monkeypatch) -> None:
+    """A batch call's starts go ``START_CHUNK`` to a transaction (a catch-up of thousands
+    ran a PostgreSQL server's lock table out in one): the first chunk's starts are made and
+    answered; a later chunk that fails before COMMIT answers its starts and every later one
+    ``DestinationNotReached`` (nothing of them written), not the whole call."""
+    from schedfence.infra.adapters.destination import simulator
+    monkeypatch.setattr(simulator, "START_CHUNK", 2)
+    inserts = []
+
+    def second_chunk(sql: str) -> bool:  # the first chunk writes its workflows and its log
+        inserts.append(sql)
+        return sql.startswith("INSERT") and len([s for s in inserts if "INSERT" in s]) > 2
+    _fail_on(sim, "before_cursor_execute", second_chunk)
+    answers = sim.start_workflows([req(f"r{k}", wid=f"w{k}") for k in range(5)])
+    assert [type(a).__name__ for a in answers] == ["StartAccepted"] * 2 + \
+        ["DestinationNotReached"] * 3
+    assert [r.workflow_id for r, _ in sim.start_log()] == ["w0", "w1"]
