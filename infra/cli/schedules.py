@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import click
 
-from schedfence.domain.source.invoker import OVERLAPS
+from schedfence.domain.source.action import nominal_text
+from schedfence.domain.source.invoker import OVERLAPS, Overlap
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, existing, json_option, service
@@ -123,7 +124,7 @@ def schedule_update(namespace: str, schedule_id: str, conflict_token: int | None
               help="Overlap policy of this start (default: the schedule's).")
 @_actor
 @json_option
-def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None, actor: str,
+def schedule_trigger(namespace: str, schedule_id: str, overlap: Overlap | None, actor: str,
                      as_json: bool) -> None:
     """Take one action now (the scheduler starts it on its next pass), even if paused."""
     _schedule_out(existing().trigger_schedule(namespace, schedule_id, overlap=overlap,
@@ -141,7 +142,7 @@ def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None, acto
 @_actor
 @json_option
 def schedule_backfill(namespace: str, schedule_id: str, start_at: str, end_at: str,
-                      overlap: str | None, actor: str, as_json: bool) -> None:
+                      overlap: Overlap | None, actor: str, as_json: bool) -> None:
     """Start every action time of the spec in [--start, --end], from a durable cursor."""
     view = existing().backfill_schedule(namespace, schedule_id, moment(start_at, "start"),
                                         moment(end_at, "end"), overlap=overlap, actor=actor)
@@ -158,7 +159,8 @@ def schedule_describe(namespace: str, schedule_id: str, count: int, as_json: boo
     buffered starts and backfills in progress."""
     svc = existing()
     doc = dict(svc.schedule(namespace, schedule_id).to_dict(),
-               next_action_times=svc.upcoming(namespace, schedule_id, count))
+               next_action_times=[nominal_text(t) for t in svc.upcoming(namespace, schedule_id,
+                                                                        count)])
     emit(as_json, doc, out.schedule_lines(doc) + out.program_lines(doc) +
          out.activity_lines(doc))
 
