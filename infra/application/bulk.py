@@ -26,6 +26,7 @@ from schedfence.domain.text import validate_actor
 
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.application.guards import rollback_check
 from schedfence.infra.application.views import MigrationResult, Origin, Outcome
 from schedfence.infra.engines.attempt import CONCURRENCY
@@ -135,7 +136,7 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
     _check_destination(parts, namespace, [
         (sid, one) for sid, rid in zip(schedule_ids, rids)
         if (one := loaded.get(sid)) is not None and _invalid(namespace, sid, rid) is None])
-    epoch, who = parts.epoch(), actor or parts.unit.worker_id
+    epoch, who = parts.epoch(), actor_or_default(actor)
     answers: list[Any] = []
     changed: list[Any] = []
     for sid, rid in zip(schedule_ids, rids):

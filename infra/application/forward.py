@@ -28,6 +28,7 @@ from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
+from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.application.views import MigrationResult, Origin
 from schedfence.infra.engines.drive import OpenForwards
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
@@ -128,7 +129,7 @@ class ForwardCommands:
                                   same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
-                                       actor or self.worker_id, self.load.epoch(),
+                                       actor_or_default(actor), self.load.epoch(),
                                        seen.identity if seen else "",
                                        seen.conflict_token if seen else "", job_id)
         key.open_forward(str(mig.id))

@@ -28,6 +28,7 @@ from schedfence.domain.source.spec import ScheduleSpec
 from schedfence.domain.text import validate_actor, validate_notes
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.application.actor import default_actor
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
@@ -137,10 +138,11 @@ class ScheduleCommands:
                             lambda st: signed(manual.backfill(st, start, end, at, overlap), who))
 
     def _actor(self, actor: str) -> str:
-        """Who asks, as every command records it: ``actor`` (checked), else the worker id."""
+        """Who asks, as every command records it: ``actor`` (checked), else the default
+        (``SCHEDFENCE_ACTOR``, or ``user@host``: application/actor.py)."""
         if actor:
             return validate_actor(actor)
-        return self.unit.worker_id
+        return default_actor()
 
     def _decide(self, namespace: str, schedule_id: str,
                 decide: Callable[[ScheduleState], Facts]) -> ScheduleView:

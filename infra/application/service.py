@@ -23,6 +23,7 @@ from schedfence.domain.text import (validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.application.views import (HistoryEntry, MigrationView, MigrationResult,
                                                Origin, Outcome)
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
@@ -117,7 +118,7 @@ class MigrationService(ServiceParts):
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
-                            epoch=self.epoch(), actor=actor or self.worker_id, job_id=job_id)
+                            epoch=self.epoch(), actor=actor_or_default(actor), job_id=job_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
             assert existing is not None  # a refusal names the migration that decided it

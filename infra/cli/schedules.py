@@ -32,7 +32,8 @@ def _key(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _actor = click.option("--actor", default="",
-                      help="Who asks (recorded on the event; defaults to the worker id).")
+                      help="Who asks (recorded on the event; default: SCHEDFENCE_ACTOR, else "
+                           "user@host).")
 
 
 def program_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
