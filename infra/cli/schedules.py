@@ -9,6 +9,7 @@ from typing import Any, Callable
 import click
 
 from schedfence.domain.source.action import nominal_text
+from schedfence.domain.source.payload import shown
 from schedfence.domain.source.invoker import OVERLAPS, Overlap
 
 from schedfence.infra.cli import output as out
@@ -157,9 +158,11 @@ def schedule_backfill(namespace: str, schedule_id: str, start_at: str, end_at: s
 @json_option
 def schedule_describe(namespace: str, schedule_id: str, count: int, as_json: bool) -> None:
     """A schedule's spec, action, policies, next action times, recent and running actions,
-    buffered starts and backfills in progress."""
+    buffered starts and backfills in progress. The action's inputs are shown decoded
+    (``inputs``: a json/plain payload's value, else its encoding and size)."""
     svc = existing()
-    doc = dict(svc.schedule(namespace, schedule_id).to_dict(),
+    view = svc.schedule(namespace, schedule_id)
+    doc = dict(view.to_dict(), inputs=[shown(p) for p in (view.action or {}).get("inputs", [])],
                next_action_times=[nominal_text(t) for t in svc.upcoming(namespace, schedule_id,
                                                                         count)])
     emit(as_json, doc, out.schedule_lines(doc) + out.program_lines(doc) +
