@@ -136,3 +136,8 @@ ID_PATTERN = (f"^[^{_CONTROL}{_INVISIBLE}{_SPACE}]"
               f"(?:[^{_CONTROL}{_INVISIBLE}]*[^{_CONTROL}{_INVISIBLE}{_SPACE}])?$")
 REASON_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$"
 NOTES_PATTERN = f"^[^{_CONTROL_MULTILINE}]*$"
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 key``, ``2 keys``, ``0 migrations``: a count and its noun, agreed."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"

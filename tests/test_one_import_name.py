@@ -48,8 +48,9 @@ def test_an_embedding_application_imports_one_package_and_nothing_bare(tmp_path:
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["bare"] == []
-    assert Path(found["service"]) == ROOT / "infra" / "application" / "service.py"
-    assert Path(found["ports"]) == ROOT / "domain" / "ports.py"
+    # The files of the tree (through the venv's typed path, whose rooms link to them: Makefile).
+    assert Path(found["service"]).resolve() == ROOT / "infra" / "application" / "service.py"
+    assert Path(found["ports"]).resolve() == ROOT / "domain" / "ports.py"
     assert found["open_service"] is True
 
 

@@ -5,6 +5,7 @@ new. The block's own asserts check the outcome; a README that drifts from the co
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -37,9 +38,9 @@ def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
                           text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "fence.db").is_file()
-    # print(svc.upcoming(...)): three nominal times, 06:30 in Berlin (05:30Z in winter, 04:30Z
-    # in summer), on weekdays.
-    times = re.findall(r"'(\d{4}-\d\d-\d\dT\d\d:30:00Z)'", done.stdout)
+    # svc.upcoming(...), printed: three nominal times, 06:30 in Berlin (05:30Z in winter,
+    # 04:30Z in summer), on weekdays, as aware UTC datetimes.
+    times = re.findall(r"^(\d{4}-\d\d-\d\dT\d\d:30:00\+00:00)$", done.stdout, re.M)
     assert len(times) == 3, done.stdout
 
 
@@ -67,3 +68,66 @@ def test_importing_the_package_loads_none_of_the_api() -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# -- what a user's type checker sees ------------------------------------------------------------
+# The public API's types, as a user's program states them: closed sets are Literals, times are
+# datetimes, the errors are importable from the package. Type-checked with the block above
+# (never run).
+TYPED_USE = '''
+from datetime import datetime
+from typing import Literal, assert_type
+
+from schedfence import DomainError, InvalidArgument, MigrationPending, NotFound
+
+assert_type(svc.upcoming("payments", "nightly", 1), list[datetime])
+assert_type(svc.rollback("payments", "nightly").outcome,
+            Literal["accepted", "already_pending", "already_completed"])
+assert issubclass(InvalidArgument, DomainError) and issubclass(NotFound, DomainError)
+assert issubclass(MigrationPending, DomainError)
+'''
+
+
+def _mypy_strict(program: str, where: Path) -> subprocess.CompletedProcess[str]:
+    """``mypy --strict`` on ``program`` as a user runs it: in the venv this test runs in (the
+    one ``make`` builds), from a directory of the user's own (no project configuration)."""
+    (where / "user.py").write_text(program)
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    return subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-color-output",
+                           "--cache-dir", str(where / ".cache"), "user.py"],
+                          cwd=where, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_mypy_strict_checks_the_embedding_program_against_the_package(tmp_path: Path) -> None:
+    done = _mypy_strict(embedding_block() + TYPED_USE, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("Success: no issues found"), done.stdout
+
+
+def test_mypy_strict_refuses_an_overlap_outside_the_closed_set(tmp_path: Path) -> None:
+    program = embedding_block().replace('make_policies(overlap="skip")',
+                                        'make_policies(overlap="skipp")')
+    assert program != embedding_block()
+    done = _mypy_strict(program, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'Argument "overlap" to "make_policies" has incompatible type' in done.stdout
+    assert "Cannot find implementation or library stub" not in done.stdout
+
+
+def test_the_errors_the_api_raises_are_importable_from_the_package() -> None:
+    import schedfence
+    from schedfence.domain import errors, ports
+
+    for name in ("DomainError", "InvalidArgument", "NotFound", "MigrationPending", "Closed",
+                 "AlreadyExists", "Unavailable", "RecoveryRefused"):
+        assert getattr(schedfence, name) is getattr(errors, name) and name in schedfence.__all__
+    for name in ("DestinationError", "AlreadyStarted", "DestinationUnavailable",
+                 "DestinationNotReached", "DestinationNotFound"):
+        assert getattr(schedfence, name) is getattr(ports, name) and name in schedfence.__all__
+    with schedfence.open_service("sqlite:///:memory:", "sim") as svc:
+        try:
+            svc.rollback("payments", "none")
+        except schedfence.DomainError as refused:  # caught by the public name
+            assert isinstance(refused, schedfence.NotFound), refused
+        else:
+            raise AssertionError("a rollback of a missing schedule was accepted")

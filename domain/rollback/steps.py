@@ -14,7 +14,7 @@ The migration-only rules these build on are in ``decide.py`` (worker steps) and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 from uuid import UUID
 
 from schedfence.domain.rollback import decide as d
@@ -94,10 +94,10 @@ def _open(source: ScheduleState, mig: MigrationState | None) -> MigrationState:
 
 # -- rollback (admin) --------------------------------------------------------------------------
 def rollback_identity(namespace: str, schedule_id: str, incarnation: int,
-                      request_id: str | None) -> tuple[str, str, UUID]:
+                      request_id: str | None) -> tuple[str, Literal["caller", "derived"], UUID]:
     """The durable request id (the caller's, or derived from the incarnation so a retried
     caller-less rollback is the same migration), its origin, and the migration's id."""
-    origin = "caller" if request_id is not None else "derived"
+    origin: Literal["caller", "derived"] = "caller" if request_id is not None else "derived"
     rid = request_id if request_id is not None else derive_request_id(
         namespace, schedule_id, incarnation)
     return rid, origin, migration_aggregate_id(namespace, schedule_id, rid)

@@ -257,7 +257,7 @@ def _json(field: str, value: Any) -> None:
     check_json(field, value, MAX_INPUT_BYTES)
 
 
-def make_policies(*, overlap: str = "skip", catchup_window: int = DEFAULT_CATCHUP_WINDOW,
+def make_policies(*, overlap: Overlap = "skip", catchup_window: int = DEFAULT_CATCHUP_WINDOW,
                   pause_on_failure: bool = False) -> SchedulePolicies:
     if overlap not in OVERLAPS:
         raise InvalidArgument(f"overlap: must be one of {', '.join(OVERLAPS)}, not {overlap!r}")

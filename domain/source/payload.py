@@ -79,3 +79,19 @@ def json_payload(value: Any) -> Payload:
     text = json.dumps(value, separators=(",", ":"), sort_keys=True)
     return Payload.of({ENCODING: JSON_PLAIN}, text.encode())
 
+
+
+def shown(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A payload's document as a person reads it: the JSON value of a ``json/plain`` payload
+    (``null`` for ``binary/null``), else its encoding and size; the stored bytes are unchanged."""
+    payload = Payload.model_validate(doc)
+    encoding = payload.metadata_bytes().get(ENCODING, b"")
+    if encoding == JSON_PLAIN:
+        try:
+            return {"encoding": "json/plain", "value": json.loads(payload.data_bytes())}
+        except ValueError:  # not JSON after all: shown by its size, as any other
+            pass
+    if encoding == BINARY_NULL:
+        return {"encoding": "binary/null", "value": None}
+    return {"encoding": encoding.decode("utf-8", "replace") or None,
+            "bytes": len(payload.data_bytes())}

@@ -231,10 +231,13 @@ def check_same_on_temporal(spec: ScheduleSpec) -> None:
                                   "another hour, a wildcard hour or UTC")
 
 
-def make_spec(*, intervals: Sequence[tuple[int, int]] = (), cron: Sequence[str] = (),
+def make_spec(*, intervals: Sequence[tuple[int, int]] = (), cron: str | Sequence[str] = (),
               start_at: datetime | None = None, end_at: datetime | None = None,
               jitter: int = 0, time_zone: str = "UTC") -> ScheduleSpec:
-    """A checked spec: every refusal is ``invalid_argument`` naming the field."""
+    """A checked spec: every refusal is ``invalid_argument`` naming the field. ``cron`` is one
+    cron string or a sequence of them (a bare string is one expression, never its letters)."""
+    if isinstance(cron, str):
+        cron = (cron,)
     if len(intervals) + len(cron) > MAX_ENTRIES:
         raise _refuse("spec", f"at most {MAX_ENTRIES} intervals and cron strings")
     checked = tuple(IntervalSpec(every=_seconds("interval", every, 1),

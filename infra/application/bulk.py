@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -26,8 +26,9 @@ from schedfence.domain.text import validate_actor
 
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
+from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.application.guards import rollback_check
-from schedfence.infra.application.views import MigrationResult
+from schedfence.infra.application.views import MigrationResult, Origin, Outcome
 from schedfence.infra.engines.attempt import CONCURRENCY
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -100,7 +101,7 @@ class _Loaded:
     """One schedule's rollback inputs, read with the batch's."""
 
     source: Any
-    identity: tuple[str, str, UUID]  # request id, its origin, migration id
+    identity: tuple[str, Origin, UUID]  # request id, its origin, migration id
     same: Any = None  # the migration of this request id, if any
     pending: Any = None  # the migration the source's fence holds, if any
     last: Any = None  # the source's last migration, if any
@@ -135,7 +136,7 @@ def _decide(parts: Parts, namespace: str, schedule_ids: list[str],
     _check_destination(parts, namespace, [
         (sid, one) for sid, rid in zip(schedule_ids, rids)
         if (one := loaded.get(sid)) is not None and _invalid(namespace, sid, rid) is None])
-    epoch, who = parts.epoch(), actor or parts.unit.worker_id
+    epoch, who = parts.epoch(), actor_or_default(actor)
     answers: list[Any] = []
     changed: list[Any] = []
     for sid, rid in zip(schedule_ids, rids):
@@ -168,7 +169,8 @@ def _decide_one(namespace: str, sid: str, one: _Loaded, epoch: int,
                         actor=actor, job_id=job_id)
     if change.outcome != "accepted":
         existing = one.same if one.same is not None else one.pending
-        return MigrationResult(change.outcome, rid, existing.origin, change.migration_id), []
+        return MigrationResult(cast(Outcome, change.outcome), rid,
+                               cast(Origin, existing.origin), change.migration_id), []
     return (MigrationResult("accepted", rid, origin, change.migration_id),
             change.apply(one.source, None))
 

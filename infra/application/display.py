@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from schedfence.domain.text import one_line
+from schedfence.domain.text import counted, one_line
 from schedfence.projections import narration
 from schedfence.projections.narration import narrate, short_type, yes_no
 
@@ -34,10 +34,11 @@ def show(value: object) -> str:
 
 def verdict_lines(doc: dict[str, Any]) -> list[str]:
     if doc["ok"]:
-        return [f"invariants: OK ({doc['events']} events, {doc['migrations']} migrations "
-                "checked)"]
-    lines = [f"invariants: {len(doc['violations'])} violation(s) "
-             f"({doc['events']} events, {doc['migrations']} migrations checked)"]
+        return [f"invariants: OK ({counted(doc['events'], 'event')}, "
+                f"{counted(doc['migrations'], 'migration')} checked)"]
+    lines = [f"invariants: {counted(len(doc['violations']), 'violation')} "
+             f"({counted(doc['events'], 'event')}, "
+             f"{counted(doc['migrations'], 'migration')} checked)"]
     for v in doc["violations"]:
         positions = ",".join(str(p) for p in v["positions"])
         lines.append(f"  {v['invariant']}  migration {v['migration_id'] or '-'}  "

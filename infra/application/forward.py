@@ -28,7 +28,8 @@ from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
-from schedfence.infra.application.views import MigrationResult
+from schedfence.infra.application.actor import actor_or_default
+from schedfence.infra.application.views import MigrationResult, Origin
 from schedfence.infra.engines.drain import RETRY_FOR, drain
 from schedfence.infra.engines.drive import OpenForwards
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
@@ -72,6 +73,7 @@ class ForwardCommands:
             validate_actor(actor)
         self.require_active()
         seen: ScheduleSnapshot | None = None
+        origin: Origin
         if request_id is not None and self.app.find(
                 forward_aggregate_id(namespace, schedule_id, request_id)) is not None:
             rid, origin = request_id, "caller"  # a retry: the same migration's answer
@@ -118,7 +120,7 @@ class ForwardCommands:
         self._check_key(namespace, schedule_id)
         return "accepted", fs.predicted_park(self._describe(namespace, schedule_id))
 
-    def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: str,
+    def _forward_once(self, namespace: str, schedule_id: str, request_id: str, origin: Origin,
                       actor: str, seen: ScheduleSnapshot | None,
                       job_id: str | None = None) -> MigrationResult:
         mid = forward_aggregate_id(namespace, schedule_id, request_id)
@@ -128,7 +130,7 @@ class ForwardCommands:
                                   same.state.request_id_origin, str(mid))
         key = self._check_key(namespace, schedule_id)
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
-                                       actor or self.worker_id, self.load.epoch(),
+                                       actor_or_default(actor), self.load.epoch(),
                                        seen.identity if seen else "",
                                        seen.conflict_token if seen else "", job_id)
         key.open_forward(str(mig.id))

@@ -26,6 +26,7 @@ from schedfence.domain.text import validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import TokenBucket, retry_call
 from schedfence.infra.adapters.store.bulk import load_many
+from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.application.guards import require_served
 from schedfence.infra.application.ports import Commands
 from schedfence.infra.application.job_pages import (NO_FORWARD, migration_id, read_page,
@@ -92,7 +93,7 @@ def run_job(service: Commands, job_id: str, namespace: str, direction: str, *,
     require_served(service.destination, sel.namespace)
     if not options.dry_run:
         service.require_active()
-    job = open_job(service, job_id, sel, options.actor or service.worker_id, options.dry_run)
+    job = open_job(service, job_id, sel, actor_or_default(options.actor), options.dry_run)
     if options.dry_run:
         return _dry_run(service, job_id, sel, job, options.page_size)
     runner = _Runner(service, cast(j.Job, job), options, on_progress)  # not dry: never None
@@ -110,7 +111,7 @@ class _Runner:
                  on_progress: Progress | None) -> None:
         self.service, self.job, self.options = service, job, options
         self.sel = job.state.selection
-        self.actor = options.actor or service.worker_id
+        self.actor = actor_or_default(options.actor)
         self.bucket = TokenBucket(options.rate) if options.rate else None
         self.progress = None if on_progress is None else JobProgress(
             on_progress, selection_size(service, self.sel), options.wait, self._find)

@@ -29,6 +29,7 @@ from schedfence.domain.owners.classify import (AtDestination, OwnerRow, StoreSay
 from schedfence.domain.ports import (DestinationUnavailable, ListedSchedule,
                                      NamespaceNotFound, ScheduleInventory, command_error)
 from schedfence.domain.text import validate_actor, validate_id
+from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.pacing import retry_call
 from schedfence.projections import tables as t
 from schedfence.projections.ownership import last_audit, load_audits
@@ -201,7 +202,7 @@ def run_audit(service: Any, namespace: str, options: AuditOptions = AuditOptions
 def record(service: Any, namespace: str, rows: list[OwnerRow], options: AuditOptions,
            calls: dict[str, int]) -> AuditState:
     facts = decide_record(namespace, rows, deep=options.deep, destination=options.destination,
-                          actor=options.actor or service.worker_id, calls=calls)
+                          actor=actor_or_default(options.actor), calls=calls)
 
     def save() -> AuditState:
         audits = load_audits(service.app, namespace) or OwnershipAudits.start(namespace)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from schedfence.domain.owners.audit import AuditState
 from schedfence.domain.owners.classify import DRIFT, FAILING, OwnerRow, failing
 from schedfence.domain.owners.resolve import resolutions
+from schedfence.domain.text import counted
 from schedfence.projections.ownership import last_audits
 from schedfence.projections.cursors import decode_cursor, encode_cursor
 from schedfence.projections.queries import check_limit
@@ -76,7 +77,7 @@ def summary_line(state: AuditState) -> str:
     kinds = state.counts.get("kind", {})
     owners = state.counts.get("owner", {})
     drift = ", ".join(f"{k} {kinds.get(k, 0)}" for k in DRIFT if kinds.get(k))
-    return (f"{state.namespace} audited {state.at}: {len(state.rows)} keys; owner "
+    return (f"{state.namespace} audited {state.at}: {counted(len(state.rows), 'key')}; owner "
             + ", ".join(f"{o} {n}" for o, n in owners.items())
             + f"; native {kinds.get('native', 0)}; drift: {drift or 'none'}")
 

@@ -7,14 +7,15 @@ store, its aggregates, the destination and the active-store check.
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 from uuid import UUID
 
 from schedfence.domain.source import manual
 
 from schedfence.domain.source import scheduling
-from schedfence.domain.source.action import SchedulePolicies, StartWorkflowAction, nominal_text
+from schedfence.domain.source.action import SchedulePolicies, StartWorkflowAction
+from schedfence.domain.source.invoker import Overlap
 from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPending
 from schedfence.domain.ids import validate_destination_key
 from schedfence.domain.model import Facts
@@ -30,6 +31,7 @@ from schedfence.projections.records import EPOCH, MICROSECOND
 from schedfence.projections.schedule_oncall import FailingScheduleItem, failing_item
 
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.application.actor import default_actor
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.guards import destination_check
@@ -121,7 +123,7 @@ class ScheduleCommands:
 
         return self._change(namespace, schedule_id, update)
 
-    def trigger_schedule(self, namespace: str, schedule_id: str, *, overlap: str | None = None,
+    def trigger_schedule(self, namespace: str, schedule_id: str, *, overlap: Overlap | None = None,
                          now: datetime | None = None, actor: str = "") -> ScheduleView:
         """One action now (whole seconds), under ``overlap`` (default: the schedule's); the
         scheduler starts it on its next pass. Ignores pause and the limit, as Temporal's."""
@@ -130,7 +132,7 @@ class ScheduleCommands:
                             lambda st: signed(manual.trigger(st, at, overlap), who))
 
     def backfill_schedule(self, namespace: str, schedule_id: str, start: datetime | None,
-                          end: datetime | None, *, overlap: str | None = None,
+                          end: datetime | None, *, overlap: Overlap | None = None,
                           now: datetime | None = None, actor: str = "") -> ScheduleView:
         """Every nominal time of the spec in ``[start, end]`` (both past), under ``overlap``;
         the scheduler works through it from a durable cursor (domain/source/manual.py)."""
@@ -139,10 +141,11 @@ class ScheduleCommands:
                             lambda st: signed(manual.backfill(st, start, end, at, overlap), who))
 
     def _actor(self, actor: str) -> str:
-        """Who asks, as every command records it: ``actor`` (checked), else the worker id."""
+        """Who asks, as every command records it: ``actor`` (checked), else the default
+        (``SCHEDFENCE_ACTOR``, or ``user@host``: application/actor.py)."""
         if actor:
             return validate_actor(actor)
-        return self.unit.worker_id
+        return default_actor()
 
     def _decide(self, namespace: str, schedule_id: str,
                 decide: Callable[[ScheduleState], Facts]) -> ScheduleView:
@@ -197,12 +200,12 @@ class ScheduleCommands:
         return ScheduleView.of(source.state, source.version)
 
     def upcoming(self, namespace: str, schedule_id: str, count: int = 5,
-                 now: datetime | None = None) -> list[str]:
-        """The schedule's next ``count`` nominal times (RFC 3339 UTC); none without a spec."""
+                 now: datetime | None = None) -> list[datetime]:
+        """The schedule's next ``count`` nominal times (aware, UTC); none without a spec."""
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
             raise InvalidArgument("count must be from 1 to 1000")
         state = self.load.source(namespace, schedule_id).state
-        return [nominal_text(t) for t in upcoming(state, now or utc_now(), count)]
+        return [t.astimezone(timezone.utc) for t in upcoming(state, now or utc_now(), count)]
 
     def list_schedules(self) -> list[ScheduleView]:
         sources: list[Schedule] = [self.app.repository.get(sid)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 from uuid import UUID
 
 from schedfence.domain.rollback import decide as d
@@ -23,7 +23,9 @@ from schedfence.domain.text import (validate_actor, validate_id, validate_reason
 
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
-from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult
+from schedfence.infra.application.actor import actor_or_default
+from schedfence.infra.application.views import (HistoryEntry, MigrationView, MigrationResult,
+                                               Origin, Outcome)
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
@@ -116,12 +118,12 @@ class MigrationService(ServiceParts):
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
-                            epoch=self.epoch(), actor=actor or self.worker_id, job_id=job_id)
+                            epoch=self.epoch(), actor=actor_or_default(actor), job_id=job_id)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
             assert existing is not None  # a refusal names the migration that decided it
-            return MigrationResult(change.outcome, rid, existing.origin,
-                                  change.migration_id)
+            return MigrationResult(cast(Outcome, change.outcome), rid,
+                                  cast(Origin, existing.origin), change.migration_id)
         self.unit.save("rollback", *change.apply(source, None))  # one append, both
         return MigrationResult("accepted", rid, origin, change.migration_id)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from copy import deepcopy
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from schedfence.domain.errors import NotFound
 from schedfence.domain.ids import schedule_aggregate_id
@@ -18,15 +18,20 @@ if TYPE_CHECKING:
 
     from schedfence.infra.adapters.store.eventstore import FenceApplication
 
+# What a request for a migration answers, and where its request id came from (``legacy``: a
+# migration an older release wrote without one; ``adopted``: one an operator adopted).
+Outcome = Literal["accepted", "already_pending", "already_completed"]
+Origin = Literal["caller", "derived", "legacy", "adopted"]
+
 
 @dataclass(frozen=True)
 class MigrationResult:
     """What a request for a migration answered, in either direction (``rollback``,
     ``forward`` and the bulk forms)."""
 
-    outcome: str  # accepted | already_pending | already_completed
+    outcome: Outcome
     request_id: str
-    request_id_origin: str  # caller | derived
+    request_id_origin: Origin
     migration_id: str
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from schedfence.infra.engines.pool import MAX_POLL_INTERVAL
 @click.argument("namespace")
 @click.argument("schedule_id")
 @click.option("--request-id", default=None, help="Idempotency id (derived if omitted).")
-@click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@click.option("--actor", default="", help="Who asks (default: SCHEDFENCE_ACTOR, else user@host).")
 @json_option
 def rollback(namespace: str, schedule_id: str, request_id: str | None, actor: str,
              as_json: bool) -> None:

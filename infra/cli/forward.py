@@ -29,7 +29,7 @@ def _lines(doc: dict[str, Any]) -> list[str]:
 @click.argument("schedule_id")
 @click.option("--request-id", default=None,
               help="Idempotency id (derived from the schedule's conflict token if omitted).")
-@click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@click.option("--actor", default="", help="Who asks (default: SCHEDFENCE_ACTOR, else user@host).")
 @click.option("--no-wait", is_flag=True, help="Record the request only; a worker finishes it.")
 @json_option
 def forward(namespace: str, schedule_id: str, request_id: str | None, actor: str,

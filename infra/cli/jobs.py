@@ -43,7 +43,7 @@ EXAMPLES = 5  # schedule ids shown per reason in text
 @click.option("--dry-run", is_flag=True, help="Say what would be requested and refused; "
               "write nothing.")
 @click.option("--no-wait", is_flag=True, help="Request only; leave the migrations to workers.")
-@click.option("--actor", default="", help="Who asks (defaults to the worker id).")
+@click.option("--actor", default="", help="Who asks (default: SCHEDFENCE_ACTOR, else user@host).")
 @click.option("--blocked-rounds", type=click.IntRange(0, MAX_BLOCKED_ROUNDS), default=3,
               show_default=True, help="Once every schedule is decided, ask the blocked ones "
               "(a refusal that may clear by itself) again, up to N rounds in all, counting "

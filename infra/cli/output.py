@@ -6,6 +6,7 @@ Kept apart from the command definitions so ``cli.py`` only wires commands to the
 """
 from __future__ import annotations
 
+import json
 import sys
 from contextlib import contextmanager
 from datetime import datetime
@@ -103,6 +104,13 @@ def key_fields(event_type: str, data: dict[str, Any]) -> str:
 
 
 # -- views -----------------------------------------------------------------------------------
+def _input_text(shown: dict[str, Any]) -> str:
+    """One decoded input (domain/source/payload.shown): its JSON, or its encoding and size."""
+    if "value" in shown:
+        return json.dumps(shown["value"], separators=(",", ":"), sort_keys=True)
+    return f"<{shown['encoding'] or 'no encoding'}, {shown['bytes']} bytes>"
+
+
 def program_lines(view: dict[str, Any]) -> list[str]:
     """What a schedule runs and when (``schedule describe``)."""
     spec, policies = view.get("spec"), view.get("policies")
@@ -117,6 +125,7 @@ def program_lines(view: dict[str, Any]) -> list[str]:
              ("end", spec["end_at"]), ("jitter", f"{spec['jitter']}s"),
              ("action", f"start {action['workflow_type']} on {action['task_queue']} as "
                         f"{action['workflow_id']}-<time>"),
+             ("input", ", ".join(_input_text(i) for i in view.get("inputs") or []) or "none"),
              ("overlap", policies["overlap"]),
              ("catch-up window", f"{policies['catchup_window']}s"),
              ("pause on failure", policies["pause_on_failure"]),

@@ -17,7 +17,8 @@ ROW_HEADERS = ["SCHEDULE", "OWNER", "STORE SAYS", "MIGRATION", "DRIFT", "NEXT RU
 @click.option("--concurrency", type=click.IntRange(1, 64), default=16, show_default=True,
               help="Describes in flight at once.")
 @click.option("--all", "all_rows", is_flag=True, help="Text: list every key, not only drift.")
-@click.option("--actor", default="", help="Who runs the audit (defaults to the worker id).")
+@click.option("--actor", default="",
+              help="Who runs the audit (default: SCHEDFENCE_ACTOR, else user@host).")
 @json_option
 @click.pass_context
 def owners(ctx: click.Context, namespace: str, deep: bool, concurrency: int, all_rows: bool,

@@ -47,7 +47,8 @@ def history(namespace: str, schedule_id: str, narrate: bool, as_json: bool) -> N
               help="Events of the migrations batch job ID requested (rollback jobs).")
 @click.option("--request-id", default=None, help="Events carrying this request id.")
 @click.option("--migration", "migration_id", default=None, help="Events of one migration.")
-@click.option("--actor", default=None, help="Worker id or operator identity.")
+@click.option("--actor", default=None, help="Who asked (user@host, an operator, a token's "
+              "name) or a worker id.")
 @click.option("--since", default=None, metavar="T",
               help="ISO 8601 (naive = UTC) or a duration ago: 90s, 15m, 2h, 7d.")
 @click.option("--until", default=None, metavar="T", help="Same formats as --since.")

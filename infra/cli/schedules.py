@@ -8,7 +8,9 @@ from typing import Any, Callable
 
 import click
 
-from schedfence.domain.source.invoker import OVERLAPS
+from schedfence.domain.source.action import nominal_text
+from schedfence.domain.source.payload import shown
+from schedfence.domain.source.invoker import OVERLAPS, Overlap
 
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import emit, existing, json_option, service
@@ -31,7 +33,8 @@ def _key(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _actor = click.option("--actor", default="",
-                      help="Who asks (recorded on the event; defaults to the worker id).")
+                      help="Who asks (recorded on the event; default: SCHEDFENCE_ACTOR, else "
+                           "user@host).")
 
 
 def program_options(create: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -123,7 +126,7 @@ def schedule_update(namespace: str, schedule_id: str, conflict_token: int | None
               help="Overlap policy of this start (default: the schedule's).")
 @_actor
 @json_option
-def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None, actor: str,
+def schedule_trigger(namespace: str, schedule_id: str, overlap: Overlap | None, actor: str,
                      as_json: bool) -> None:
     """Take one action now (the scheduler starts it on its next pass), even if paused."""
     _schedule_out(existing().trigger_schedule(namespace, schedule_id, overlap=overlap,
@@ -141,7 +144,7 @@ def schedule_trigger(namespace: str, schedule_id: str, overlap: str | None, acto
 @_actor
 @json_option
 def schedule_backfill(namespace: str, schedule_id: str, start_at: str, end_at: str,
-                      overlap: str | None, actor: str, as_json: bool) -> None:
+                      overlap: Overlap | None, actor: str, as_json: bool) -> None:
     """Start every action time of the spec in [--start, --end], from a durable cursor."""
     view = existing().backfill_schedule(namespace, schedule_id, moment(start_at, "start"),
                                         moment(end_at, "end"), overlap=overlap, actor=actor)
@@ -155,10 +158,13 @@ def schedule_backfill(namespace: str, schedule_id: str, start_at: str, end_at: s
 @json_option
 def schedule_describe(namespace: str, schedule_id: str, count: int, as_json: bool) -> None:
     """A schedule's spec, action, policies, next action times, recent and running actions,
-    buffered starts and backfills in progress."""
+    buffered starts and backfills in progress. The action's inputs are shown decoded
+    (``inputs``: a json/plain payload's value, else its encoding and size)."""
     svc = existing()
-    doc = dict(svc.schedule(namespace, schedule_id).to_dict(),
-               next_action_times=svc.upcoming(namespace, schedule_id, count))
+    view = svc.schedule(namespace, schedule_id)
+    doc = dict(view.to_dict(), inputs=[shown(p) for p in (view.action or {}).get("inputs", [])],
+               next_action_times=[nominal_text(t) for t in svc.upcoming(namespace, schedule_id,
+                                                                        count)])
     emit(as_json, doc, out.schedule_lines(doc) + out.program_lines(doc) +
          out.activity_lines(doc))
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import StringConstraints
 
 from schedfence.domain.errors import InvalidArgument
+from schedfence.domain.source.action import nominal_text
 from schedfence.domain.rollback.phases import Phase
 from schedfence.projections import service_views as pv
 from schedfence.domain.ids import validate_id
@@ -57,8 +58,8 @@ def status(request: Request, _: Reader, namespace: Namespace,
 def describe(request: Request, _: Reader, namespace: Namespace, schedule_id: ScheduleId,
              next: Annotated[int, Query(ge=1, le=1000)] = 5) -> dict[str, Any]:
     return call(request, lambda s: dict(s.schedule(namespace, schedule_id).to_dict(),
-                                        next_action_times=s.upcoming(namespace, schedule_id,
-                                                                     next)))
+                                        next_action_times=[nominal_text(t) for t in s.upcoming(
+                                            namespace, schedule_id, next)]))
 
 
 @router.get("/schedule/history", summary="Every event of a key, narrated (history)")

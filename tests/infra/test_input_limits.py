@@ -12,6 +12,7 @@ from typing import Any, Callable
 import pytest
 from click.testing import CliRunner
 
+from schedfence.infra.application.actor import default_actor
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import (MAX_DESTINATION_ID_BYTES, MAX_SCHEDULE_ID_BYTES,
                                    WORKFLOW_ID_PREFIX)
@@ -89,7 +90,7 @@ def test_every_write_refuses_every_bad_value_and_writes_nothing(world, write):
     _seed(world.service)
     for name, bad in bad_values(kind, limit).items():
         if write == "rollback.actor" and bad == "":
-            continue  # an omitted actor is the worker id
+            continue  # an omitted actor is the default one (user@host)
         with nothing_written(world.service), pytest.raises(InvalidArgument) as exc:
             call(world.service, bad)
         assert kind in exc.value.message, (name, exc.value.message)
@@ -216,7 +217,7 @@ def _write_at_limits_api(url: str) -> None:
                 call()
         s.recover("abort", NS_MAX, SID_MAX, actor=ACTOR, reason=REASON)
         s.update_schedule(NS_MAX, SID_MAX, notes=NOTES[::-1])
-        assert s.rollback(NS_MAX, SID_MAX).outcome == "accepted"  # actor: the worker id
+        assert s.rollback(NS_MAX, SID_MAX).outcome == "accepted"  # actor: user@host
 
 
 def _write_at_limits_cli(url: str) -> None:
@@ -264,7 +265,9 @@ def test_every_field_at_its_limit_then_every_read_command(file_store_url, via):
     assert json.loads(ok(url, "verify", "--json"))["ok"]
     audit = json.loads(ok(url, "audit", "--actor", ACTOR, "--json"))["entries"]
     assert audit and all(e["actor"] == ACTOR for e in audit)
-    assert json.loads(ok(url, "audit", "--actor", WORKER, "--json"))["entries"]
+    # No --actor: who asked is the person (user@host), never the worker id.
+    by_default = json.loads(ok(url, "audit", "--actor", default_actor(), "--json"))["entries"]
+    assert [e["type"] for e in by_default][-1] == "RequestIdAssigned"
     assert json.loads(ok(url, "audit", "--request-id", RID_MAX, "--json"))["entries"]
     assert json.loads(ok(url, "audit", "--schedule", f"{NS_MAX}/{SID_MAX}", "--json"))["entries"]
     assert json.loads(ok(url, "oncall", "--json"))["items"] == []

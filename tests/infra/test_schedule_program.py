@@ -29,8 +29,10 @@ def test_a_schedule_with_a_program_shows_it_and_its_next_times():
         assert view.spec["intervals"] == [{"every": 60, "offset": 15}]
         assert (view.action["workflow_id"], view.policies["overlap"],
                 view.remaining_actions) == ("act", "buffer_one", 3)
-        assert svc.upcoming(NS, "s", 2, now=NOW) == ["2027-01-01T00:01:15Z",
-                                                      "2027-01-01T00:02:15Z"]
+        times = svc.upcoming(NS, "s", 2, now=NOW)
+        assert times == [datetime(2027, 1, 1, 0, 1, 15, tzinfo=timezone.utc),
+                         datetime(2027, 1, 1, 0, 2, 15, tzinfo=timezone.utc)]
+        assert all(t.tzinfo is timezone.utc for t in times)
 
 
 def test_a_schedule_of_old_has_no_spec_no_action_and_no_times():

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.source.key import ScheduleKey
+from schedfence.infra.application.actor import default_actor
 from schedfence.infra.application.service import open_service
 from schedfence.infra.adapters.destination.simulator import SimulatedDestination
 from tests.projections.histories import OTHER_NS, Histories, build
@@ -87,8 +88,11 @@ def test_by_actor_tells_operators_and_workers_apart(hist: Histories) -> None:
 
 def test_filters_combine(hist: Histories) -> None:
     entries = hist.service.audit(actor="w2", schedule=f"{OTHER_NS}/done2").entries
-    # w2 created the schedule (no --actor: the worker id is recorded), then drove it.
-    assert [e.type for e in entries] == ["Created"] + DONE_FLOW[2:6] + ["SourceClosed"]
+    # The worker w2 drove it; who created it (no actor named) is the default actor, the
+    # person (user@host: infra/application/actor.py), never the worker id.
+    assert [e.type for e in entries] == DONE_FLOW[2:6] + ["SourceClosed"]
+    created = hist.service.audit(actor=default_actor(), schedule=f"{OTHER_NS}/done2").entries
+    assert [e.type for e in created] == ["Created"]
     assert hist.service.audit(actor="alice", request_id="req-done2").entries == []
 
 

@@ -134,3 +134,9 @@ def test_times_strictly_increase_and_each_is_the_next_after_the_one_before(spec,
     assert all(a < b for a, b in zip(seq, seq[1:])) and all(t > after for t in seq)
     for prev, t in zip(seq, seq[1:]):
         assert next(times_after(spec, prev)) == t  # none skipped, none repeated
+
+
+def test_a_bare_cron_string_is_one_expression_not_its_letters():
+    one = make_spec(cron="30 6 * * 1-5")
+    assert one == make_spec(cron=["30 6 * * 1-5"])
+    assert len(one.cron_expressions) == 1

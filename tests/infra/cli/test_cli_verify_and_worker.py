@@ -27,7 +27,7 @@ def test_verify_clean_store_exits_0(store: str) -> None:
     ok(store, "rollback", "ns", "a")
     ok(store, "worker", "--until-idle")
     assert ok(store, "verify").strip() == \
-        f"invariants: OK ({events_in(store)} events, 1 migrations checked)"
+        f"invariants: OK ({events_in(store)} events, 1 migration checked)"
 
 
 def test_verify_counts_events_not_log_positions(store: str) -> None:
