@@ -108,6 +108,7 @@ def ownership_lines(drift: list[dict[str, Any]]) -> list[str]:
     for d in drift:
         lines.append(f"{d['namespace']}/{d['schedule_id']} ({d['kind']}, owner {d['owner']}, "
                      f"audited {d['audited_at']}):")
+        lines += [f"  - {d['advice']}"] if d.get("advice") else []
         lines += [f"  - resolve: {c}" for c in d["resolve"]] or \
             ["  - informational: nothing to resolve"]
     return lines
