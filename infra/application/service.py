@@ -35,6 +35,7 @@ from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
 from schedfence.infra.application.service_parts import ServiceParts
+from schedfence.projections.oncall import STUCK_AFTER
 
 if TYPE_CHECKING:
     from schedfence.domain.invariants.checker import Violation
@@ -189,7 +190,6 @@ class MigrationService(ServiceParts):
     predict_forward = Through("_forward", ForwardCommands.predict_forward)
     forward_state = Through("_forward", ForwardCommands.forward_state)
     open_forward_ids = Through("_forward", ForwardCommands.open_forward_ids)
-    forward_oncall = Through("_forward", ForwardCommands.forward_oncall)
     abort_forward = Through("_forward", ForwardCommands.abort_forward)
     take_over_forward = Through("_forward", ForwardCommands.take_over_forward)
 
@@ -296,8 +296,28 @@ class MigrationService(ServiceParts):
         return self.views.stats()
 
     def oncall(self, stuck_after_seconds: float = VIEWS_DEFAULT) -> list[OnCallItem]:
-        """Default: ``service_views.STUCK_AFTER`` seconds."""
-        return self.views.oncall(*_given(stuck_after_seconds))
+        """Default: ``service_views.STUCK_AFTER`` seconds. An open migration is stuck after
+        that long without progress: no event, or only failed attempts (their last error from
+        the stall table, infra/engines/stalls.py)."""
+        seconds = STUCK_AFTER if stuck_after_seconds is VIEWS_DEFAULT else stuck_after_seconds
+        return self.views.oncall(seconds, stalls=self.stall_rows())
+
+    def forward_oncall(self, stuck_after_seconds: float) -> list[Any]:
+        """Forward migrations that need an operator (infra/application/forward.py), stuck
+        ones with what their attempts keep running into."""
+        return self._forward.forward_oncall(stuck_after_seconds, self.stall_rows())
+
+    def stuck_counts(self, stuck_after_seconds: float) -> dict[str, int]:
+        """How many open migrations of each direction made no progress for
+        ``stuck_after_seconds`` (the gauge ``schedfence_stuck_migrations``)."""
+        return {"rollback": sum(i.category == "stuck" for i in self.oncall(stuck_after_seconds)),
+                "forward": sum(i.category == "stuck"
+                               for i in self.forward_oncall(stuck_after_seconds))}
+
+    def stall_rows(self) -> dict[str, dict[str, Any]]:
+        """Every migration's stall row (attempts that keep failing), by migration id."""
+        from dataclasses import asdict
+        return {mid: asdict(s) for mid, s in self.due.stalls.read().items()}
 
     def migrations_by_state(self, state: str | None = None,
                             limit: int = VIEWS_DEFAULT) -> list[MigrationRow]:

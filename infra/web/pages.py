@@ -125,7 +125,8 @@ class _Pages:
     # -- pages ------------------------------------------------------------------------------
     def index(self, request: Request) -> Response:
         def build(service: MigrationService) -> tuple[str, dict]:
-            stuck = request.query_params.get("stuck_after") or str(STUCK_AFTER)
+            stuck = request.query_params.get("stuck_after") or \
+                str(getattr(request.app.state, "stuck_after", STUCK_AFTER))
             try:
                 seconds = float(stuck)
             except ValueError:

@@ -66,12 +66,17 @@ _COUNTER_HELP = {
 
 
 def render_metrics(views: OperatorViews, app: FenceApplication, destination: object,
-                   schedules_due: Callable[[], int] | None = None) -> tuple[bytes, str]:
+                   schedules_due: Callable[[], int] | None = None, *,
+                   stuck: Callable[[], dict[str, int]] | None = None,
+                   stuck_after: float | None = None) -> tuple[bytes, str]:
     """The exposition text of a service's metrics (its operator ``views``, its store ``app``
     and its ``destination``, whose calls this process timed; ``schedules_due``: the
-    scheduler's due backlog now), and its content type."""
+    scheduler's due backlog now; ``stuck``: open migrations without progress for
+    ``stuck_after`` seconds, by direction), and its content type."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ServiceCollector(views, app, destination, schedules_due))
+    if stuck is not None:
+        registry.register(StuckCollector(stuck, stuck_after))
     # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
     # every name here is plain ASCII, so the newer format would add nothing.
     return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
@@ -114,6 +119,27 @@ class ServiceCollector(Collector):
     def _forward_states(self, ids: list[str]) -> list[Any]:
         repository = self.app.repository
         return [repository.get(UUID(i)).state for i in ids]
+
+
+class StuckCollector(Collector):
+    """``schedfence_stuck_migrations{direction}``: open migrations that made no progress
+    (no event, or only failed attempts) for the on-call threshold, read afresh on every
+    collect (what ``schedfence oncall`` lists as ``stuck``)."""
+
+    def __init__(self, stuck: Callable[[], dict[str, int]], after: float | None) -> None:
+        self.stuck, self.after = stuck, after
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(f"{PREFIX}stuck_migrations", "Open migrations without "
+                                   "progress (no event, or only failed attempts) for "
+                                   "schedfence_stuck_after_seconds, by direction: see "
+                                   "`schedfence oncall`.", labels=["direction"])
+        for direction, n in sorted(self.stuck().items()):
+            family.add_metric([direction], n)
+        yield family
+        if self.after is not None:
+            yield GaugeMetricFamily(f"{PREFIX}stuck_after_seconds", "The threshold "
+                                    "schedfence_stuck_migrations counts with.", value=self.after)
 
 
 def _by_state(snap: MetricsSnapshot, forward: list[Any]) -> Metric:
