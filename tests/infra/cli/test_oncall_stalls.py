@@ -124,3 +124,47 @@ def test_a_worker_that_leaves_nothing_says_nothing(store: str) -> None:
     assert "schedfence oncall" not in done.stdout
     doc = json.loads(subprocess_cli(store, "worker", "--until-idle", "--json").stdout)
     assert doc["attention"]["needs_operator"] is False
+
+
+def test_the_server_shows_it_at_its_own_threshold(store: str) -> None:
+    """``serve --stuck-after``: GET /v1/oncall without ``stuck_after``, the web page and the
+    gauge use the server's threshold; a request's own still wins."""
+    from tests.infra.http.api import api_on, bearer
+    _receipted_and_settle_busy(store, "served")
+    with api_on(store, stuck_after=1.0) as api:
+        deadline = time.monotonic() + 120
+        while not (items := api.read("/v1/oncall")["items"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (item,) = items
+        assert item["stall"]["error"] == "DestinationUnavailable: settle: unavailable"
+        assert api.read("/v1/oncall")["stuck_after_seconds"] == 1.0
+        assert api.read("/v1/oncall", stuck_after=3600)["items"] == []
+        page = api.client.get("/ui/", headers=bearer("reader"))
+        assert page.status_code == 200
+        assert "DestinationUnavailable: settle: unavailable" in page.text
+        assert "failed attempt(s) at settle" in page.text
+        metrics = api.get("/metrics", "metrics").text
+        assert 'schedfence_stuck_migrations{direction="rollback"} 1.0' in metrics
+        assert "schedfence_stuck_after_seconds 1.0" in metrics
+
+
+def test_a_forward_migration_whose_describe_keeps_failing_shows_with_its_error(
+        store: str) -> None:
+    dest = SimulatedDestination()
+    with open_service(store, dest, worker_id="w") as svc:
+        svc.create_schedule(NS, "fwd", spec=HOURLY, action=make_action(
+            workflow_type="Report", task_queue="q", workflow_id="act-fwd"))
+        svc.rollback(NS, "fwd", "R-fwd")
+        assert svc.run_until_idle(retry_for=0).drained
+        svc.forward(NS, "fwd", "F-fwd")
+        dest.inject("describe", "unavailable", times=10_000)
+        assert not svc.run_until_idle(retry_for=0.3).drained
+    deadline = time.monotonic() + 120
+    while not (forward := _oncall(store, "--stuck-after", "1")["forward"]) and \
+            time.monotonic() < deadline:
+        time.sleep(0.2)
+    (item,) = forward
+    assert item["category"] == "stuck" and item["stall"]["direction"] == "forward"
+    assert item["stall"]["step"] == "describe"
+    assert "unavailable" in item["stall"]["error"]
+    assert item["actions"][0].startswith("no progress:")
