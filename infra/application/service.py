@@ -205,8 +205,16 @@ class MigrationService(ServiceParts):
         """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
         from schedfence.projections.forward_oncall import oncall_doc
         items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
-        return oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds),
-                          self.ownership_drift())
+        doc = oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds),
+                         self.ownership_drift())
+        doc["jobs"] = self.job_oncall(stuck_after_seconds)
+        return doc
+
+    def job_oncall(self, stuck_after_seconds: float) -> list[dict[str, Any]]:
+        """Batch jobs still selecting with no event for ``stuck_after_seconds``: their
+        ``migrate`` run stopped (infra/application/job_oncall.py)."""
+        from schedfence.infra.application.job_oncall import stuck_jobs
+        return stuck_jobs(self.app, stuck_after_seconds)
 
     def ownership_drift(self) -> list[dict[str, Any]]:
         """The drift of each namespace's last ownership audit, each with the commands that
@@ -308,11 +316,12 @@ class MigrationService(ServiceParts):
         return self._forward.forward_oncall(stuck_after_seconds, self.stall_rows())
 
     def stuck_counts(self, stuck_after_seconds: float) -> dict[str, int]:
-        """How many open migrations of each direction made no progress for
-        ``stuck_after_seconds`` (the gauge ``schedfence_stuck_migrations``)."""
+        """How many open migrations of each direction, and batch jobs (``job``), made no
+        progress for ``stuck_after_seconds`` (the gauge ``schedfence_oncall_stuck``)."""
         return {"rollback": sum(i.category == "stuck" for i in self.oncall(stuck_after_seconds)),
                 "forward": sum(i.category == "stuck"
-                               for i in self.forward_oncall(stuck_after_seconds))}
+                               for i in self.forward_oncall(stuck_after_seconds)),
+                "job": len(self.job_oncall(stuck_after_seconds))}
 
     def stall_rows(self) -> dict[str, dict[str, Any]]:
         """Every migration's stall row (attempts that keep failing), by migration id."""

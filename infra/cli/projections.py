@@ -73,8 +73,11 @@ def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cl
         drift = svc.ownership_drift()
         lines = oncall_lines(items, forward)
         lines += ownership_lines(drift)[0 if lines else 1:]
-        emit(as_json, oncall_doc(stuck_after, items, forward, drift),
-             lines or ["nothing needs an operator"])
+        jobs = svc.job_oncall(stuck_after)
+        lines += job_lines(jobs)[0 if lines else 1:]
+        doc = oncall_doc(stuck_after, items, forward, drift)
+        doc["jobs"] = jobs
+        emit(as_json, doc, lines or ["nothing needs an operator"])
     return oncall
 
 
@@ -111,6 +114,17 @@ def ownership_lines(drift: list[dict[str, Any]]) -> list[str]:
         lines += [f"  - {d['advice']}"] if d.get("advice") else []
         lines += [f"  - resolve: {c}" for c in d["resolve"]] or \
             ["  - informational: nothing to resolve"]
+    return lines
+
+
+def job_lines(jobs: list[dict[str, Any]]) -> list[str]:
+    """Batch jobs whose ``migrate`` run stopped before their selection was decided."""
+    if not jobs:
+        return []
+    lines = ["", "batch jobs:"]
+    for j in jobs:
+        lines.append(f"job {j['job_id']} ({j['namespace']}, to {j['direction']}, stuck):")
+        lines += [f"  - {out.one_line(a)}" for a in j["actions"]]
     return lines
 
 

@@ -70,7 +70,7 @@ def is_loopback(host: str) -> bool:
               show_default=True, metavar="SECONDS",
               help="Seconds without progress before an open migration counts as stuck, where "
                    "a request does not say: GET /v1/oncall, the web page, the gauge "
-                   "schedfence_stuck_migrations.")
+                   "schedfence_oncall_stuck.")
 @click.option("--print-openapi", is_flag=True,
               help="Print the API's OpenAPI document and exit (opens nothing).")
 def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_body: int,

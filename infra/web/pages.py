@@ -135,6 +135,7 @@ class _Pages:
             query = ov.table_query(request.query_params)
             return "index.html", {"items": service.oncall(seconds),
                                   "forward": service.forward_oncall(seconds),
+                                  "stuck_jobs": service.job_oncall(seconds),
                                   "o": ov.schedules(service, query), "stuck_after": seconds}
         return self._page(request, build)
 

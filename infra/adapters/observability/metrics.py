@@ -122,24 +122,26 @@ class ServiceCollector(Collector):
 
 
 class StuckCollector(Collector):
-    """``schedfence_stuck_migrations{direction}``: open migrations that made no progress
-    (no event, or only failed attempts) for the on-call threshold, read afresh on every
-    collect (what ``schedfence oncall`` lists as ``stuck``)."""
+    """``schedfence_oncall_stuck{kind}``: open migrations (``rollback``, ``forward``) that
+    made no progress (no event, or only failed attempts) and batch jobs (``job``) whose run
+    stopped, for the on-call threshold, read afresh on every collect (what ``schedfence
+    oncall`` lists as ``stuck``)."""
 
     def __init__(self, stuck: Callable[[], dict[str, int]], after: float | None) -> None:
         self.stuck, self.after = stuck, after
 
     def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(f"{PREFIX}stuck_migrations", "Open migrations without "
-                                   "progress (no event, or only failed attempts) for "
-                                   "schedfence_stuck_after_seconds, by direction: see "
-                                   "`schedfence oncall`.", labels=["direction"])
-        for direction, n in sorted(self.stuck().items()):
-            family.add_metric([direction], n)
+        family = GaugeMetricFamily(f"{PREFIX}oncall_stuck", "Open migrations (kind rollback, "
+                                   "forward) without progress (no event, or only failed "
+                                   "attempts) and batch jobs (kind job) whose run stopped, "
+                                   "for schedfence_stuck_after_seconds: see `schedfence "
+                                   "oncall`.", labels=["kind"])
+        for kind, n in sorted(self.stuck().items()):
+            family.add_metric([kind], n)
         yield family
         if self.after is not None:
             yield GaugeMetricFamily(f"{PREFIX}stuck_after_seconds", "The threshold "
-                                    "schedfence_stuck_migrations counts with.", value=self.after)
+                                    "schedfence_oncall_stuck counts with.", value=self.after)
 
 
 def _by_state(snap: MetricsSnapshot, forward: list[Any]) -> Metric:

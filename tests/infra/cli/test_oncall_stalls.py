@@ -70,11 +70,11 @@ def test_a_settle_held_busy_shows_in_oncall_with_its_last_error(store: str) -> N
     with open_service(store, SimulatedDestination(), worker_id="m") as svc:
         body = render_metrics(svc.views, svc.app, svc.destination,
                               stuck=lambda: svc.stuck_counts(1.0), stuck_after=1.0)[0].decode()
-        assert 'schedfence_stuck_migrations{direction="rollback"} 1.0' in body
+        assert 'schedfence_oncall_stuck{kind="rollback"} 1.0' in body
         assert "schedfence_stuck_after_seconds 1.0" in body
         body = render_metrics(svc.views, svc.app, svc.destination,
                               stuck=lambda: svc.stuck_counts(3600.0))[0].decode()
-        assert 'schedfence_stuck_migrations{direction="rollback"} 0.0' in body
+        assert 'schedfence_oncall_stuck{kind="rollback"} 0.0' in body
 
 
 def test_once_the_settle_goes_through_the_stall_no_longer_shows(store: str) -> None:
@@ -144,7 +144,7 @@ def test_the_server_shows_it_at_its_own_threshold(store: str) -> None:
         assert "DestinationUnavailable: settle: unavailable" in page.text
         assert "failed attempt(s) at settle" in page.text
         metrics = api.get("/metrics", "metrics").text
-        assert 'schedfence_stuck_migrations{direction="rollback"} 1.0' in metrics
+        assert 'schedfence_oncall_stuck{kind="rollback"} 1.0' in metrics
         assert "schedfence_stuck_after_seconds 1.0" in metrics
 
 
@@ -168,3 +168,43 @@ def test_a_forward_migration_whose_describe_keeps_failing_shows_with_its_error(
     assert item["stall"]["step"] == "describe"
     assert "unavailable" in item["stall"]["error"]
     assert item["actions"][0].startswith("no progress:")
+
+
+def test_a_job_whose_run_stopped_shows_with_the_command_that_resumes_it(store: str) -> None:
+    """A job's runner is ``migrate`` itself: one that stopped before deciding its selection
+    is listed (from a fresh process) with the rerun that resumes it, which, run as printed,
+    finishes the job and clears the item."""
+    import shlex
+    import sys
+
+    from schedfence.domain.job import make_selection
+    from schedfence.infra.application.job_record import open_job
+    from tests.infra.cli.cli_runs import ROOT
+    import subprocess
+    for sid in ("a b", "c"):
+        ok(store, "schedule", "create", NS, sid)
+    with open_service(store, "sim", worker_id="w") as svc:  # defined, then the run stopped
+        open_job(svc, "j-stopped", make_selection(NS, "workflow", ["a b", "c"]), "alice",
+                 False)
+    assert _oncall(store, "--stuck-after", "3600")["jobs"] == []
+    (job,) = _oncall(store, "--stuck-after", "0")["jobs"]
+    assert job["job_id"] == "j-stopped" and job["decided"] == 0
+    rerun = job["actions"][1].split(": ", 1)[1]
+    assert rerun == (f"schedfence migrate --namespace {NS} --to workflow --job-id j-stopped "
+                     "--schedule-id 'a b' --schedule-id c")
+    text = subprocess_cli(store, "oncall", "--stuck-after", "0")
+    assert "job j-stopped" in text.stdout and rerun in text.stdout
+    from tests.infra.http.api import api_on, bearer
+    with api_on(store, stuck_after=0.0) as api:  # the server's threshold: 0
+        assert [j["job_id"] for j in api.read("/v1/oncall")["jobs"]] == ["j-stopped"]
+        page = api.client.get("/ui/", headers=bearer("reader"))
+        assert "job j-stopped" in page.text and "resume it" in page.text
+        assert 'schedfence_oncall_stuck{kind="job"} 1.0' in \
+            api.get("/metrics", "metrics").text
+    done = subprocess.run([sys.executable, "-m", "schedfence.infra.cli", "--store", store,
+                           *shlex.split(rerun)[1:]], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _oncall(store, "--stuck-after", "0")["jobs"] == []
+    with open_service(store, "sim", worker_id="m") as svc:
+        assert svc.stuck_counts(0.0)["job"] == 0
