@@ -314,12 +314,14 @@ class ScheduleHost(Protocol):
 class ListedSchedule:
     """A Temporal Schedule as a listing (or a describe) shows it: its id, whether it is
     paused, its next action time (RFC 3339 UTC; None: none ahead) and, from a describe only,
-    its ``program`` (``spec`` and ``action`` documents as ``ScheduleSnapshot.program``)."""
+    its ``program`` (``spec`` and ``action`` documents as ``ScheduleSnapshot.program``);
+    ``handed_over``: it carries this project's handover memo (a rollback created it)."""
 
     schedule_id: str
     paused: bool = False
     next_run: str | None = None
     program: dict[str, Any] | None = None
+    handed_over: bool = False
 
 
 @runtime_checkable

@@ -13,7 +13,7 @@ from typing import Any
 from schedfence.domain.forward import steps as fs
 from schedfence.domain.forward.aggregate import OPEN_PHASES, ForwardState
 
-from .oncall import ALLOWED, dry_run
+from .oncall import ALLOWED, dry_run, stall_line
 
 TAKE_OVER_CHECK = "allowed once the Temporal schedule is confirmed gone (the command checks)"
 
@@ -46,6 +46,7 @@ class ForwardOnCallItem:
     migration: dict[str, Any]  # the forward migration's view (without the handover)
     verdicts: dict[str, str] = field(default_factory=dict)  # action -> allowed | refused: why
     actions: list[str] = field(default_factory=list)  # advice, most useful first
+    stall: dict[str, Any] | None = None  # attempts that keep failing (projections/oncall.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,13 +94,29 @@ def actions(st: ForwardState, idle_seconds: float, allowed: dict[str, str]) -> l
     return lines
 
 
-def item(st: ForwardState, idle_seconds: float, stuck_after: float) -> ForwardOnCallItem | None:
-    kind = category(st, idle_seconds, stuck_after)
+def item(st: ForwardState, idle_seconds: float, stuck_after: float,
+         stall: dict[str, Any] | None = None) -> ForwardOnCallItem | None:
+    """``stall``: what ``current_stall`` gives (None: no failed attempt since the last
+    event)."""
+    kind = category(st, max(idle_seconds, stall["stalled_seconds"] if stall else 0.0),
+                    stuck_after)
     if kind is None:
         return None
     allowed = verdicts(st)
-    return ForwardOnCallItem(kind, view(st, idle_seconds), allowed,
-                             actions(st, idle_seconds, allowed))
+    advice = actions(st, idle_seconds, allowed)
+    if stall is not None and kind == "stuck":
+        advice.insert(0, stall_line(stall))  # a worker runs: what it keeps running into
+    return ForwardOnCallItem(kind, view(st, idle_seconds), allowed, advice, stall)
+
+
+def current_stall(stall: dict[str, Any] | None, last_event: float,
+                  now: float) -> dict[str, Any] | None:
+    """A stall row (infra/engines/stalls.py) that still stands, no event of the migration
+    (at ``last_event``, seconds since the epoch) after its last failure, with how long it
+    has lasted; None otherwise."""
+    if stall is None or stall["at_us"] < int(last_event * 1e6):
+        return None
+    return dict(stall, stalled_seconds=round(max(now - stall["since_us"] / 1e6, 0.0), 3))
 
 
 def oncall_doc(stuck_after: float, items: list[Any], forward: list[ForwardOnCallItem],

@@ -7,7 +7,7 @@ answer. Only the wording of the advice lives here; nothing is recorded.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import recover as r
@@ -41,7 +41,9 @@ def verdicts(state: MigrationState) -> dict[str, str]:
     }
 
 
-STUCK_AFTER = 900.0  # seconds without an event before an open migration counts as stuck
+# Seconds without progress (no event, or only failed attempts) before an open migration
+# counts as stuck.
+STUCK_AFTER = 300.0
 
 
 def category(state: MigrationState, idle_seconds: float, stuck_after: float) -> str | None:
@@ -104,7 +106,8 @@ def _situation(state: MigrationState, idle_seconds: float) -> list[str]:
                 "the worker and the destination's availability"]
     if state.phase == "receipted":
         return [f"ownership receipted {idle} ago but the source is not closed: check that a "
-                "worker runs against this store; the close needs no destination call"]
+                "worker runs against this store; the close needs no destination call, "
+                "except the boundary's settle on a Temporal Schedule destination"]
     return _parked(state)
 
 
@@ -137,3 +140,20 @@ def _parked(state: MigrationState) -> list[str]:
         else ""
     action = _PARK_ACTION.get(reason, "resolve manually")
     return [f"{PARK_MEANING.get(reason, f'parked ({reason})')}{detail}: {action}"]
+
+
+def stall_line(stall: dict[str, Any]) -> str:
+    """The situation of a migration whose attempts keep failing (infra/engines/stalls.py):
+    how long, at which step, the last error, and what to do about it."""
+    step, error = stall["step"], stall.get("error")
+    head = (f"no progress: {stall['failures']} failed attempt(s) at {step} over the last "
+            f"{stall['stalled_seconds']:.0f}s")
+    if step == "wait":
+        return (f"{head}; a start another worker claimed may still land: a worker "
+                "reconciles it after the claim grace; if this persists, check the worker "
+                "that claimed it and the destination")
+    last = f", last error: {error}" if error else " (no error raised; see its last answer)"
+    return (f"{head}{last}; the destination does not answer this step (unreachable, or the "
+            "server's scheduler workflow is busy): check the Temporal server's health and "
+            "load; workers keep retrying by themselves and nothing is lost meanwhile (the "
+            "fence holds); if it never clears, abort where allowed")

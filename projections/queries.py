@@ -6,7 +6,7 @@ import shlex
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Mapping
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
@@ -192,34 +192,52 @@ def _incarnations(conn: Any, keys: list[tuple[str, str]]) -> dict[tuple[str, str
 
 
 def oncall(engine: Engine, stuck_after_seconds: float, now: float | None = None,
-           limit: int = MAX_LIMIT) -> list[OnCallItem]:
-    """Parked and legacy migrations, and open ones with no event for ``stuck_after_seconds``."""
+           limit: int = MAX_LIMIT,
+           stalls: Mapping[str, Mapping[str, Any]] | None = None) -> list[OnCallItem]:
+    """Parked and legacy migrations, and open ones that made no progress for
+    ``stuck_after_seconds``: no event, or only failed attempts (``stalls``: the stall rows
+    by migration id, infra/engines/stalls.py)."""
     if not isinstance(stuck_after_seconds, (int, float)) or stuck_after_seconds < 0:
         raise InvalidArgument("stuck_after_seconds must be a number >= 0")
     now_us = _now_us(now)
     cutoff = now_us - int(stuck_after_seconds * 1_000_000)
+    stalled = sorted(m for m, s in (stalls or {}).items() if s["since_us"] <= cutoff)
     c = t.migrations.c
     query = select(t.migrations).where(or_(
         c.state.in_(OPERATOR_PHASES),
         c.state.in_(WORKER_PHASES) & (c.updated_us <= cutoff),
+        c.state.in_(WORKER_PHASES) & c.migration_id.in_(stalled[:MAX_LIMIT]),
     )).order_by(c.updated_us, c.migration_id).limit(limit)
     with engine.connect() as conn:
         rows = conn.execute(query).mappings().all()
     items = []
     for r in rows:
         row, state = _row(r, now_us)
-        kind = oc.category(state, row.idle_seconds, stuck_after_seconds)
+        stall = _current_stall((stalls or {}).get(row.migration_id), r["updated_us"], now_us)
+        idle = max(row.idle_seconds, stall["stalled_seconds"] if stall else 0.0)
+        kind = oc.category(state, idle, stuck_after_seconds)
         if kind is None:
             continue
         verdicts = oc.verdicts(state)
         abort = verdicts["abort"]
+        actions = oc.actions(state, f"{shlex.quote(row.namespace)} "
+                             f"{shlex.quote(row.schedule_id)}", row.idle_seconds, verdicts)
+        if stall is not None and kind == "stuck":
+            actions.insert(0, oc.stall_line(stall))  # a worker runs: what it runs into
         items.append(OnCallItem(
             kind, row, abort == oc.ALLOWED, abort.removeprefix("refused: ")
-            if abort != oc.ALLOWED else "", verdicts,
-            oc.actions(state, f"{shlex.quote(row.namespace)} {shlex.quote(row.schedule_id)}",
-                       row.idle_seconds, verdicts)))
+            if abort != oc.ALLOWED else "", verdicts, actions, stall))
     rank = {"parked": 0, "legacy": 1, "stuck": 2}
     return sorted(items, key=lambda i: rank[i.category])  # stable: oldest first within
+
+
+def _current_stall(stall: Mapping[str, Any] | None, updated_us: int,
+                   now_us: int) -> dict[str, Any] | None:
+    """A stall row that still stands (no event of the migration after its last failure),
+    with how long it has lasted; None otherwise."""
+    if stall is None or stall["at_us"] < updated_us:
+        return None
+    return dict(stall, stalled_seconds=round(max(now_us - stall["since_us"], 0) / 1e6, 3))
 
 
 def _now_us(now: float | None) -> int:

@@ -71,6 +71,9 @@ class OnCallItem:
     abort_refusal: str  # decide_abort's reason when abort is refused
     verdicts: dict[str, str] = field(default_factory=dict)  # action -> allowed | refused: why
     actions: list[str] = field(default_factory=list)  # advice, most useful first
+    # Attempts that keep failing (infra/engines/stalls.py): step, error, failures, since_us,
+    # stalled_seconds; None: none recorded since the migration's last event.
+    stall: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)

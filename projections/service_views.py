@@ -135,13 +135,15 @@ class OperatorViews:
         p = self._fresh()
         return q.stats(p.view.engine, p.position)
 
-    def oncall(self, stuck_after_seconds: float = STUCK_AFTER) -> list[OnCallItem]:
+    def oncall(self, stuck_after_seconds: float = STUCK_AFTER,
+               stalls: dict[str, dict[str, Any]] | None = None) -> list[OnCallItem]:
+        """``stalls``: the stall rows by migration id (see ``queries.oncall``)."""
         if isinstance(stuck_after_seconds, bool) or not isinstance(stuck_after_seconds,
                                                                      (int, float)) \
                 or not 0 <= stuck_after_seconds <= MAX_STUCK_AFTER:  # refuses nan and inf
             raise InvalidArgument(f"stuck_after_seconds must be a number from 0 to "
                                   f"{MAX_STUCK_AFTER:g}")
-        return q.oncall(self._fresh().view.engine, stuck_after_seconds)
+        return q.oncall(self._fresh().view.engine, stuck_after_seconds, stalls=stalls)
 
     def migrations_by_state(self, state: str | None = None,
                             limit: int = MAX_ROWS) -> list[MigrationRow]:

@@ -13,7 +13,11 @@ Kinds (docs/operators.md, "Ownership audit"):
   owns it (one of the two paused) or it was closed;
 - ``changed_at_destination``: handed over, and the schedule's spec or action is not what was
   handed over (only known from a describe, ``--deep``): informational;
-- ``native``: a Temporal schedule at a key the store never knew: not drift;
+- ``foreign_handover``: a Temporal schedule carrying this project's handover memo at a key
+  the store never knew: another store handed it over, or this store was lost or restored
+  from before the handover; nobody here can prove who owns it;
+- ``native``: a Temporal schedule at a key the store never knew, with no handover memo: not
+  drift;
 - ``none``: as the store says (also while a migration is in flight, ``moving``).
 """
 from __future__ import annotations
@@ -29,10 +33,11 @@ from schedfence.domain.source.spec import ScheduleSpec
 Owner = Literal["source", "temporal", "none"]
 OWNERS: tuple[str, ...] = get_args(Owner)
 Kind = Literal["none", "native", "missing_at_destination", "two_owners",
-               "unexplained_at_destination", "changed_at_destination"]
+               "unexplained_at_destination", "changed_at_destination", "foreign_handover"]
 KINDS: tuple[str, ...] = get_args(Kind)
 # Drift that fails an audit (exit 1); ``changed_at_destination`` only informs.
-FAILING: tuple[str, ...] = ("missing_at_destination", "two_owners", "unexplained_at_destination")
+FAILING: tuple[str, ...] = ("missing_at_destination", "two_owners", "unexplained_at_destination",
+                             "foreign_handover")
 DRIFT: tuple[str, ...] = FAILING + ("changed_at_destination",)
 # What the store's history says of a key: its source runs it, it was handed over to Temporal,
 # it was closed (deleted), or a migration of it is in flight.
@@ -55,11 +60,13 @@ class StoreSays:
 class AtDestination:
     """A Temporal schedule at the key, as listed or described. ``next_run``: its next action
     time (RFC 3339, None: none); ``program``: its ``spec`` and ``action`` documents, known
-    only from a describe (None: not described)."""
+    only from a describe (None: not described); ``handed_over``: it carries this project's
+    handover memo (a rollback of some store created it)."""
 
     paused: bool = False
     next_run: str | None = None
     program: dict[str, Any] | None = None
+    handed_over: bool = False
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,8 @@ def classify(schedule_id: str, store: StoreSays | None,
     if store is None:
         if dest is None:
             raise ValueError(f"{schedule_id}: neither the store nor Temporal knows it")
-        return OwnerRow(schedule_id, "temporal", "unknown", None, "native", dest.next_run)
+        return OwnerRow(schedule_id, "temporal", "unknown", None, unknown_key_kind(dest),
+                        dest.next_run)
     mid = store.migration_id
     if store.stand == "moving":
         owner: Owner = "source" if dest is None else "temporal"
@@ -133,6 +141,13 @@ def classify(schedule_id: str, store: StoreSays | None,
         "source" if store.stand == "source" else "none"
     return OwnerRow(schedule_id, runs, store.stand, mid, "unexplained_at_destination",
                     dest.next_run)
+
+
+def unknown_key_kind(dest: AtDestination) -> Kind:
+    """A Temporal schedule at a key the store never knew: ``native`` (made on Temporal), or
+    ``foreign_handover`` when it carries our handover memo (a store handed it over that is not
+    this one, or this one as it was before it was lost or restored)."""
+    return "foreign_handover" if dest.handed_over else "native"
 
 
 def _next(owner: str, dest: AtDestination | None) -> str | None:
@@ -161,7 +176,7 @@ def changed(handover: dict[str, Any] | None, program: dict[str, Any] | None) -> 
 def needs_describe(store: StoreSays | None, listed: AtDestination | None) -> bool:
     """Whether a listing's row claims drift, so a describe must confirm it (listings lag)."""
     if store is None:
-        return False
+        return listed is not None and listed.handed_over
     row = classify("", store, listed)
     return row.kind in FAILING
 

@@ -7,6 +7,11 @@ SCHEDFENCE_DESTINATION; the ``temporal`` CLI at the audited server's address).
 - ``two_owners``: the source runs it; delete the Temporal schedule made beside it.
 - ``unexplained_at_destination``: delete the Temporal schedule; or, where the key's source is
   closed, take it in with a forward migration (``schedfence forward``), so the source runs it.
+- ``foreign_handover``: a schedule this project handed over, at a key this store never knew.
+  First find the store that made it (``advice``): its audit shows the key ``temporal``, and
+  that store owns it. Only if no store holds it (this one was lost, or restored from before
+  the handover), take it in here explicitly with a forward migration. Never delete it: the
+  store that handed it over counts on it.
 - ``changed_at_destination``: informational; nothing to resolve.
 Pure: builds strings only.
 """
@@ -40,12 +45,26 @@ def resolutions(row: OwnerRow, namespace: str, address: str,
                    *program_args(handover or {}))]
     if row.kind == "two_owners":
         return [temporal_delete(namespace, sid, address)]
+    if row.kind == "foreign_handover":
+        return [_q("schedfence", "forward", namespace, sid)]
     if row.kind == "unexplained_at_destination":
         found = [temporal_delete(namespace, sid, address)]
         if row.store == "closed":
             found.append(_q("schedfence", "forward", namespace, sid))
         return found
     return []
+
+
+def advice(row: OwnerRow, namespace: str) -> str | None:
+    """What to check before running a resolution (None: the commands say it all)."""
+    if row.kind != "foreign_handover":
+        return None
+    return (f"{namespace}/{row.schedule_id} carries a schedule-fence handover memo, but this "
+            "store never knew the key: another store handed it over, or this store was lost "
+            "or restored from before the handover. Find the store that made it (`schedfence "
+            f"owners --namespace {namespace}` there shows it `temporal`); it owns the schedule "
+            "and nothing is to be done here. Only if no store holds it, take it in here with "
+            "the forward migration below; never delete it")
 
 
 def program_args(handover: dict[str, Any]) -> list[str]:

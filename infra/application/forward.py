@@ -8,7 +8,7 @@ infra/engines/forward.py.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 from uuid import UUID
 
 from schedfence.domain.forward import steps as fs
@@ -178,17 +178,21 @@ class ForwardCommands:
               lambda: [mid] if mid in self.open_forward_ids() else [], retry_for=retry_for)
         return self.forward_state(namespace, schedule_id, request_id)
 
-    def forward_oncall(self, stuck_after_seconds: float) -> list[fo.ForwardOnCallItem]:
-        """Forward migrations that need an operator (parked, or open and idle for
-        ``stuck_after_seconds``), each with what may be done about it."""
+    def forward_oncall(self, stuck_after_seconds: float,
+                       stalls: dict[str, dict[str, Any]] | None = None
+                       ) -> list[fo.ForwardOnCallItem]:
+        """Forward migrations that need an operator (parked, or open and without progress
+        for ``stuck_after_seconds``: no event, or only failed attempts, ``stalls``' rows by
+        migration id), each with what may be done about it."""
         closed = {n.originator_id for n in self.app.notifications(CLOSED_TOPICS)}
         parked = [n.originator_id for n in self.app.notifications(PARKED_TOPICS)
                   if n.originator_id not in closed]
         now, items = time.time(), []
         for mid in dict.fromkeys(self.open_forward_ids() + parked):
             mig: ForwardMigration = self.app.repository.get(mid)
-            found = fo.item(mig.state, max(now - mig.modified_on.timestamp(), 0.0),
-                            stuck_after_seconds)
+            last = mig.modified_on.timestamp()
+            stall = fo.current_stall((stalls or {}).get(str(mid)), last, now)
+            found = fo.item(mig.state, max(now - last, 0.0), stuck_after_seconds, stall)
             if found is not None:
                 items.append(found)
         return items

@@ -106,7 +106,8 @@ def with_handovers(engine: Any, store: dict[str, StoreSays]) -> dict[str, StoreS
 
 # -- Temporal's side -----------------------------------------------------------------------------
 def _at(found: ListedSchedule | None) -> AtDestination | None:
-    return None if found is None else AtDestination(found.paused, found.next_run, found.program)
+    return None if found is None else AtDestination(found.paused, found.next_run, found.program,
+                                                    found.handed_over)
 
 
 def read_again(read: Callable[[], T]) -> T:
@@ -139,7 +140,9 @@ class TemporalSide:
             page, token = read_again(lambda: self.inventory.list_schedule_page(
                 self.namespace, token, LIST_PAGE))
             self.calls["list"] += 1
-            found.update({s.schedule_id: AtDestination(s.paused, s.next_run) for s in page})
+            found.update({s.schedule_id: AtDestination(s.paused, s.next_run,
+                                                       handed_over=s.handed_over)
+                          for s in page})
             if not token:
                 return found
 

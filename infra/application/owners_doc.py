@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from schedfence.domain.owners.audit import AuditState
 from schedfence.domain.owners.classify import DRIFT, FAILING, OwnerRow, failing
-from schedfence.domain.owners.resolve import resolutions
+from schedfence.domain.owners.resolve import advice, resolutions
 from schedfence.domain.text import counted
 from schedfence.projections.ownership import last_audits
 from schedfence.projections.cursors import decode_cursor, encode_cursor
@@ -60,7 +60,8 @@ def drift_items(state: AuditState, handover: Handovers) -> list[dict[str, Any]]:
             row.migration_id else None
         items.append({"namespace": state.namespace, "audited_at": state.at,
                       **row.to_dict(), "failing": row.kind in FAILING,
-                      "resolve": resolutions(row, state.namespace, address, given)})
+                      "resolve": resolutions(row, state.namespace, address, given),
+                      "advice": advice(row, state.namespace)})
     return items
 
 

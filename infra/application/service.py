@@ -37,6 +37,7 @@ from schedfence.infra.application.compose import Through
 from schedfence.infra.application.schedules import ScheduleCommands
 from schedfence.infra.application.forward import ForwardCommands
 from schedfence.infra.application.service_parts import ServiceParts
+from schedfence.projections.oncall import STUCK_AFTER
 
 if TYPE_CHECKING:
     from schedfence.domain.invariants.checker import Violation
@@ -193,7 +194,6 @@ class MigrationService(ServiceParts):
     forward_state = Through("_forward", ForwardCommands.forward_state)
     finish_forward = Through("_forward", ForwardCommands.finish_forward)
     open_forward_ids = Through("_forward", ForwardCommands.open_forward_ids)
-    forward_oncall = Through("_forward", ForwardCommands.forward_oncall)
     abort_forward = Through("_forward", ForwardCommands.abort_forward)
     take_over_forward = Through("_forward", ForwardCommands.take_over_forward)
 
@@ -209,8 +209,16 @@ class MigrationService(ServiceParts):
         """``oncall``'s document (CLI ``--json``, HTTP): rollbacks, then forward migrations."""
         from schedfence.projections.forward_oncall import oncall_doc
         items = self.oncall(stuck_after_seconds)  # checks stuck_after_seconds first
-        return oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds),
-                          self.ownership_drift(), self.failing_schedules())
+        doc = oncall_doc(stuck_after_seconds, items, self.forward_oncall(stuck_after_seconds),
+                         self.ownership_drift(), self.failing_schedules())
+        doc["jobs"] = self.job_oncall(stuck_after_seconds)
+        return doc
+
+    def job_oncall(self, stuck_after_seconds: float) -> list[dict[str, Any]]:
+        """Batch jobs still selecting with no event for ``stuck_after_seconds``: their
+        ``migrate`` run stopped (infra/application/job_oncall.py)."""
+        from schedfence.infra.application.job_oncall import stuck_jobs
+        return stuck_jobs(self.app, stuck_after_seconds)
 
     def ownership_drift(self) -> list[dict[str, Any]]:
         """The drift of each namespace's last ownership audit, each with the commands that
@@ -300,8 +308,29 @@ class MigrationService(ServiceParts):
         return self.views.stats()
 
     def oncall(self, stuck_after_seconds: float = VIEWS_DEFAULT) -> list[OnCallItem]:
-        """Default: ``service_views.STUCK_AFTER`` seconds."""
-        return self.views.oncall(*_given(stuck_after_seconds))
+        """Default: ``service_views.STUCK_AFTER`` seconds. An open migration is stuck after
+        that long without progress: no event, or only failed attempts (their last error from
+        the stall table, infra/engines/stalls.py)."""
+        seconds = STUCK_AFTER if stuck_after_seconds is VIEWS_DEFAULT else stuck_after_seconds
+        return self.views.oncall(seconds, stalls=self.stall_rows())
+
+    def forward_oncall(self, stuck_after_seconds: float) -> list[Any]:
+        """Forward migrations that need an operator (infra/application/forward.py), stuck
+        ones with what their attempts keep running into."""
+        return self._forward.forward_oncall(stuck_after_seconds, self.stall_rows())
+
+    def stuck_counts(self, stuck_after_seconds: float) -> dict[str, int]:
+        """How many open migrations of each direction, and batch jobs (``job``), made no
+        progress for ``stuck_after_seconds`` (the gauge ``schedfence_oncall_stuck``)."""
+        return {"rollback": sum(i.category == "stuck" for i in self.oncall(stuck_after_seconds)),
+                "forward": sum(i.category == "stuck"
+                               for i in self.forward_oncall(stuck_after_seconds)),
+                "job": len(self.job_oncall(stuck_after_seconds))}
+
+    def stall_rows(self) -> dict[str, dict[str, Any]]:
+        """Every migration's stall row (attempts that keep failing), by migration id."""
+        from dataclasses import asdict
+        return {mid: asdict(s) for mid, s in self.due.stalls.read().items()}
 
     def migrations_by_state(self, state: str | None = None,
                             limit: int = VIEWS_DEFAULT) -> list[MigrationRow]:

@@ -19,6 +19,7 @@ from schedfence.infra.cli.commands import (cli_state, destination_label, emit, e
                                            json_option, service)
 from schedfence.infra.application.service import MigrationService
 from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS
+from schedfence.infra.cli.attention import attention_lines, worker_attention
 from schedfence.infra.engines.drain import RETRY_FOR, NotDrained
 from schedfence.infra.engines.drive import Drive
 from schedfence.infra.engines.drive import unique_worker_id
@@ -110,12 +111,15 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
     doc = dict(summary, destination=destination_label(),
                events_written=svc.app.events_since(before),
                migrations=out.migration_states(svc))
+    doc["attention"] = worker_attention(doc["migrations"], report)
     if not until_idle:  # the stream's last line
         if as_json:
             out.emit_json_line("stopped", doc)
         else:
             click.echo(f"worker stopped after {summary['passes']} passes, "
                        f"{summary['attempts']} attempts")
+            for line in attention_lines(doc["attention"]):
+                click.echo(line)
         return
     failure = NotDrained.of(report) if report is not None and not report.drained else None
     if failure is not None and as_json:  # one JSON document: the summary carries the error
@@ -123,7 +127,8 @@ def worker(until_idle: bool, concurrency: int, max_attempts: int | None, retry_f
     emit(as_json, doc, [f"destination: {doc['destination']}",
                          f"attempts: {summary['attempts']}",
                          f"events written: {doc['events_written']}",
-                         f"migrations: {out.states_summary(doc['migrations'])}"])
+                         f"migrations: {out.states_summary(doc['migrations'])}",
+                         *attention_lines(doc["attention"])])
     if failure is not None:
         if as_json:
             raise click.exceptions.Exit(1)

@@ -22,6 +22,7 @@ from schedfence.domain.job import (MAX_BLOCKED_ROUNDS, MAX_BLOCKED_WAIT, Selecti
 from schedfence.infra.application import jobs
 from schedfence.infra.cli import output as out
 from schedfence.infra.cli.commands import destination_label, emit, existing, json_option, service
+from schedfence.infra.cli.attention import attention_lines, job_attention
 from schedfence.infra.engines.drain import DrainReport, NotDrained
 
 EXAMPLES = 5  # schedule ids shown per reason in text
@@ -80,7 +81,8 @@ def migrate(namespace: str, schedule_ids: tuple[str, ...], match: str | None, di
         DrainReport(drain["attempts"], tuple(drain["blocked"]), drain["exhausted"]))
     if failure is not None and as_json:
         doc["error"] = {"code": failure.code, "message": failure.message}
-    emit(as_json, doc, report_lines(doc))
+    doc["attention"] = job_attention(doc)
+    emit(as_json, doc, report_lines(doc) + attention_lines(doc["attention"]))
     if failure is not None:
         if as_json:
             raise click.exceptions.Exit(1)

@@ -34,8 +34,11 @@ def metrics(metrics_store: str | None, output: str | None) -> None:
     from schedfence.infra.adapters.observability.metrics import render_metrics  # SQLAlchemy
 
     service = existing()
+    from schedfence.projections.oncall import STUCK_AFTER
     body, _content_type = render_metrics(service.views, service.app, service.destination,
-                                         service.schedules_due, service.failing_schedules)
+                                         service.schedules_due, service.failing_schedules,
+                                         stuck=lambda: service.stuck_counts(STUCK_AFTER),
+                                         stuck_after=STUCK_AFTER)
     if output is None:
         click.echo(body.decode(), nl=False)
         return

@@ -76,8 +76,11 @@ def _oncall(json_option: Decorator, service: Callable[[], Any], emit: Any) -> cl
         lines += ownership_lines(drift)[0 if lines else 1:]
         failing = svc.failing_schedules()  # schedules whose scheduler step keeps failing
         lines += ([""] if lines and failing else []) + failing_lines(failing)
-        emit(as_json, oncall_doc(stuck_after, items, forward, drift, failing),
-             lines or ["nothing needs an operator"])
+        jobs = svc.job_oncall(stuck_after)
+        lines += job_lines(jobs)[0 if lines else 1:]
+        doc = oncall_doc(stuck_after, items, forward, drift, failing)
+        doc["jobs"] = jobs
+        emit(as_json, doc, lines or ["nothing needs an operator"])
     return oncall
 
 
@@ -111,8 +114,20 @@ def ownership_lines(drift: list[dict[str, Any]]) -> list[str]:
     for d in drift:
         lines.append(f"{d['namespace']}/{d['schedule_id']} ({d['kind']}, owner {d['owner']}, "
                      f"audited {d['audited_at']}):")
+        lines += [f"  - {d['advice']}"] if d.get("advice") else []
         lines += [f"  - resolve: {c}" for c in d["resolve"]] or \
             ["  - informational: nothing to resolve"]
+    return lines
+
+
+def job_lines(jobs: list[dict[str, Any]]) -> list[str]:
+    """Batch jobs whose ``migrate`` run stopped before their selection was decided."""
+    if not jobs:
+        return []
+    lines = ["", "batch jobs:"]
+    for j in jobs:
+        lines.append(f"job {j['job_id']} ({j['namespace']}, to {j['direction']}, stuck):")
+        lines += [f"  - {out.one_line(a)}" for a in j["actions"]]
     return lines
 
 

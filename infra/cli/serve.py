@@ -21,8 +21,10 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.infra.cli.commands import cli_state
 from schedfence.infra.http.settings import MAX_BODY, RATE, TEMPORAL_UI_ENV, TOKENS_ENV
 from schedfence.infra.adapters.observability import logs
+from schedfence.projections.oncall import STUCK_AFTER
 
 MAX_RATE = 100_000.0
+MAX_STUCK_AFTER = 100 * 365 * 86400.0  # seconds: a century, as GET /v1/oncall allows
 LOG = logs.get_logger("serve")
 SERVER_LOGGERS = ("uvicorn", "py.warnings")  # uvicorn.error, uvicorn.access; warnings
 
@@ -64,10 +66,16 @@ def is_loopback(host: str) -> bool:
               help="Temporal's Web UI (e.g. http://localhost:8233): the web page links "
                    f"handed-over schedules and workflows into it; env {TEMPORAL_UI_ENV}. "
                    "Default: no links.")
+@click.option("--stuck-after", type=click.FloatRange(0, MAX_STUCK_AFTER), default=STUCK_AFTER,
+              show_default=True, metavar="SECONDS",
+              help="Seconds without progress before an open migration counts as stuck, where "
+                   "a request does not say: GET /v1/oncall, the web page, the gauge "
+                   "schedfence_oncall_stuck.")
 @click.option("--print-openapi", is_flag=True,
               help="Print the API's OpenAPI document and exit (opens nothing).")
 def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_body: int,
-          rate_limit: float, temporal_ui: str | None, print_openapi: bool) -> None:
+          rate_limit: float, temporal_ui: str | None, stuck_after: float,
+          print_openapi: bool) -> None:
     """Serve the HTTP admin API (and the web page at /ui/) over this store."""
     from schedfence.infra.http.app import create_app, openapi_text  # the framework: only here
     from schedfence.infra.http.auth import load_tokens
@@ -84,7 +92,8 @@ def serve(listen: str, tokens_file: str | None, serve_store: str | None, max_bod
         state.store = serve_store
     service = state.service()
     app = create_app(service, tokens, destination_label=state.destination_label,
-                     max_body=max_body, rate=rate_limit, temporal_ui=temporal_ui)
+                     max_body=max_body, rate=rate_limit, temporal_ui=temporal_ui,
+                     stuck_after=stuck_after)
     import uvicorn
 
     level = _server_logs()

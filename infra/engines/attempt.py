@@ -38,6 +38,7 @@ from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.pacing import AdaptiveLimit
 from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.failures import FailureNotes
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 # AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
@@ -103,6 +104,7 @@ class RollbackEngine:
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
         self._pool: tuple[ThreadPoolExecutor | None, int] = (None, 0)  # see start_pool
+        self.notes = FailureNotes()  # each attempt's last failed call (infra/engines/failures.py)
 
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
         """An engine like this one (store, destination, crash hook, claim grace, retention
@@ -128,8 +130,8 @@ class RollbackEngine:
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
         """A destination call (``fn``: the destination's own bound method with its arguments,
         so the latency timer below never calls back up into this module)."""
-        return self.unit.call(label, lambda: latency_of(self.destination).time(CALLS[label],
-                                                                               fn))
+        timed = partial(latency_of(self.destination).time, CALLS[label], fn)
+        return self.unit.call(label, partial(self.notes.calling, label, timed))
 
     def _commit(self, label: str, mig: Migration, change: h.Change,
                 source: Schedule | None = None) -> None:
@@ -166,8 +168,13 @@ class RollbackEngine:
     # -- one attempt ------------------------------------------------------------------------
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Run steps for one migration until it needs nothing more, or must back off."""
-        result: AttemptResult = "idle"
         mig: Migration = self.app.repository.get(migration_id)
+        with self.notes.attempt(migration_id, mig.modified_on):
+            return self._attempt(mig)
+
+    def _attempt(self, mig: Migration) -> AttemptResult:
+        result: AttemptResult = "idle"
+        migration_id = mig.id
         attempt = mig.state.attempts + 1
         epoch = self.epoch()
         for _ in range(8):  # a full rollback is at most claim, answer, chain, close

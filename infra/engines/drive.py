@@ -21,6 +21,7 @@ from uuid import UUID
 
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport, Progress, drain
 from schedfence.infra.engines.forward import ENDED_TOPICS, FORWARD_TOPICS, ForwardEngine
+from schedfence.infra.engines.failures import after_attempt
 from schedfence.infra.pacing import retry_call
 
 if TYPE_CHECKING:  # the due index, leases and pool (SQLAlchemy) are imported on first use
@@ -201,16 +202,28 @@ def drain_idle(parts: WorkParts, worker: RollbackEngine, max_attempts: int | Non
     batched = batch_pass(parts, worker) if max_attempts is None else {}
     unseen = set(batched)  # batched ones the drain never asked for (finished)
 
+    stalls = parts.due().stalls
+
     def attempt(mid: UUID) -> str:  # a batched migration's first attempt was the batch's
         unseen.discard(mid)
-        return batched.pop(mid, None) or worker.attempt(mid)
+        result = batched.pop(mid, None) or worker.attempt(mid)
+        after_attempt(stalls, worker.notes, mid, result, "rollback")
+        return result
     report = drain(attempt, parts.due().open_ids, max_attempts, retry_for,  # 0: try once
                    progress=progress, wait_for=worker.claim_grace if retry_for > 0 else 0.0)
     report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
     if not parts.forward_ids():
+        stalls.prune(parts.due().open_ids())
         return report
-    forward = drain(parts.forward_worker(parts.worker.worker_id).attempt, parts.forward_ids,
-                    max_attempts, retry_for, progress=progress)
+    engine = parts.forward_worker(parts.worker.worker_id)
+
+    def forward_attempt(mid: UUID) -> str:
+        result = engine.attempt(mid)
+        after_attempt(stalls, engine.notes, mid, result, "forward")
+        return result
+    forward = drain(forward_attempt, parts.forward_ids, max_attempts, retry_for,
+                    progress=progress)
+    stalls.prune(parts.due().open_ids() + parts.forward_ids())
     return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
                        report.exhausted or forward.exhausted)
 

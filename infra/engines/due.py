@@ -25,6 +25,7 @@ from schedfence.projections.tables import migrations
 
 from schedfence.infra.pacing import doubling, retry_call
 from schedfence.infra.engines.lease import now_us
+from schedfence.infra.engines.stalls import Stalls
 from schedfence.infra.adapters.store.sql import SideTables
 
 BASE_BACKOFF = 0.5  # seconds after the first failure; doubles per failure
@@ -55,6 +56,7 @@ class DueWork(SideTables):
     def __init__(self, views: OperatorViews, epoch: Callable[[], int]) -> None:
         self.views, self.epoch = views, epoch
         self.engine = views.engine  # an attribute, as SideTables reads it (never a callback)
+        self.stalls = Stalls(self.engine)  # attempts that keep failing (infra/engines/stalls.py)
 
     def open_ids(self) -> list[UUID]:
         """Every open migration, oldest change first (the log is read only to catch up)."""

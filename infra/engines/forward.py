@@ -6,6 +6,7 @@ attempt continues from its log.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import AttemptResult
 from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.failures import FailureNotes
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_STEPS = 10
@@ -43,6 +45,7 @@ class ForwardEngine:
         self.app, self.host, self.worker_id = app, host, worker_id
         self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG, prefix="forward.")
         self.epoch = epoch
+        self.notes = FailureNotes()  # each attempt's last failed call (infra/engines/failures.py)
 
     @property
     def crash_hook(self) -> CrashHook:
@@ -56,7 +59,8 @@ class ForwardEngine:
         self.unit.save(label, *aggregates)  # forward.<label>.before_append / after_append
 
     def _call(self, label: str, fn: Callable[[], Any]) -> Any:
-        return self.unit.call(label, lambda: latency_of(self.host).time(CALLS[label], fn))
+        timed = partial(latency_of(self.host).time, CALLS[label], fn)
+        return self.unit.call(label, partial(self.notes.calling, label, timed))
 
     def _facts(self, facts: Facts) -> Facts:
         return [type(f)(f.event, dict(f.fields, worker=self.worker_id))
@@ -64,6 +68,10 @@ class ForwardEngine:
 
     def attempt(self, migration_id: UUID) -> AttemptResult:
         """Steps until the migration needs nothing more now, or must back off."""
+        with self.notes.attempt(migration_id, None):
+            return self._attempt(migration_id)
+
+    def _attempt(self, migration_id: UUID) -> AttemptResult:
         result: AttemptResult = "idle"
         resent = False
         for _ in range(MAX_STEPS):

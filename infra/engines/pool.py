@@ -36,6 +36,7 @@ from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import BATCH_SIZE, RollbackEngine
 from schedfence.infra.engines.batch import leased_batches
 from schedfence.infra.engines.drive import unique_worker_id
+from schedfence.infra.engines.failures import after_attempt
 
 BATCH = 200  # due migrations read per pass
 PRUNE_EVERY = 60.0  # seconds between clean-ups of finished migrations' backoff rows
@@ -180,6 +181,7 @@ class WorkerPool:
                                     BATCH_SIZE):
             for mid, result in batch.items():
                 progressed += self._account(mid, result, mid in backed)
+                after_attempt(self.parts.due().stalls, worker.notes, mid, result, "rollback")
         progressed += self._forward_pass(worker, index, stop)
         with self._lock:
             self.stats.passes += 1
@@ -212,6 +214,7 @@ class WorkerPool:
             if stop is not None and stop.is_set():
                 break
             result = forward.attempt(mid)
+            after_attempt(self.parts.due().stalls, forward.notes, mid, result, "forward")
             progressed += result == "progress"
             with self._lock:
                 self.stats.attempts += 1

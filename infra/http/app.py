@@ -23,6 +23,7 @@ from schedfence.infra.http.settings import MAX_BODY, RATE
 from schedfence.infra.adapters.observability import logs
 from schedfence.infra.adapters.observability.metrics import render_metrics
 from schedfence.infra.application.service import MigrationService
+from schedfence.projections.oncall import STUCK_AFTER
 from schedfence.infra.web.pages import make_router as make_pages
 
 
@@ -61,12 +62,16 @@ def openapi_text() -> str:
 
 def create_app(service: MigrationService, tokens: Tokens, *, destination_label: str = "none",
                max_body: int = MAX_BODY, rate: float = RATE,
-               burst: int | None = None, temporal_ui: str | None = None) -> FastAPI:
+               burst: int | None = None, temporal_ui: str | None = None,
+               stuck_after: float = STUCK_AFTER) -> FastAPI:
     """The app over ``service``; ``tokens`` decide who may call what (``auth.authorize``).
     ``rate`` requests a second per token (0: no limit); ``max_body`` bytes per request;
-    ``temporal_ui`` the base URL of Temporal's Web UI the pages link into (None: no links)."""
+    ``temporal_ui`` the base URL of Temporal's Web UI the pages link into (None: no links);
+    ``stuck_after`` the seconds without progress after which an open migration is stuck
+    where a request does not say (on-call, the web page, the gauge)."""
     app = _build()
     app.state.service = service
+    app.state.stuck_after = stuck_after
     app.state.auth = Auth(tokens, RateLimiter(rate, burst))
     app.state.lock = threading.Lock()
     app.state.destination_label = destination_label
@@ -84,7 +89,9 @@ def _serve_metrics(app: FastAPI) -> None:
     def metrics(request: Request, _: Metrics) -> Response:
         body, content_type = call(request, lambda service: render_metrics(
             service.views, service.app, service.destination, service.schedules_due,
-            service.failing_schedules))
+            service.failing_schedules,
+            stuck=lambda: service.stuck_counts(request.app.state.stuck_after),
+            stuck_after=request.app.state.stuck_after))
         return Response(body, media_type=content_type)
 
 

@@ -127,12 +127,15 @@ def stats(request: Request, _: Reader) -> dict[str, Any]:
 
 @router.get("/oncall", summary="What needs an operator, and what each may do (oncall)")
 def oncall(request: Request, _: Reader,
-           stuck_after: Annotated[float, Query(ge=0, le=pv.MAX_STUCK_AFTER,
-                                               allow_inf_nan=False)] = pv.STUCK_AFTER
+           stuck_after: Annotated[float | None, Query(
+               ge=0, le=pv.MAX_STUCK_AFTER, allow_inf_nan=False,
+               description="Seconds without progress before an open migration counts as "
+                           "stuck (default: the server's --stuck-after)")] = None
            ) -> dict[str, Any]:
-    if not math.isfinite(stuck_after):
+    seconds = request.app.state.stuck_after if stuck_after is None else stuck_after
+    if not math.isfinite(seconds):
         raise InvalidArgument("stuck_after must be a number of seconds")
-    return call(request, lambda s: s.oncall_doc(stuck_after))
+    return call(request, lambda s: s.oncall_doc(seconds))
 
 
 @router.get("/owners", summary="The last ownership audit of a namespace, a page at a time "

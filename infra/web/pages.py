@@ -125,7 +125,8 @@ class _Pages:
     # -- pages ------------------------------------------------------------------------------
     def index(self, request: Request) -> Response:
         def build(service: MigrationService) -> tuple[str, dict]:
-            stuck = request.query_params.get("stuck_after") or str(STUCK_AFTER)
+            stuck = request.query_params.get("stuck_after") or \
+                str(getattr(request.app.state, "stuck_after", STUCK_AFTER))
             try:
                 seconds = float(stuck)
             except ValueError:
@@ -135,6 +136,7 @@ class _Pages:
             return "index.html", {"items": service.oncall(seconds),
                                   "forward": service.forward_oncall(seconds),
                                   "failing": service.failing_schedules(),
+                                  "stuck_jobs": service.job_oncall(seconds),
                                   "o": ov.schedules(service, query), "stuck_after": seconds}
         return self._page(request, build)
 

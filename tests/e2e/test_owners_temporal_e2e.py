@@ -13,6 +13,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from schedfence.domain.owners.classify import FAILING
 from schedfence.domain.source.action import make_action
 from schedfence.domain.source.spec import make_spec
 from schedfence.infra.application.service import open_service
@@ -104,11 +105,52 @@ def test_each_drift_made_by_hand_is_found_and_resolved_as_printed(
 
     code, doc = audit(env)
     assert kinds(doc, tag) == {name: "none" for name in expected}, kinds(doc, tag)
-    assert code == 0 and doc["failing"] == 0
+    # what other tests' stores handed over in this namespace is drift to this store
+    # (foreign_handover): the exit code follows it, and only it
+    assert code == (1 if doc["failing"] else 0)
+    assert all(r["kind"] == "foreign_handover" for r in doc["rows"] if r["kind"] in FAILING)
     owners = {r["schedule_id"].split("-")[0]: r["owner"] for r in doc["rows"]
               if r["schedule_id"].endswith(tag)}
     assert owners == {"handed": "temporal", "gone": "source", "both": "source",
                       "closed": "none", "taken": "source", "edited": "temporal"}
-    assert json.loads(cli(env, "oncall", "--json").stdout)["ownership"] == []
+    assert [d for d in json.loads(cli(env, "oncall", "--json").stdout)["ownership"]
+            if d["schedule_id"].endswith(tag)] == []
     verified = cli(env, "verify", "--json")
     assert verified.returncode == 0, verified.stdout
+
+
+def test_a_handover_another_store_made_is_drift_not_native(
+        temporal_env: TemporalEnv, tmp_path: Path) -> None:
+    """A schedule a rollback of another store handed over carries our memo: this store,
+    which never knew its key, reports it ``foreign_handover`` (exit 1) with what to do, and
+    a schedule made by hand beside it stays ``native``."""
+    tag = uuid.uuid4().hex[:8]
+    theirs, native = f"theirs-{tag}", f"native-{tag}"
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    with open_service(other, temporal_env.destination, worker_id="other") as svc:
+        svc.create_schedule(NS, theirs, spec=HOURLY, action=make_action(
+            workflow_type="Report", task_queue="q-owners", workflow_id=f"act-{theirs}"))
+        assert svc.rollback(NS, theirs, f"R-{theirs}").outcome == "accepted"
+        assert svc.run_until_idle(retry_for=10.0).drained
+    by_hand(temporal_env, native)
+    env = dict(os.environ, SCHEDFENCE_STORE=f"sqlite:///{tmp_path / 'fence.db'}",
+               SCHEDFENCE_DESTINATION=temporal_env.url)
+    code, doc = wait_for(lambda: audit(env), lambda r: len(kinds(r[1], tag)) == 2, 30.0,
+                         "the listing to show both schedules")
+    assert kinds(doc, tag) == {"theirs": "foreign_handover", "native": "native"}
+    assert code == 1 and doc["failing"] >= 1
+    row = next(r for r in doc["rows"] if r["schedule_id"] == theirs)
+    assert (row["owner"], row["store"]) == ("temporal", "unknown")
+    oncall = cli(env, "oncall", "--json")
+    assert oncall.returncode == 0, oncall.stderr
+    (drift,) = [d for d in json.loads(oncall.stdout)["ownership"]
+                if d["schedule_id"].endswith(tag)]
+    assert drift["kind"] == "foreign_handover" and drift["failing"]
+    assert drift["resolve"] == [f"schedfence forward {NS} {theirs}"]
+    assert "Find the store that made it" in drift["advice"]
+    text = cli(env, "oncall")
+    assert f"{NS}/{theirs} (foreign_handover" in text.stdout and "never delete" in text.stdout
+    # the store that made it sees its own handover, no drift
+    mine = dict(env, SCHEDFENCE_STORE=other)
+    code, doc = audit(mine)
+    assert kinds(doc, tag) == {"theirs": "none", "native": "native"}, doc

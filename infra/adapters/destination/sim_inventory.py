@@ -58,7 +58,8 @@ class SimInventory:
             listed = self._listed(schedule_id, head)
         doc = head["input"].get("handover") or {}
         return ListedSchedule(listed.schedule_id, listed.paused, listed.next_run,
-                              {"spec": doc.get("spec"), "action": doc.get("action")})
+                              {"spec": doc.get("spec"), "action": doc.get("action")},
+                              listed.handed_over)
 
     def _listed(self, schedule_id: str, head: dict) -> ListedSchedule:
         sched = head.get("sched") or {"paused": head["input"].get("paused")}  # read, not set
@@ -67,8 +68,10 @@ class SimInventory:
         upcoming = None
         if spec and not paused:
             upcoming = next(times_after(ScheduleSpec.model_validate(spec), self.clock()), None)
+        # A rollback's create carries its handover (the memo on Temporal); one by hand not.
         return ListedSchedule(schedule_id, paused,
-                              nominal_text(upcoming) if upcoming else None)
+                              nominal_text(upcoming) if upcoming else None,
+                              handed_over=not head["input"].get("by_hand"))
 
     # -- environment operations ---------------------------------------------------------------
     def create_by_hand(self, namespace: str, schedule_id: str, spec: dict | None = None,
@@ -81,4 +84,5 @@ class SimInventory:
             namespace=namespace, workflow_id=WORKFLOW_ID_PREFIX + schedule_id,
             request_id=f"by-hand/{schedule_id}/{self.clock().isoformat()}",
             workflow_type=SCHEDULER_WORKFLOW_TYPE,
-            input={"handover": handover, "paused": paused, "notes": "made by hand"}))
+            input={"handover": handover, "paused": paused, "notes": "made by hand",
+                   "by_hand": True}))

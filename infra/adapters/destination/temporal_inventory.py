@@ -11,7 +11,7 @@ from temporalio.api.workflowservice.v1 import ListSchedulesRequest
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ports import DestinationNotFound, ListedSchedule
 from schedfence.domain.source.action import nominal_text
-from schedfence.infra.adapters.destination.schedule_proto import program_docs
+from schedfence.infra.adapters.destination.schedule_proto import MEMO_KEY, program_docs
 
 PAGE_SIZE_MAX = 1000
 
@@ -35,7 +35,8 @@ class TemporalInventory:
             namespace=namespace, maximum_page_size=max(1, min(page_size, PAGE_SIZE_MAX)),
             next_page_token=page_token or b""), describe_error)
         found = [ListedSchedule(s.schedule_id, s.info.paused,
-                                None if s.info.paused else _first_time(s.info.future_action_times))
+                                None if s.info.paused else _first_time(s.info.future_action_times),
+                                handed_over=MEMO_KEY in s.memo.fields)
                  for s in resp.schedules]
         return found, (resp.next_page_token or None)
 
@@ -51,4 +52,5 @@ class TemporalInventory:
         paused = resp.schedule.state.paused
         return ListedSchedule(schedule_id, paused, None if paused else
                               _first_time(resp.info.future_action_times),
-                              {"spec": program.get("spec"), "action": program.get("action")})
+                              {"spec": program.get("spec"), "action": program.get("action")},
+                              MEMO_KEY in resp.memo.fields)

@@ -67,15 +67,19 @@ _COUNTER_HELP = {
 
 def render_metrics(views: OperatorViews, app: FenceApplication, destination: object,
                    schedules_due: Callable[[], int] | None = None,
-                   failing_schedules: Callable[[], list[Any]] | None = None
-                   ) -> tuple[bytes, str]:
+                   failing_schedules: Callable[[], list[Any]] | None = None, *,
+                   stuck: Callable[[], dict[str, int]] | None = None,
+                   stuck_after: float | None = None) -> tuple[bytes, str]:
     """The exposition text of a service's metrics (its operator ``views``, its store ``app``
     and its ``destination``, whose calls this process timed; ``schedules_due``: the
     scheduler's due backlog now; ``failing_schedules``: the schedules whose scheduler step
-    keeps failing, projections/schedule_oncall.py's items), and its content type."""
+    keeps failing, projections/schedule_oncall.py's items; ``stuck``: open migrations without
+    progress for ``stuck_after`` seconds, by direction), and its content type."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ServiceCollector(views, app, destination, schedules_due,
                                        failing_schedules))
+    if stuck is not None:
+        registry.register(StuckCollector(stuck, stuck_after))
     # The classic text format (0.0.4), which every Prometheus server and node_exporter reads;
     # every name here is plain ASCII, so the newer format would add nothing.
     return generate_latest(registry), CONTENT_TYPE_PLAIN_0_0_4
@@ -121,6 +125,29 @@ class ServiceCollector(Collector):
     def _forward_states(self, ids: list[str]) -> list[Any]:
         repository = self.app.repository
         return [repository.get(UUID(i)).state for i in ids]
+
+
+class StuckCollector(Collector):
+    """``schedfence_oncall_stuck{kind}``: open migrations (``rollback``, ``forward``) that
+    made no progress (no event, or only failed attempts) and batch jobs (``job``) whose run
+    stopped, for the on-call threshold, read afresh on every collect (what ``schedfence
+    oncall`` lists as ``stuck``)."""
+
+    def __init__(self, stuck: Callable[[], dict[str, int]], after: float | None) -> None:
+        self.stuck, self.after = stuck, after
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(f"{PREFIX}oncall_stuck", "Open migrations (kind rollback, "
+                                   "forward) without progress (no event, or only failed "
+                                   "attempts) and batch jobs (kind job) whose run stopped, "
+                                   "for schedfence_stuck_after_seconds: see `schedfence "
+                                   "oncall`.", labels=["kind"])
+        for kind, n in sorted(self.stuck().items()):
+            family.add_metric([kind], n)
+        yield family
+        if self.after is not None:
+            yield GaugeMetricFamily(f"{PREFIX}stuck_after_seconds", "The threshold "
+                                    "schedfence_oncall_stuck counts with.", value=self.after)
 
 
 def _by_state(snap: MetricsSnapshot, forward: list[Any]) -> Metric:

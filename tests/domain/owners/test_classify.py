@@ -9,7 +9,7 @@ from schedfence.domain.owners.audit import OwnershipAudits, decide_record, evolv
 from schedfence.domain.owners.classify import (DRIFT, FAILING, KINDS, OWNERS, AtDestination,
                                                OwnerRow, StoreSays, classify, changed,
                                                counts, needs_describe, store_says)
-from schedfence.domain.owners.resolve import program_args, resolutions
+from schedfence.domain.owners.resolve import advice, program_args, resolutions
 
 SPEC = {"intervals": [{"every": 60, "offset": 0}]}
 ACTION = {"workflow_type": "W", "task_queue": "q", "workflow_id": "w"}
@@ -37,6 +37,29 @@ def test_each_kind_from_its_situation() -> None:
     assert classify("k", StoreSays("moving", migration_id="f"), AtDestination()).kind == "none"
 
 
+def test_our_handover_at_a_key_the_store_never_knew_is_failing_drift() -> None:
+    """Another store's handover (or this store's, lost or restored) is not native: the
+    audit fails on it and says what to do, never to delete it."""
+    row = classify("k", None, AtDestination(next_run="2030-01-01T00:00:00Z", handed_over=True))
+    assert (row.owner, row.store, row.kind, row.next_run) == \
+        ("temporal", "unknown", "foreign_handover", "2030-01-01T00:00:00Z")
+    assert row.kind in FAILING and row.kind in KINDS
+    assert counts([row])["kind"]["foreign_handover"] == 1
+    # a listing with the memo is confirmed by a describe; one without needs none
+    assert needs_describe(None, AtDestination(handed_over=True))
+    assert not needs_describe(None, AtDestination())
+    assert classify("k", None, AtDestination()).kind == "native"
+    # the memo changes nothing where the store knows the key
+    handed = StoreSays("temporal", migration_id="m1")
+    assert classify("k", handed, AtDestination(handed_over=True)).kind == "none"
+    assert resolutions(row, "ns", "h:7233") == ["schedfence forward ns k"]
+    said = advice(row, "ns")
+    assert said is not None and "schedfence owners --namespace ns" in said \
+        and "never delete" in said
+    assert advice(classify("k", None, AtDestination()), "ns") is None
+    assert OwnerRow.of_list(row.to_list()) == row
+
+
 def test_store_says_from_folded_states() -> None:
     key = {"incarnation": 1, "forward_migration_id": None}
     assert store_says(key, None) is None
@@ -62,7 +85,8 @@ stores = st.one_of(st.none(), st.builds(
     st.one_of(st.none(), st.just("m")), st.one_of(st.none(), st.just(HANDOVER))))
 dests = st.one_of(st.none(), st.builds(
     AtDestination, st.booleans(), st.one_of(st.none(), st.just("2030-01-01T00:00:00Z")),
-    st.one_of(st.none(), st.just(HANDOVER), st.just({"spec": None, "action": ACTION}))))
+    st.one_of(st.none(), st.just(HANDOVER), st.just({"spec": None, "action": ACTION})),
+    st.booleans()))
 
 
 @given(stores, dests)
@@ -71,8 +95,10 @@ def test_every_situation_has_one_sound_row(store, dest) -> None:
         return
     row = classify("k", store, dest)
     assert row.owner in OWNERS and row.kind in KINDS
-    # drift needs a store history; native needs a key the store never knew
-    assert (row.kind == "native") == (store is None)
+    # a key the store never knew is native, or drift when it carries our handover memo
+    assert (row.kind in ("native", "foreign_handover")) == (store is None)
+    if store is None:
+        assert (row.kind == "foreign_handover") == dest.handed_over
     if row.kind == "missing_at_destination":
         assert dest is None and store.stand == "temporal"
     if row.kind in ("two_owners", "unexplained_at_destination"):

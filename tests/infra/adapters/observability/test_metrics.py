@@ -234,7 +234,8 @@ def test_the_docs_table_lists_every_metric_with_its_type_and_labels(world) -> No
     svc = world.service
     svc.create_schedule(NS, "a")
     svc.rollback(NS, "a", "R-1")
-    body, _ = render_metrics(svc.views, svc.app, svc.destination, lambda: 0)
+    body, _ = render_metrics(svc.views, svc.app, svc.destination, lambda: 0,  # as served
+                             stuck=lambda: svc.stuck_counts(300.0), stuck_after=300.0)
     exposed: dict[str, tuple[str, set[str]]] = {}
     for family in text_string_to_metric_families(body.decode()):
         labels = {k for s in family.samples for k in s.labels} - {"le"}
