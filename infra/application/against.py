@@ -26,6 +26,7 @@ from schedfence.domain.ports import (ActionListing, DestinationUnavailable, Rete
                                      command_error)
 from schedfence.domain.text import validate_id
 
+SHOWN = 20  # times listed per kind of fault and key (the counts say how many in all)
 DEFAULT_LAG = 30.0  # seconds before the listing's instant that are not judged yet
 HOW = {"twice": "started twice", "missing": "owed but never started",
        "unexpected": "started but never owed"}
@@ -108,9 +109,11 @@ def _doc(verdicts: dict[tuple[str, str], tuple[Verdict, datetime]], listed: int,
             continue
         how, t = first
         bad.append({"namespace": ns, "schedule_id": sid, "how": how, "time": _iso(t),
-                    "judged_until": _iso(cut), "twice": [_iso(x) for x in v.twice],
-                    "missing": [_iso(x) for x in v.missing],
-                    "unexpected": [_iso(x) for x in v.unexpected]})
+                    "judged_until": _iso(cut),
+                    **{k: [_iso(x) for x in getattr(v, k)[:SHOWN]]
+                       for k in ("twice", "missing", "unexpected")},
+                    "counts": {k: len(getattr(v, k)) for k in ("twice", "missing",
+                                                               "unexpected")}})
     bad.sort(key=lambda b: (b["time"], b["namespace"], b["schedule_id"]))
     return {"ok": not bad and not across, "until": _iso(until), "namespace": namespace,
             "schedule_id": schedule_id, "schedules": len(verdicts), "listed": listed,
@@ -125,7 +128,9 @@ def against_lines(doc: dict[str, Any]) -> list[str]:
         return [f"against destination: OK ({scope})"]
     lines = []
     for i, b in enumerate(doc["violations"]):
-        text = f"{b['namespace']}/{b['schedule_id']}: nominal time {b['time']} {HOW[b['how']]}"
+        more = sum(b["counts"].values()) - 1
+        text = f"{b['namespace']}/{b['schedule_id']}: nominal time {b['time']} " \
+               f"{HOW[b['how']]}" + (f" (and {more} more)" if more else "")
         lines.append(f"against destination: {len(doc['violations'])} schedule(s) not "
                      f"exactly once ({scope}); first: {text}" if i == 0 else f"  {text}")
     lines += [("against destination: " if not lines else "  ") + "across the stores: " +
