@@ -196,6 +196,18 @@ class RunWatcher(Protocol):
 
 
 @runtime_checkable
+class ActionListing(Protocol):
+    """The destination's own record of the action starts of ``namespace``: the workflow id
+    of every run it started (a chain continued as new counts once; closed, running or, where
+    the destination keeps them, deleted), of the ids that begin with one of ``prefixes`` and
+    a ``-`` (None: every id). What ``verify --against-destination`` judges, and what a settle
+    after a delete reads. An unknown outcome raises ``DestinationUnavailable``."""
+
+    def action_starts(self, namespace: str,
+                      prefixes: Sequence[str] | None = None) -> list[str]: ...
+
+
+@runtime_checkable
 class StartBatcher(Protocol):
     """A runner that takes many starts in one call (the simulator: one transaction for all):
     each request's answer in order, a refusal or an outage as the ``DestinationError`` that
@@ -220,6 +232,8 @@ class Settled:
     # A pinned settle whose create came after its pin: how many of the server's own starts
     # went beyond the limit (domain.handover.limit_overrun); None: not known (a repeat).
     over_limit: int | None = None
+    # settle_deleted: the times the server itself started at or after the delete (RFC 3339).
+    after_delete: list[str] = field(default_factory=list)
 
 
 @runtime_checkable

@@ -13,14 +13,18 @@ trigger) and the boundary's settled times. The gap backfill's end and the destin
 times depend on the server's clock and are not in the log.
 
 A settle that recorded starts beyond the limit (``BoundarySettled.over_limit``: a limited
-handover whose create came after its pin) is reported as it stands.
+handover whose create came after its pin) is reported as it stands. A settle that found the
+schedule deleted by hand (``deleted_at``) ends what the incarnation owes at the delete, and
+the starts the server made at or after it (``after_delete``, read from its listing) are the
+destination's: planned, and reported as starts a schedule deleted then would not make.
 
 ``OnceLedger`` is the checker's rule: per incarnation, the source's starts and the planned
 ones together must start no (time, origin) twice and none the schedule never owed. The owed
 side is an upper bound (no limit, no catch-up window, only proven pauses), and nothing is
 judged missing: the log does not cover the destination's side. ``check_listing`` runs the same
 oracle, per schedule key, over a server's listing of ``<action workflow id>-<RFC 3339 time>``
-workflow ids (all runs), where missing times are judged too, up to the listing's instant.
+workflow ids (all runs), where missing times are judged too, up to the instant it can judge
+(``judged_until``): listed times after it are cut, not judged.
 """
 from __future__ import annotations
 
@@ -63,6 +67,9 @@ class Life:
     planned: dict[Slot, list[tuple[int, str]]] = field(default_factory=dict)  # (pos, mid)
     ended: datetime | None = None  # deleted: the cursor it stopped at
     prefix: str | None = None  # the action's workflow id (its starts are <prefix>-<time>)
+    cursor: datetime | None = None  # the source's last processed time
+    handed: bool = False  # a rollback took ownership by proof: the destination carries on
+    after_delete: set[datetime] = field(default_factory=set)  # the server's, after a delete
 
     def begin(self, cursor: str | None, spec: ScheduleSpec | None, paused: bool) -> None:
         if cursor is not None and self.first is None:
@@ -93,6 +100,8 @@ class OnceLedger:
         self.lives: dict[str, Life] = {}  # aggregate id -> its life
         self.handed: dict[str, dict[str, Any]] = {}  # migration id -> what it planned
         self.unread: set[str] = set()  # incarnations whose documents did not read: not judged
+        # Which start events count (None: all); ``once_across`` counts another copy's own.
+        self.fresh: Callable[[Any], bool] | None = None
 
     # -- the source's events ----------------------------------------------------------------
     def schedule_event(self, pos: int, before: ScheduleState | None, after: ScheduleState,
@@ -114,11 +123,17 @@ class OnceLedger:
             if isinstance(e, Schedule.CreatedByMigration):
                 life.also += _carried(e.handover)
             life.prefix = (after.action or {}).get("workflow_id")
+            life.cursor = parse_nominal(after.cursor) if after.cursor else None
             return
         life = self.lives.get(aid)
         if life is None or before is None:
             return
         life.prefix = (after.action or {}).get("workflow_id") or life.prefix
+        if after.cursor:
+            life.cursor = parse_nominal(after.cursor)
+        if isinstance(e, (ActionStartIssued, ActionStartFailed)) and self.fresh is not None \
+                and not self.fresh(e):
+            return
         if isinstance(e, ProgramUpdated):
             self._updated(life, before, after)
         elif isinstance(e, Schedule.Paused):
@@ -183,6 +198,9 @@ class OnceLedger:
             h["settled"] = (pos, list(e.started))
             if e.over_limit:
                 h["over_limit"] = (pos, e.over_limit)
+            if e.deleted_at:
+                h["deleted_at"] = e.deleted_at
+                h["after_delete"] = list(e.after_delete)
 
     def _plan(self) -> None:
         """Each accepted rollback's planned starts, on the incarnation it handed over."""
@@ -190,12 +208,17 @@ class OnceLedger:
             life = self.lives.get(h.get("source_id", ""))
             if life is None or "accepted" not in h:
                 continue
+            life.handed = True
             for slot in _carried(h.get("handover")):
                 life.planned.setdefault(slot, []).append((h["accepted"], mid))
             at, times = h.get("settled", (0, []))
             try:
-                for t in times:
+                for t in [*times, *h.get("after_delete", ())]:
                     life.planned.setdefault((parse_nominal(t), "auto"), []).append((at, mid))
+                if h.get("deleted_at"):
+                    gone = parse_nominal(h["deleted_at"])
+                    life.ended = min(life.ended or gone, gone)
+                    life.after_delete = {parse_nominal(t) for t in h.get("after_delete", ())}
             except ValueError:
                 self.unread.add(h["source_id"])
 
@@ -207,6 +230,11 @@ class OnceLedger:
                 flag("I21", mid, [pos], f"the destination started {n} action(s) beyond the "
                      "schedule's limit: its create came after the pin, and its own starts "
                      "used the count the late times needed")
+            if h.get("after_delete") and h.get("settled"):
+                times = sorted(h["after_delete"])
+                flag("I21", mid, [h["settled"][0]], f"the destination started {len(times)} "
+                     f"action(s) at or after its schedule was deleted at {h['deleted_at']} "
+                     f"(first {times[0]}): a schedule deleted then starts nothing more")
         for aid, life in self.lives.items():
             if aid in self.unread:
                 continue
@@ -221,8 +249,9 @@ class OnceLedger:
             # A time the source alone started twice is I17's (per key, across incarnations).
             twice = tuple(t for t in verdict.twice if any(
                 s[0] == t for s in life.planned))
-            if twice or verdict.unexpected:
-                _flag(flag, life, Verdict(twice=twice, unexpected=verdict.unexpected))
+            unexpected = tuple(t for t in verdict.unexpected if t not in life.after_delete)
+            if twice or unexpected:  # (the starts after a delete are flagged above)
+                _flag(flag, life, Verdict(twice=twice, unexpected=unexpected))
 
 
 def _carried(doc: object) -> list[Slot]:
@@ -251,28 +280,54 @@ def _flag(flag: Flag, life: Life, verdict: Verdict) -> None:
 
 
 def check_listing(events: Iterable[tuple[int, Any]], listing: Iterable[str],
-                  until: datetime, log_starts: bool = False) -> dict[tuple[str, str], Verdict]:
+                  until: datetime, log_starts: bool = False,
+                  keys: Callable[[tuple[str, str]], bool] | None = None
+                  ) -> dict[tuple[str, str], Verdict]:
     """The oracle per schedule key over a server's listing of ``<action workflow id>-<RFC
     3339 time>`` workflow ids (every run; each id's time counts once per listed run), against
-    what the log says the key owed up to ``until`` (its incarnations in turn; the last one's
-    spec carried on by the destination). ``log_starts``: add the source's starts from the
-    log (when the listing holds the destination's runs alone; on one server it holds both)."""
-    ledger = _ledger(events)
+    what the log says the key owed up to ``judged_until`` (its incarnations in turn; the last
+    one's spec carried on by the destination); a listed time after it is cut, not judged.
+    ``log_starts``: add the source's starts from the log (when the listing holds the
+    destination's runs alone; on one server it holds both). ``keys``: only the keys it
+    accepts."""
+    return {key: v for key, (v, _) in listing_verdicts(
+        fold_ledger(events), listing, until, log_starts, keys).items()}
+
+
+def listing_verdicts(ledger: OnceLedger, listing: Iterable[str], until: datetime,
+                     log_starts: bool = False,
+                     keys: Callable[[tuple[str, str]], bool] | None = None
+                     ) -> dict[tuple[str, str], tuple[Verdict, datetime]]:
+    """``check_listing`` over a folded ledger: each key's verdict and the instant it was
+    judged up to."""
     by_key: dict[tuple[str, str], list[Life]] = {}
-    for life in ledger.lives.values():
-        by_key.setdefault(life.key, []).append(life)
-    times = _listed_times({lf.prefix for lf in ledger.lives.values() if lf.prefix}, listing)
-    verdicts: dict[tuple[str, str], Verdict] = {}
+    for aid, life in ledger.lives.items():
+        if aid not in ledger.unread and (keys is None or keys(life.key)):
+            by_key.setdefault(life.key, []).append(life)
+    times = _listed_times({lf.prefix for lfs in by_key.values() for lf in lfs if lf.prefix},
+                          listing)
+    verdicts: dict[tuple[str, str], tuple[Verdict, datetime]] = {}
     for key in sorted(by_key):
         lives = sorted(by_key[key], key=lambda lf: lf.incarnation)
-        owed = _key_owed(lives, until)
+        cut = judged_until(lives, until)
+        owed = _key_owed(lives, cut)
         if owed is None:
             continue
         prefixes = {lf.prefix for lf in lives if lf.prefix}
-        listed = [t for p in prefixes for t in times.get(p, ())]
+        listed = [t for p in prefixes for t in times.get(p, ()) if t <= cut]
         source = [s for lf in lives for s in lf.slots()[0]] if log_starts else []
-        verdicts[key] = check_exactly_once(owed, [t for t, _ in source], listed)
+        verdicts[key] = (check_exactly_once(owed, [t for t, _ in source if t <= cut], listed),
+                         cut)
     return verdicts
+
+
+def judged_until(lives: list[Life], until: datetime) -> datetime:
+    """How far a key's starts can be judged: ``until``, but a live incarnation the source
+    still runs only up to its cursor (the times after it are not processed yet)."""
+    last = lives[-1]
+    if last.ended is not None or last.handed or last.cursor is None:
+        return until
+    return min(until, last.cursor)
 
 
 def _key_owed(lives: list[Life], until: datetime) -> Owed | None:
@@ -307,9 +362,12 @@ def _listed_times(prefixes: set[str], ids: Iterable[str]) -> dict[str, list[date
     return out
 
 
-def _ledger(events: Iterable[tuple[int, Any]]) -> OnceLedger:
-    """The ledger folded over a log, with the same reducers the checker uses."""
+def fold_ledger(events: Iterable[tuple[int, Any]],
+                fresh: Callable[[Any], bool] | None = None) -> OnceLedger:
+    """The ledger folded over a log, with the same reducers the checker uses (``fresh``:
+    which start events count; None: all)."""
     ledger = OnceLedger()
+    ledger.fresh = fresh
     schedules: dict[str, ScheduleState] = {}
     migrations: dict[str, MigrationState] = {}
     for pos, e in events:

@@ -222,19 +222,24 @@ class Migration(EvolvingAggregate):
         v1, v2, whose ``detail`` "the schedule is gone" meant nothing was started).
         v4 adds ``over_limit``: a pinned settle whose create came after its pin found the
         server's own starts had gone that many beyond the limit (I21 reports it); None: not
-        known (a settle repeated after the pin was cleared, and on v1-v3)."""
+        known (a settle repeated after the pin was cleared, and on v1-v3).
+        v5 adds ``after_delete``: with ``deleted_at``, the nominal times (RFC 3339 UTC) whose
+        action workflows the server itself started at or after the delete, as its listing
+        showed once the scheduler had closed (empty: none; and on v1-v4, read as none)."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.BoundarySettled"
-        class_version: ClassVar[int] = 4
+        class_version: ClassVar[int] = 5
         started: list[str] = []
         detail: str = ""  # e.g. what a settle of a deleted schedule started, and why
         pin: str | None = None
         deleted_at: str | None = None
         over_limit: int | None = None
+        after_delete: list[str] = []
 
         upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v1_v2)
         upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v2_v3)
         upcast_v3_v4: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v3_v4)
+        upcast_v4_v5: ClassVar[Upcaster] = staticmethod(up.boundary_settled_v4_v5)
 
     class MigrationParked(_Event):
         TOPIC: ClassVar[str] = "schedfence.migration.MigrationParked"

@@ -240,16 +240,18 @@ def batch_closable(mig: MigrationState, head: str | None, settles: bool) -> bool
 
 def settled(mig: MigrationState, started: list[str], attempt: int, worker: str,
             detail: str = "", pin: str | None = None, deleted_at: str | None = None,
-            over_limit: int | None = None) -> Change:
+            over_limit: int | None = None, after_delete: list[str] | None = None) -> Change:
     """Record what the boundary's settle asked the destination to start (after the receipt);
     ``deleted_at``: the schedule was deleted first, and ``started`` were started as plain
     workflows (domain/rollback/handover_gone.py); ``over_limit``: starts the destination made beyond
-    the limit (domain.handover.limit_overrun)."""
+    the limit (domain.handover.limit_overrun); ``after_delete``: the times the server itself
+    started at or after the delete."""
     _settle_open(mig)
     return change((), [Fact(M.BoundarySettled, {
         "request_id": mig.request_id, "attempt": attempt, "worker": worker,
         "started": list(started), "detail": detail[:500], "pin": pin,
-        "deleted_at": deleted_at, "over_limit": over_limit})], migration_id=mig.migration_id)
+        "deleted_at": deleted_at, "over_limit": over_limit,
+        "after_delete": list(after_delete or [])})], migration_id=mig.migration_id)
 
 
 def settle_unreadable(mig: MigrationState, detail: str, attempt: int, worker: str) -> Change:

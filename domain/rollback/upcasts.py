@@ -67,6 +67,10 @@ def boundary_settled_v3_v4(state: dict[str, Any]) -> None:
     state.update(over_limit=None)
 
 
+def boundary_settled_v4_v5(state: dict[str, Any]) -> None:
+    state.update(after_delete=[])
+
+
 # StartClaimRearmed
 def claim_rearmed_v1_v2(state: dict[str, Any]) -> None:
     state.update(absence=None)

@@ -31,18 +31,22 @@ def history(app: FenceApplication, load: Aggregates, namespace: str,
 def verify(app: FenceApplication, also: str | None = None,
            progress: Callable[[int], None] | None = None) -> list[Violation]:
     """The checker over this store; with ``also`` (another copy of it, e.g. the old
-    active after a failover), over both, and across them (I4: one chain per migration).
+    active after a failover), over both, and across them (I4: one chain per migration; I21:
+    the other copy's own starts with this store's, domain/invariants/once_across.py).
     ``progress(n)``: called with how many events of this store were read so far."""
     from schedfence.domain.invariants.checker import check_histories, check_history
     if also is None:
         return check_history(_decoded(app, progress))
+    from schedfence.domain.invariants.once_across import once_across
     from schedfence.infra.adapters.replication.follower import open_copy
     other = open_copy(also)
     try:
         theirs, mine = check_histories([_decoded(other), _decoded(app, progress)])
+        across = once_across(_decoded(app), _decoded(other))
     finally:
         other.close()
-    return mine + [replace(v, message=f"in the other store: {v.message}") for v in theirs]
+    return mine + across + [replace(v, message=f"in the other store: {v.message}")
+                            for v in theirs]
 
 
 def _decoded(app: FenceApplication,

@@ -14,7 +14,7 @@ from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.ids import validate_id
 from schedfence.projections.records import EPOCH, MICROSECOND
 from schedfence.infra.cli import output as out
-from schedfence.infra.cli.commands import emit, existing, json_option
+from schedfence.infra.cli.commands import emit, existing, json_option, service
 from schedfence.infra.application.views import history_doc
 from schedfence.infra.cli.listing import MAX_ROWS, after_option as _after_option
 from schedfence.infra.cli.listing import emit_page as _emit_page, limit_option as _limit_option
@@ -105,16 +105,39 @@ def migrations(state: str | None, limit: int, after: str | None, as_json: bool) 
 @click.command()
 @click.option("--also", default=None, metavar="STORE_URL",
               help="Another copy of this store (the old active after a failover): check "
-                   "both, and one destination chain per migration across them.")
+                   "both, one destination chain per migration across them, and the copy's "
+                   "own action starts with this store's (exactly once together).")
+@click.option("--against-destination", is_flag=True,
+              help="Judge the destination's own listing of action workflows "
+                   "(<workflow id>-<nominal time>) against what the log owed: names the "
+                   "first time started twice, never started, or never owed (--destination "
+                   "needed).")
+@click.option("--namespace", default=None, help="With --against-destination: only this "
+              "namespace.")
+@click.option("--schedule", "schedule_id", default=None, metavar="ID",
+              help="With --against-destination and --namespace: only this schedule.")
+@click.option("--lag", type=click.FloatRange(0, 86400), default=30.0, show_default=True,
+              help="With --against-destination: seconds before now not judged yet.")
 @json_option
 @click.pass_context
-def verify(ctx: click.Context, also: str | None, as_json: bool) -> None:
+def verify(ctx: click.Context, also: str | None, against_destination: bool,
+           namespace: str | None, schedule_id: str | None, lag: float,
+           as_json: bool) -> None:
     """Check the log against the protocol invariants.
 
     Exits 1 if any invariant is violated."""
-    service = existing()
-    with out.progress("checking invariants", "events", service.event_count()) as update:
-        doc = out.verdict(service, also, progress=update)
+    if against_destination:
+        from schedfence.infra.application.against import against_lines, verify_against
+        doc = verify_against(service(), namespace, schedule_id, also, lag)
+        emit(as_json, doc, against_lines(doc))
+        if not doc["ok"]:
+            ctx.exit(1)
+        return
+    if namespace is not None or schedule_id is not None:
+        raise InvalidArgument("--namespace and --schedule go with --against-destination")
+    svc = existing()
+    with out.progress("checking invariants", "events", svc.event_count()) as update:
+        doc = out.verdict(svc, also, progress=update)
         update(doc["events"])  # the bar ends at every event checked
     emit(as_json, doc, out.verdict_lines(doc))
     if not doc["ok"]:

@@ -241,7 +241,7 @@ class RollbackEngine:
             return "backoff"
         self._commit("settle", mig, h.settled(mig.state, done.started, attempt, self.worker_id,
                                               done.detail, done.pin, done.deleted_at,
-                                              done.over_limit))
+                                              done.over_limit, done.after_delete))
         return "progress"
 
     def is_own(self, worker: str | None) -> bool:

@@ -78,16 +78,20 @@ def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
     assert owed  # the test is only worth its time if something is owed
     if pin is None:
         time.sleep(2.0)  # the server runs its own times
+        time.sleep(1.5 - time.time() % 1.0)  # mid-second: the delete races no tick if it can
     temporal_env.destination.delete_schedule(NS, sid)  # the user deletes it
     deleted_by = datetime.now(timezone.utc)
     if recreate:
         create_theirs(temporal_env, sid, tag)
     with open_service(store, temporal_env.destination, worker_id="e2e-2",
                       claim_grace=2.0) as svc:
-        svc.run_until_idle(retry_for=10.0)
+        svc.run_until_idle(retry_for=90.0)  # the settle waits until the delete is quiet
         assert svc.migration(NS, sid).state == "completed"
-        assert svc.verify() == []
         settled, = [e.data for e in svc.history(NS, sid) if e.type.endswith("BoundarySettled")]
+        # The server's own starts at or after the delete (its scheduler can still start a
+        # tick as the delete lands, issue 45 item 4): recorded, and the checker names them.
+        after = {parse_nominal(t) for t in settled["after_delete"]}
+        assert [v.invariant for v in svc.verify()] == (["I21"] if after else [])
         source = [parse_nominal(e.data["nominal"]) for e in svc.history(NS, sid)
                   if e.type.endswith("ActionStartIssued")]
         svc.run_until_idle(retry_for=0)  # a second drain: nothing more
@@ -103,7 +107,8 @@ def test_a_schedule_deleted_before_the_settle_has_its_owed_times_started_once(
         assert deleted < pin and any(t >= deleted for t in owed)
     assert max(Counter(ids).values()) == 1, Counter(ids).most_common(3)  # none twice
     started = sorted(parse_nominal(w.removeprefix(f"{prefix}-")) for w in ids)
-    assert all(t < deleted for t in started), (started[-1], deleted)  # none at/after it
+    assert all(t < deleted for t in started if t not in after), (started[-1], deleted)
+    assert after <= set(started)  # what the settle recorded is what the server did
     assert set(source) <= set(started)
     until = deleted - timedelta(seconds=2)  # what the server's own processing surely reached
     if recreate:  # theirs: never written (no backfill ran, no memo of ours, still paused)

@@ -3,14 +3,18 @@ workflows (the Temporal adapter, temporal_gone.py; the simulator, sim_schedules.
 ``domain.handover_gone.owed_before_delete`` names is started at its action workflow id with
 the handover's whole action, under ``gone_request_id``, reuse policy ``reject_duplicate`` and
 conflict policy ``fail``, so a run already at the id (started by the server before the delete,
-by someone else, or by an earlier try of this settle) is left alone.
+by someone else, or by an earlier try of this settle) is left alone. Nothing is assumed of
+what the server did at or after the delete: ``read_after_delete`` reads its listing of the
+action's workflows, and every time at or after the delete with a run there is recorded as
+made (``Settled.after_delete``), so the log holds what the server really did.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Sequence
 
-from schedfence.domain.source.action import action_workflow_id, nominal_text
+from schedfence.domain.source.action import action_workflow_id, nominal_text, parse_nominal
 from schedfence.domain.rollback.handover import Handover
 from schedfence.domain.rollback.handover_gone import GoneOwed, gone_request_id
 from schedfence.domain.ports import AlreadyStarted, Settled, StartAccepted, StartWorkflow
@@ -50,3 +54,26 @@ def start_owed(start: Start, request: StartWorkflow, h: Handover, owed: GoneOwed
     if owed.carried:
         detail += f"; carried patch {len(carried)} of {len(owed.carried)}: {', '.join(carried)}"
     return Settled(spec, deleted_at=instant_text(deleted), detail=detail)
+
+
+def read_after_delete(done: Settled, listing: Sequence[str], h: Handover,
+                      deleted: datetime) -> Settled:
+    """``done`` with the times of the listed ``<action workflow id>-<time>`` runs at or after
+    ``deleted`` (the server's starts after the delete) recorded and named in its detail."""
+    assert h.action is not None
+    prefix = h.action.workflow_id + "-"
+    after: set[datetime] = set()
+    for wid in listing:
+        if wid.startswith(prefix):
+            try:
+                t = parse_nominal(wid[len(prefix):])
+            except ValueError:
+                continue  # another schedule's id that shares the prefix
+            if t >= deleted:
+                after.add(t)
+    if not after:
+        return replace(done, detail=done.detail + "; the server's listing shows no start at "
+                       "or after the delete")
+    times = [nominal_text(t) for t in sorted(after)]
+    return replace(done, after_delete=times, detail=done.detail + f"; the server itself "
+                   f"started {len(times)} time(s) at or after the delete: {', '.join(times)}")

@@ -7,7 +7,7 @@ its own spec times after its create time. The clock is the simulator's, so tests
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from schedfence.domain.source.action import nominal_text, parse_nominal
 from schedfence.domain.rollback.handover import GAP_MARGIN, Handover, boundary_gap, destination_starts
@@ -15,7 +15,7 @@ from schedfence.domain.rollback.handover_gone import owed_before_delete
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, SchedulerGone,
                                      Settled, StartAccepted, StartWorkflow)
 
-from schedfence.infra.adapters.destination.gone import start_owed
+from schedfence.infra.adapters.destination.gone import read_after_delete, start_owed
 
 Clock = Callable[[], datetime]
 
@@ -29,6 +29,8 @@ class SimSchedules:
     if TYPE_CHECKING:  # SimulatedDestination's
         def _next_fault(self, op: str) -> str | None: ...
         def start_workflow(self, request: StartWorkflow) -> StartAccepted: ...
+        def action_starts(self, namespace: str,  # SimListing's
+                          prefixes: Sequence[str] | None = None) -> list[str]: ...
 
     def _chain_head(self, tx: Any, namespace: str, workflow_id: str) -> dict:
         """The first run of the current chain, which holds the schedule's create time. A
@@ -90,10 +92,16 @@ class SimSchedules:
         start: Callable[[StartWorkflow], StartAccepted] = \
             self.start_workflow
         done = start_owed(start, request, handover, owed, deleted)
+        assert handover.action is not None
+        done = read_after_delete(done, self.action_starts(
+            request.namespace, [handover.action.workflow_id]), handover, deleted)
         with self._state.session() as tx:
             runs = tx.runs(request.namespace, request.workflow_id)
             head = next(r for r in runs if r["run_id"] == first_run_id)
             head["settled"] = sorted(set(head.get("settled", [])) | set(done.started))
+            # started as plain runs at their ids (sim_listing.py lists those runs, not these)
+            head["settled_plain"] = sorted(set(head.get("settled_plain", [])) |
+                                           set(done.started))
         return done
 
     def schedule_starts(self, namespace: str, workflow_id: str,

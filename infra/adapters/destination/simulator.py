@@ -27,6 +27,7 @@ from schedfence.domain.ports import (DestinationError, DestinationNotFound, Dest
                                      StartWorkflow, StopKind)
 from schedfence.infra.adapters.destination.sim_forward import SimScheduleHost
 from schedfence.infra.adapters.destination.sim_inventory import SimInventory
+from schedfence.infra.adapters.destination.sim_listing import SimListing
 from schedfence.infra.adapters.destination.sim_runs import (accepted, action_doc, already_started,
                                                             close_run, current_run, describe_run,
                                                             find_run, request_problem,
@@ -71,7 +72,7 @@ class FaultRates:
     unavailable: float = 0.0
 
 
-class SimulatedDestination(SimSchedules, SimScheduleHost, SimInventory):
+class SimulatedDestination(SimSchedules, SimScheduleHost, SimInventory, SimListing):
     """Implements ``domain.ports.ActionRunner``, ``HandoverTarget``, ``ScheduleHost`` and
     ``ScheduleInventory`` over a
     ``SimState``, plus environment operations."""

@@ -207,6 +207,14 @@ class TemporalDestination(TemporalScheduleHost, TemporalInventory):
         self._check_namespace(namespace)
         return run_statuses(self, namespace, workflow_ids)
 
+    def action_starts(self, namespace: str,
+                      prefixes: Sequence[str] | None = None) -> list[str]:
+        """``ActionListing``: the namespace's workflows as visibility lists them
+        (temporal_listing.py)."""
+        from schedfence.infra.adapters.destination.temporal_listing import action_starts
+        self._check_namespace(namespace)
+        return action_starts(self, namespace, prefixes)
+
     def retention_seconds(self, namespace: str) -> float:
         """DescribeNamespace's workflow execution retention (``RetentionReader``); any
         failure is unavailable (a missing namespace ``NamespaceNotFound``, one kind of it): it

@@ -10,10 +10,16 @@ when it set its LastProcessedTime and create time. The chain's last run (after a
 continue-as-new) closed when the delete took effect. From those the settle starts each owed
 time before the delete as a plain workflow (gone.py). A chain that cannot be read any more
 is ``SchedulerGone``: nothing is guessed.
+
+The server's scheduler may go on starting after the delete took effect (a delete during its
+long first workflow task, the gap backfill: the closed run's task still sends its starts), so
+the settle waits until the close is ``QUIET`` old and then reads the namespace's listing of
+the action's workflows (temporal_listing.py): each time at or after the delete with a run
+there is recorded as the server's (``Settled.after_delete``), never assumed away.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from temporalio.api.common.v1 import WorkflowExecution
@@ -27,7 +33,7 @@ from schedfence.domain.rollback.handover_gone import owed_before_delete
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable, SchedulerGone,
                                      Settled, StartWorkflow)
 
-from schedfence.infra.adapters.destination.gone import start_owed
+from schedfence.infra.adapters.destination.gone import read_after_delete, start_owed
 from schedfence.infra.adapters.destination.schedule_proto import gap_end, pin_of
 
 if TYPE_CHECKING:
@@ -35,6 +41,9 @@ if TYPE_CHECKING:
 
 # A chain longer than this (continue-as-new after continue-as-new) is read again later.
 MAX_RUNS = 100
+# How long after the delete's close the settle waits before it reads what the server started
+# (its last workflow task's starts, and visibility's lag): asked again until then.
+QUIET = timedelta(seconds=20)
 
 
 def settle_deleted(dest: TemporalDestination, request: StartWorkflow,
@@ -46,8 +55,15 @@ def settle_deleted(dest: TemporalDestination, request: StartWorkflow,
         return Settled()  # a create from before the gap was recorded: nothing it owes here
     created = _began(dest, request, first_run_id)
     deleted = _closed(dest, request, first)
+    quiet = getattr(dest, "gone_quiet", QUIET)
+    if datetime.now(timezone.utc) < deleted + quiet:
+        raise DestinationUnavailable(f"settle: the schedule was deleted less than "
+                                     f"{quiet.total_seconds():g} s ago; what its scheduler "
+                                     "started is read once it is quiet: asked again")
     owed = owed_before_delete(handover, end, created, pin_of(first.memo), deleted)
-    return start_owed(dest.start_workflow, request, handover, owed, deleted)
+    done = start_owed(dest.start_workflow, request, handover, owed, deleted)
+    listing = dest.action_starts(request.namespace, [handover.action.workflow_id])
+    return read_after_delete(done, listing, handover, deleted)
 
 
 def _gone_error(exc: RPCError) -> Exception:

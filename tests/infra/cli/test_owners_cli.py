@@ -117,6 +117,8 @@ def test_deep_describes_every_schedule_and_finds_changes(store: str) -> None:
     assert rows_of(doc)["handed"]["kind"] == "changed_at_destination"
     assert doc["calls"]["describe"] == 6  # every listed schedule, and the missing one
     assert done.returncode == 1  # for the other drift; the change alone does not fail
+    once = doc["exactly_once"]  # the same listing verify --against-destination judges
+    assert once["schedules"] == 6 and once["ok"] is True, once  # seconds old: none due yet
 
 
 def test_errors_are_one_line_and_record_nothing(store: str) -> None:
