@@ -14,7 +14,7 @@ from uuid import UUID
 from schedfence.domain.source import manual
 
 from schedfence.domain.source import scheduling
-from schedfence.domain.source.action import SchedulePolicies, StartWorkflowAction
+from schedfence.domain.source.action import SchedulePolicies, StartWorkflowAction, nominal_text
 from schedfence.domain.source.invoker import Overlap
 from schedfence.domain.errors import AlreadyExists, InvalidArgument, MigrationPending
 from schedfence.domain.ids import validate_destination_key
