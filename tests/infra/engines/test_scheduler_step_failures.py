@@ -195,3 +195,24 @@ def test_the_web_oncall_page_lists_a_failing_schedule_with_its_error(tmp_path):
         assert "step failing" in shown.text and "boom: the runner threw" in shown.text
         assert (f"/ui/schedule?namespace={NS}&schedule=p", f"{NS}/p") in shown.links
         assert "Nothing needs an operator" not in shown.text
+
+
+def test_a_due_table_of_an_older_release_gets_the_failure_columns_on_first_use(store_url):
+    """A store whose due index an older release made (no failure columns): a scheduler of
+    this release adds them on its first pass, and a read before that finds no failing one."""
+    dest = SimulatedDestination()
+    with open_service(store_url, dest) as svc:
+        t0 = create(svc, "p")
+        with svc.views.engine.begin() as conn:  # the older release's table
+            conn.exec_driver_sql(
+                "CREATE TABLE schedfence_schedule_due (aggregate_id VARCHAR(36) PRIMARY KEY, "
+                "version INTEGER NOT NULL, due_us BIGINT, holder VARCHAR(300) NOT NULL, "
+                "lease_us BIGINT NOT NULL)")
+            conn.exec_driver_sql("CREATE INDEX schedfence_schedule_due_at ON "
+                                 "schedfence_schedule_due (due_us)")
+        assert ScheduleDue(svc.views.engine, svc.app.recorder).failing() == []
+        runner = Throws(dest, bad=lambda r: r.workflow_id.startswith("p-act-"))
+        report = scheduler(svc, runner, "A", lease=600.0).run_once(t0 + timedelta(seconds=1))
+        assert report.step_failures == 1
+        [row] = ScheduleDue(svc.views.engine, svc.app.recorder).failing()
+        assert row.failures == 1 and "boom" in row.error
