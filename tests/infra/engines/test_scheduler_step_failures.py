@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from sqlalchemy import select
 
 from schedfence.domain.source.action import parse_nominal as _t
@@ -216,3 +217,18 @@ def test_a_due_table_of_an_older_release_gets_the_failure_columns_on_first_use(s
         assert report.step_failures == 1
         [row] = ScheduleDue(svc.views.engine, svc.app.recorder).failing()
         assert row.failures == 1 and "boom" in row.error
+
+
+def test_a_pass_that_cannot_record_a_failure_still_gives_its_leases_back(world, monkeypatch):
+    """Where even the failure's bookkeeping fails (the store lost mid-pass), the pass fails,
+    and what it still leased is given back as far as the store lets it: not kept for the
+    lease's length."""
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}") for k in range(4))
+    broken = scheduler(svc, Throws(dest), "A", lease=600.0)
+    monkeypatch.setattr(broken.due, "fail", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        broken.run_once(t0 + timedelta(seconds=1))
+    assert all(lease == 0 for _, lease, _, _ in rows(svc).values())
+    assert scheduler(svc, dest, "B", lease=600.0).run_once(t0 + timedelta(seconds=1)) \
+        .schedules == 4
