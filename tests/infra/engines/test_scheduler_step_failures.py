@@ -142,7 +142,7 @@ def _cli(store: str, *args: str):
 
 def test_beside_a_scheduler_failing_every_pass_another_starts_each_time_within_a_lease(
         pg_store):
-    lease, seconds = 6.0, 15.0  # the bound is the lease, chosen generous
+    lease, seconds = 10.0, 22.0  # the bound is the lease, chosen generous
     dest = SimulatedDestination()
     with open_service(pg_store, dest) as svc:
         cursors = {f"s{k}": create(svc, f"s{k}") for k in range(8)}
