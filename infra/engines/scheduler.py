@@ -153,6 +153,7 @@ class Scheduler:
     def _attempt(self, ids: list[str], at: datetime, report: SchedulerReport) -> Exception | None:
         """One step of the schedules ``ids`` (``_batch``) and their next due times settled;
         the error it raised instead (their copies forgotten), unless a crash point raised it."""
+        counted = report.schedules  # a part stepped again is counted once, where it succeeds
         try:
             sources = self._batch(ids, at, report)
             decided = [(str(source.id), source.version, _to_us(scheduling.due(
@@ -162,6 +163,7 @@ class Scheduler:
             if exc is self._crashed:
                 raise
             self.seen.forget(ids)
+            report.schedules = counted
             return exc
         self.seen.keep(sources)
         self.due.settle(decided, self.holder)

@@ -45,10 +45,8 @@ FAULT_OPS = ("start", "describe", "stop_workflow", "settle", "update", "delete_s
 # The simulated workflow honours a cancel at once, so both kinds close the run on the spot.
 STOP_STATUS: dict[str, str] = {"cancel": "canceled", "terminate": "terminated"}
 DEFAULT_RETENTION_SECONDS = 3 * 86400.0  # what a namespace often has (Temporal Cloud's default)
-# Starts of one batch call made in one transaction: on PostgreSQL each takes a lock per
-# workflow id, and a catch-up of thousands of times in one transaction ran out of the
-# server's lock table ("out of shared memory", max_locks_per_transaction).
-START_CHUNK = 500
+# A batch call's starts in one transaction (PostgreSQL: a lock per workflow id; thousands at
+START_CHUNK = 500  # once ran the server's lock table out: "out of shared memory")
 _PRE_COMMIT_OUTCOME = {"unavailable": "unavailable", "fail_before_commit": "failed_before_commit"}
 
 

@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from sqlalchemy import select
 
 from schedfence.domain.source.action import parse_nominal as _t
@@ -141,7 +142,7 @@ def _cli(store: str, *args: str):
 
 def test_beside_a_scheduler_failing_every_pass_another_starts_each_time_within_a_lease(
         pg_store):
-    lease, seconds = 6.0, 15.0  # the bound is the lease, chosen generous
+    lease, seconds = 10.0, 22.0  # the bound is the lease, chosen generous
     dest = SimulatedDestination()
     with open_service(pg_store, dest) as svc:
         cursors = {f"s{k}": create(svc, f"s{k}") for k in range(8)}
@@ -195,3 +196,39 @@ def test_the_web_oncall_page_lists_a_failing_schedule_with_its_error(tmp_path):
         assert "step failing" in shown.text and "boom: the runner threw" in shown.text
         assert (f"/ui/schedule?namespace={NS}&schedule=p", f"{NS}/p") in shown.links
         assert "Nothing needs an operator" not in shown.text
+
+
+def test_a_due_table_of_an_older_release_gets_the_failure_columns_on_first_use(store_url):
+    """A store whose due index an older release made (no failure columns): a scheduler of
+    this release adds them on its first pass, and a read before that finds no failing one."""
+    dest = SimulatedDestination()
+    with open_service(store_url, dest) as svc:
+        t0 = create(svc, "p")
+        with svc.views.engine.begin() as conn:  # the older release's table
+            conn.exec_driver_sql(
+                "CREATE TABLE schedfence_schedule_due (aggregate_id VARCHAR(36) PRIMARY KEY, "
+                "version INTEGER NOT NULL, due_us BIGINT, holder VARCHAR(300) NOT NULL, "
+                "lease_us BIGINT NOT NULL)")
+            conn.exec_driver_sql("CREATE INDEX schedfence_schedule_due_at ON "
+                                 "schedfence_schedule_due (due_us)")
+        assert ScheduleDue(svc.views.engine, svc.app.recorder).failing() == []
+        runner = Throws(dest, bad=lambda r: r.workflow_id.startswith("p-act-"))
+        report = scheduler(svc, runner, "A", lease=600.0).run_once(t0 + timedelta(seconds=1))
+        assert report.step_failures == 1
+        [row] = ScheduleDue(svc.views.engine, svc.app.recorder).failing()
+        assert row.failures == 1 and "boom" in row.error
+
+
+def test_a_pass_that_cannot_record_a_failure_still_gives_its_leases_back(world, monkeypatch):
+    """Where even the failure's bookkeeping fails (the store lost mid-pass), the pass fails,
+    and what it still leased is given back as far as the store lets it: not kept for the
+    lease's length."""
+    svc, dest = world
+    t0 = max(create(svc, f"s{k}") for k in range(4))
+    broken = scheduler(svc, Throws(dest), "A", lease=600.0)
+    monkeypatch.setattr(broken.due, "fail", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        broken.run_once(t0 + timedelta(seconds=1))
+    assert all(lease == 0 for _, lease, _, _ in rows(svc).values())
+    assert scheduler(svc, dest, "B", lease=600.0).run_once(t0 + timedelta(seconds=1)) \
+        .schedules == 4
