@@ -52,6 +52,13 @@ class FailureNotes:
         finally:
             self._local.current = None
 
+    def began(self, last_event: datetime) -> None:
+        """The migration's last event when the current attempt began, for an attempt opened
+        before its migration was loaded (kept once)."""
+        current = getattr(self._local, "current", None)
+        if current is not None and current[1] is None:
+            self._local.current = (current[0], last_event)
+
     def calling(self, step: str, fn: Callable[[], T]) -> T:
         """``fn()``; an exception it raises is noted as the current attempt's failure."""
         try:

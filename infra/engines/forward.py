@@ -76,6 +76,7 @@ class ForwardEngine:
         resent = False
         for _ in range(MAX_STEPS):
             mig = self.app.repository.get(migration_id)
+            self.notes.began(mig.modified_on)  # the streak's reference (failures.py)
             st = mig.state
             if not st.is_open:
                 return result

@@ -69,7 +69,7 @@ def test_rollback_drain_and_the_views(api: Api) -> None:
     assert api.read("/v1/migrations", state="completed")["migrations"][0]["request_id"] == "R1"
     assert api.read("/v1/oncall", stuck_after=0) == {"stuck_after_seconds": 0, "items": [],
                                                       "forward": [], "ownership": [],
-                                                      "schedules": []}
+                                                      "schedules": [], "jobs": []}
     projection = api.read("/v1/projection")
     assert projection["projected_through"] == projection["log_position"]
     assert api.ok("/v1/projection/catch-up", role="operator")["applied"] == 0
