@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import uuid5
 
-from schedfence.domain.rollback.handover import SECOND, Handover, boundary_gap, carried_slots, pin_owed
+from schedfence.domain.rollback.handover import (SECOND, Handover, _gap, boundary_gap,
+                                                 carried_slots, pin_owed)
+from schedfence.domain.source.spec import times_between, times_within
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
 
 
@@ -38,17 +40,27 @@ class GoneOwed:
 
 
 def owed_before_delete(h: Handover, gap_end: datetime, created: datetime,
-                       pin: datetime | None, deleted: datetime) -> GoneOwed:
+                       pin: datetime | None, deleted: datetime,
+                       cut_patch: bool = False) -> GoneOwed:
     """The times the settle of ``h`` owed (see the module doc) that fall before ``deleted``:
     ``gap_end`` and ``pin`` as the create's memo recorded them, ``created`` the instant the
     server's scheduler began. Unpinned: ``boundary_gap`` (the create's patch carried the
     rest). Pinned: every owed time before the pin, the late times from the pin to the create
-    instant, and the carried patch, all of which the settle would have sent."""
+    instant, and the carried patch, all of which the settle would have sent. ``cut_patch``
+    (unpinned): the delete may have cut the create's patch, which the server's scheduler
+    runs in its first workflow tasks before its own times, so its gap backfill's times, the
+    carried patch and the spec's own times from the create to the delete are owed too (the
+    caller leaves alone each whose id has a run: the server's)."""
     if h.action is None or h.spec is None or h.cursor is None:
         return GoneOwed()
     if pin is None:
         spec = boundary_gap(h, gap_end, created)
         carried: list[datetime] = []
+        gap = _gap(h, gap_end)[0]
+        if cut_patch:
+            spec += [] if gap is None else times_within(h.spec, gap.start, gap.end)
+            spec += [] if h.paused else times_between(h.spec, created, deleted)
+            carried = [t for t, _ in carried_slots(h)]
     else:
         spec = pin_owed(h, pin) + boundary_gap(h, pin - SECOND, created)
         carried = [t for t, _ in carried_slots(h)]

@@ -76,3 +76,17 @@ def test_the_plain_starts_request_id_is_per_migration_and_time():
     assert gone_request_id("r1", a) == gone_request_id("r1", a)
     assert len({gone_request_id("r1", a), gone_request_id("r1", b),
                 gone_request_id("r2", a)}) == 3
+
+
+def test_a_delete_may_cut_the_creates_patch_whose_gap_is_then_owed_too():
+    """Unpinned, ``cut_patch`` (the Temporal settle): the gap backfill's times before the
+    delete are owed as well (the server's scheduler runs the patch in its first workflow
+    tasks, which a delete cuts; the settle leaves alone each id that has a run)."""
+    h, created = handover(T0 - 10 * SECOND), T0 + 300 * MS
+    gap_end = T0 - GAP_MARGIN
+    whole = owed_before_delete(h, gap_end, created, None, T0 + 5 * SECOND, cut_patch=True)
+    assert whole.times == [T0 - 9 * SECOND + i * SECOND for i in range(14)]  # and its own
+    cut = owed_before_delete(h, gap_end, created, None, T0 - 4 * SECOND, cut_patch=True)
+    assert cut.spec == tuple(T0 - 9 * SECOND + i * SECOND for i in range(5))
+    assert owed_before_delete(h, gap_end, created, None, T0 + 5 * SECOND).spec == (
+        T0 - SECOND, T0)  # without it (the simulator, whose create is never cut): the boundary
