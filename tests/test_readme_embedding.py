@@ -10,6 +10,10 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from tests.contract.temporal_env import temporal_env  # noqa: F401  (the dev server)
+from tests.temporal_server import temporal_binary, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,3 +135,33 @@ def test_the_errors_the_api_raises_are_importable_from_the_package() -> None:
             assert isinstance(refused, schedfence.NotFound), refused
         else:
             raise AssertionError("a rollback of a missing schedule was accepted")
+
+
+def test_the_readme_embedding_example_runs_against_a_dev_server(temporal_env: Any,  # noqa: F811
+                                                                tmp_path: Path) -> None:
+    """The same block with its destination a dev server serving the block's namespace
+    (issue 45, item 7): ``"sim"`` becomes ``"temporal://HOST:PORT/payments"``, nothing else."""
+    target = temporal_env.server.target
+    made = subprocess.run([temporal_binary(), "operator", "namespace", "create", "--address",
+                           target, "--namespace", "payments"], capture_output=True, text=True,
+                          timeout=60)
+    assert made.returncode == 0 or "already" in made.stderr.lower(), made.stderr
+    wait_ready(target, namespace="payments")
+    code = embedding_block()
+    assert code.count('"sim")') == 1
+    script = tmp_path / "embedding.py"
+    script.write_text(code.replace('"sim")', f'"temporal://{target}/payments")'))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert len(re.findall(r"^(\d{4}-\d\d-\d\dT\d\d:30:00\+00:00)$", done.stdout, re.M)) == 3, \
+        done.stdout
+    # the same block on a URL for another namespace: a configuration error, not an outage
+    script.write_text(code.replace('"sim")', f'"temporal://{target}/default")')
+                      .replace("fence.db", "other.db"))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("schedfence.domain.errors.InvalidArgument: ") and \
+        "serves namespace(s) default, not 'payments'" in last, last

@@ -59,15 +59,23 @@ BATCH_SIZE = 50  # migrations per batch (infra/engines/batch.py)
 CONCURRENCY = BATCH_SIZE
 
 
+# The Temporal adapter's default deadline (DEFAULT_RPC_TIMEOUT, infra/adapters/destination/
+# temporal.py, not imported here: it brings temporalio); CLAIM_GRACE_SECONDS covers it.
+DEFAULT_DEADLINE = 5.0
+
+
 def covering_grace(claim_grace: float, destination: Any) -> float:
-    """The claim grace, raised to cover the destination's deadline where it would not: a start
+    """The claim grace, raised to cover a deadline set above the default (a URL's
+    ``?rpc_timeout=``) where it would not: a start
     is sent within half the grace of its claim and must be answered (its ``rpc_timeout``,
     and the second its wait adds) within the other half (``start_in_time``). A grace of 0
-    (tests) stays 0. Every worker of a store must use the same destination URL and grace: a
-    reconciler's grace is its own."""
+    (tests) stays 0, and so does a grace given with the default deadline (the documented rule:
+    at most half the grace). Every worker of a store must use the same destination URL and
+    grace: a reconciler's grace is its own."""
     deadline = getattr(destination, "rpc_timeout", None)
-    if claim_grace <= 0 or not isinstance(deadline, (int, float)):
-        return claim_grace
+    if claim_grace <= 0 or not isinstance(deadline, (int, float)) or \
+            deadline <= DEFAULT_DEADLINE:
+        return claim_grace  # the default grace covers the default deadline
     return max(claim_grace, 2.0 * (float(deadline) + 1.0))
 
 

@@ -15,7 +15,8 @@ from schedfence.infra.adapters.destination.choose import parse_temporal
 from schedfence.infra.adapters.store.eventstore import parse_store_url
 from schedfence.infra.adapters.destination.choose import open_destination
 from schedfence.infra.adapters.destination.temporal import DEFAULT_RPC_TIMEOUT
-from schedfence.infra.engines.attempt import CLAIM_GRACE_SECONDS, covering_grace
+from schedfence.infra.engines.attempt import (CLAIM_GRACE_SECONDS, DEFAULT_DEADLINE,
+                                              covering_grace)
 
 
 @pytest.mark.parametrize("query, seconds", [("", None), ("?rpc_timeout=15s", 15.0),
@@ -66,3 +67,6 @@ def test_the_claim_grace_covers_the_deadline() -> None:
     assert covering_grace(60.0, _Deadline(15.0)) == 60.0
     assert covering_grace(0.0, _Deadline(15.0)) == 0.0  # tests' "no grace" stays
     assert covering_grace(CLAIM_GRACE_SECONDS, object()) == CLAIM_GRACE_SECONDS  # the sim
+    # a short grace with the default deadline is left as given (tests' short graces)
+    assert covering_grace(2.0, _Deadline(DEFAULT_RPC_TIMEOUT)) == 2.0
+    assert DEFAULT_DEADLINE == DEFAULT_RPC_TIMEOUT
