@@ -138,6 +138,17 @@ def test_the_table_pages_in_key_creation_order(many: World) -> None:
     assert "owner=temporal" in small.links("nav.pages")["← previous"]
 
 
+def test_the_pager_is_above_the_table_as_well_as_below_it(many: World) -> None:
+    html = client(many).get("/ui/", params={"page": "2"}).text
+    top, table_at, bottom = (html.index('<nav class="pages top">'),
+                             html.index('<table class="schedules">'),
+                             html.index('<nav class="pages bottom">'))
+    assert top < table_at < bottom
+    page = get(client(many), "/ui/", page="2")
+    assert page.links("nav.pages.top") == page.links("nav.pages.bottom")
+    assert set(page.links("nav.pages.top")) == {"← previous", "next →"}
+
+
 # -- jobs ----------------------------------------------------------------------------------------
 def test_the_jobs_page_lists_each_job_with_its_decisions(many: World) -> None:
     page = get(client(many), "/ui/jobs")
