@@ -6,7 +6,7 @@ batch is split in halves and each half stepped again, down to single schedules
 (``step_in_parts``): every healthy part is stepped and settled in the same pass, and only a
 schedule whose step fails alone is left. That one is given back at once, its lease freed for
 any scheduler, with the failure counted in its due-index row (``ScheduleDue.fail``), where
-``schedfence oncall`` and the ``schedfence_schedule_step_failures`` metric read it; its next
+``schedfence oncall`` and the ``schedfence_schedules_step_failing*`` metrics read it; its next
 look is put off by ``backoff_seconds`` (its due time only: no event is written, and its owed
 times wait as they would for a slow scheduler, under the catch-up window's rules). A step
 that succeeds sets the count back to 0 (the settle).

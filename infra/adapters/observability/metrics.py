@@ -206,17 +206,21 @@ def _start_lag(snap: MetricsSnapshot) -> Metric:
 
 def _failing(items: list[Any]) -> Iterator[Metric]:
     """The schedules whose scheduler step keeps failing (infra/engines/step_failures.py):
-    how many, and each one's failures in a row with its last error (at most ``failing``'s
-    limit, 100, the most failing first: a bounded set of series, gone once a step succeeds)."""
+    how many, and how many by namespace and last error. No label names a schedule (one
+    series per schedule that ever failed); ``schedfence oncall`` names each."""
     yield GaugeMetricFamily(f"{PREFIX}schedules_step_failing", "Schedules whose last "
                             "scheduler step failed alone: put off (exponentially, capped) "
-                            "until a step succeeds (`schedfence oncall` lists them).",
+                            "until a step succeeds (`schedfence oncall` names them).",
                             value=len(items))
-    family = GaugeMetricFamily(f"{PREFIX}schedule_step_failures", "A schedule's scheduler "
-                               "steps failed in a row, with the last error (first 200 "
-                               "characters).", labels=("namespace", "schedule_id", "error"))
+    family = GaugeMetricFamily(f"{PREFIX}schedules_step_failing_by_error", "The same, by "
+                               "namespace and last error (its first 200 characters).",
+                               labels=("namespace", "error"))
+    counts: dict[tuple[str, str], int] = {}
     for i in items:
-        family.add_metric((i.namespace, i.schedule_id, i.last_error[:200]), i.failures)
+        key = (i.namespace, i.last_error[:200])
+        counts[key] = counts.get(key, 0) + 1
+    for key, n in sorted(counts.items()):
+        family.add_metric(key, n)
     yield family
 
 

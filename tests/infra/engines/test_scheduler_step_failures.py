@@ -129,9 +129,9 @@ def test_a_failing_schedule_is_on_call_and_in_the_metrics_read_from_a_fresh_proc
     metrics = _cli(file_store_url, "metrics").stdout
     assert "schedfence_schedules_step_failing 1.0" in metrics
     [series] = [line for line in metrics.splitlines()
-                if line.startswith("schedfence_schedule_step_failures{")]
-    assert f'namespace="{NS}"' in series and 'schedule_id="p"' in series
-    assert "boom: the runner threw" in series and series.endswith(" 2.0")
+                if line.startswith("schedfence_schedules_step_failing_by_error{")]
+    assert f'namespace="{NS}"' in series and "boom: the runner threw" in series
+    assert series.endswith(" 1.0")
 
 
 def _cli(store: str, *args: str):

@@ -235,13 +235,17 @@ def test_the_docs_table_lists_every_metric_with_its_type_and_labels(world) -> No
     svc.create_schedule(NS, "a")
     svc.rollback(NS, "a", "R-1")
     body, _ = render_metrics(svc.views, svc.app, svc.destination, lambda: 0,  # as served
-                             stuck=lambda: svc.stuck_counts(300.0), stuck_after=300.0)
+                             svc.failing_schedules, stuck=lambda: svc.stuck_counts(300.0),
+                             stuck_after=300.0)
     exposed: dict[str, tuple[str, set[str]]] = {}
     for family in text_string_to_metric_families(body.decode()):
         labels = {k for s in family.samples for k in s.labels} - {"le"}
         if family.name == "schedfence_destination_call_duration_seconds":
             assert not family.samples  # no worker call in this process: no labels shown
             labels = {"call", "outcome"}
+        if family.name == "schedfence_schedules_step_failing_by_error":
+            assert not family.samples  # no schedule failing here: no labels shown
+            labels = {"namespace", "error"}
         name = family.name + ("_total" if family.type == "counter" else "")
         exposed[name] = (family.type, labels)
     text = (Path(__file__).resolve().parents[4] / "docs" / "operators.md").read_text()
