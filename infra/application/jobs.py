@@ -15,6 +15,7 @@ A job asks what ``ports.Commands`` names of the application service, never impor
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -271,19 +272,32 @@ def _dry_run(service: Commands, job_id: str, sel: j.Selection, job: j.Job | None
 
 # -- reading and cancelling --------------------------------------------------------------------
 def job_report(service: Commands, job_id: str) -> dict[str, Any]:
-    """The job's report: its decisions, and where each requested migration stands now."""
-    state = load_job(service, job_id).state
-    return dict(j.report(state, _migrations(service, state)), dry_run=False)
+    """The job's report: its decisions, where each requested migration stands now, who asked,
+    and when: ``started_at`` (defined), ``ended_at`` (its last step or its last migration's,
+    once done or cancelled with none in progress; else null) and ``duration_s`` (to the end,
+    or to now)."""
+    job = load_job(service, job_id)
+    migrations, last = _migrations(service, job.state)
+    doc = dict(j.report(job.state, migrations), dry_run=False, actor=job.state.actor)
+    ended = max([job.modified_on, *last]) if doc["phase"] in ("done", "cancelled") and \
+        not doc["counts"].get("in_progress") else None
+    return dict(doc, started_at=job.created_on.isoformat(),
+                ended_at=ended.isoformat() if ended else None,
+                duration_s=round(((ended or datetime.now(timezone.utc)) - job.created_on)
+                                 .total_seconds(), 3))
 
 
-def _migrations(service: Commands, state: j.JobState) -> dict[str, tuple[str, str | None]]:
-    """Schedule id -> (phase, park reason) of each migration the job requested (read in bulk)."""
+def _migrations(service: Commands, state: j.JobState
+                ) -> tuple[dict[str, tuple[str, str | None]], list[datetime]]:
+    """Schedule id -> (phase, park reason) of each migration the job requested (read in bulk),
+    and when each last changed."""
     aggregate_id = migration_id(state.direction)
     ids = {sid: aggregate_id(state.namespace, sid, d["request_id"])
            for sid, d in state.decided.items() if d["decision"] == "requested"}
     found = load_many(service.app, ids.values())
-    return {sid: (found[i].state.phase, found[i].state.park_reason)
-            for sid, i in ids.items() if i in found}
+    return ({sid: (found[i].state.phase, found[i].state.park_reason)
+             for sid, i in ids.items() if i in found},
+            [found[i].modified_on for i in ids.values() if i in found])
 
 
 def cancel_job(service: Commands, job_id: str, actor: str,
@@ -313,7 +327,7 @@ def list_jobs(service: Commands) -> list[dict[str, Any]]:
     for note in service.app.notifications((j.Job.Defined.TOPIC,)):
         st: j.JobState = service.app.repository.get(note.originator_id).state
         # as its report reads it: ``done`` once decided and none of its migrations in progress
-        phase = j.report(st, _migrations(service, st))["phase"] if st.phase == "selected" \
+        phase = j.report(st, _migrations(service, st)[0])["phase"] if st.phase == "selected" \
             else st.phase
         rows.append({"job_id": st.job_id, **st.selection.to_dict(), "phase": phase,
                      "pages": st.pages, "blocked_rounds": st.blocked_rounds,

@@ -179,7 +179,8 @@ class _Bar:
     """The job's progress on stderr, in the CLI's one style (``out.progress``): schedules
     settled (skipped, blocked, or their migration driven to an end; without waiting, decided)
     of the selection, with the rate and the ETA of the whole job, and beside it the counts:
-    decided, requested, driven (migrations ended) and completed. Drawn only when enabled and
+    driven (migrations ended) and completed, skipped and blocked when any (80 columns hold
+    it). Drawn only when enabled and
     stderr is a terminal (infra/application/job_progress.py counts)."""
 
     def __init__(self, enabled: bool) -> None:
@@ -200,7 +201,7 @@ class _Bar:
             return
         c = p["counts"]
         self._update(p["settled"], p["total"] or None,
-                     f"decided {p['decided']}: requested {p['requested']} skipped "
-                     f"{c.get('skipped', 0)} blocked {c.get('blocked', 0)}; driven "
-                     f"{p['driven']}, completed {p['completed']}" +
-                     (f"; round {p['round']} asks blocked ones again" if p.get("round") else ""))
+                     f"driven {p['driven']}, completed {p['completed']}" + "".join(
+                         f"; {word} {c[key]}" for key, word in (("skipped", "skip"),
+                                                                 ("blocked", "blk")) if c.get(key))
+                     + (f"; round {p['round']}" if p.get("round") else ""))

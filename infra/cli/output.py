@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterator, Protocol, Sequence
@@ -48,6 +49,19 @@ def _no_progress(done: int, total: int | None = None, detail: str | None = None)
     return None
 
 
+def rate_and_eta(done: int, total: int | None, elapsed: float, unit: str) -> tuple[str, str]:
+    """The rate over the whole run so far and the time left at it: figures from the first
+    update on (a windowed speed stays unknown while updates come tens of seconds apart)."""
+    if done <= 0 or elapsed <= 0:
+        return f"- {unit}/s", "-:--:--"
+    speed = done / elapsed
+    shown = f"{speed:,.0f}" if speed >= 10 else f"{speed:.2g}"
+    if total is None or total < done:
+        return f"{shown} {unit}/s", "-:--:--"
+    left = round((total - done) / speed)
+    return f"{shown} {unit}/s", f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+
+
 @contextmanager
 def progress(description: str, unit: str,
              total: int | None = None) -> Iterator[ProgressUpdate]:
@@ -59,22 +73,23 @@ def progress(description: str, unit: str,
         yield _no_progress
         return
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                               TextColumn, TimeElapsedColumn, TimeRemainingColumn)
-    rate = TextColumn("{task.fields[rate]}")
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                   MofNCompleteColumn(), rate, TimeElapsedColumn(), TextColumn("ETA"),
-                   TimeRemainingColumn(), TextColumn("{task.fields[detail]}"),
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    # A short bar, no spinner and no elapsed column: the counts beside it fit 80 columns.
+    bar = Progress(TextColumn("{task.description}"), BarColumn(bar_width=6),
+                   MofNCompleteColumn(), TextColumn("{task.fields[rate]} ETA {task.fields[eta]}"),
+                   TextColumn("{task.fields[detail]}"),
                    console=Console(stderr=True), transient=True,
                    redirect_stdout=False, redirect_stderr=False)
+    started = time.monotonic()
     with bar:
-        task = bar.add_task(description, total=total, rate="", detail="")
+        task = bar.add_task(description, total=total, rate=f"- {unit}/s", eta="-:--:--",
+                            detail="")
 
         def update(done: int, total: int | None = None, detail: str | None = None) -> None:
-            speed = bar.tasks[0].speed
-            bar.update(task, completed=done, total=total if total is not None
-                       else bar.tasks[0].total,
-                       rate=f"{speed:,.0f} {unit}/s" if speed else f"- {unit}/s",
+            whole = total if total is not None else bar.tasks[0].total
+            rate, eta = rate_and_eta(done, None if whole is None else int(whole),
+                                     time.monotonic() - started, unit)
+            bar.update(task, completed=done, total=whole, rate=rate, eta=eta,
                        detail=bar.tasks[0].fields["detail"] if detail is None else detail)
         yield update
 

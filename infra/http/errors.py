@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from schedfence.domain.text import one_line
 from schedfence.domain.errors import DomainError
 
 LOG = logging.getLogger("schedfence.http")
@@ -135,7 +136,8 @@ def install(app: FastAPI, authenticate: Callable[[Request], Any]) -> None:
             except ApiError as refused:
                 return error_response(refused.code, refused.message, refused.status_code,
                                       refused.headers)
-        return error_response("invalid_argument", _validation_message(exc), VALIDATION_STATUS)
+        return error_response("invalid_argument", _not_json(request) + _validation_message(exc),
+                              VALIDATION_STATUS)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -154,6 +156,14 @@ def install(app: FastAPI, authenticate: Callable[[Request], Any]) -> None:
         # The type only: a driver's text can carry SQL and values (never echoed to a caller).
         return error_response("internal", f"internal error ({type(exc).__name__}); see the "
                                           "server's log")
+
+
+def _not_json(request: Request) -> str:
+    """The hint a body in another content type (a form's, text) gets: what to send instead."""
+    sent = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if request.method in ("POST", "PUT", "PATCH") and sent and sent != "application/json":
+        return f"send application/json (this body is {one_line(sent)[:100]}); "
+    return ""
 
 
 def _validation_message(exc: RequestValidationError) -> str:

@@ -224,7 +224,9 @@ class PgTarget:
                 LOCK_TIMEOUT_KEY: str(self.lock_timeout_ms),
                 STATEMENT_TIMEOUT_KEY: str(self.statement_timeout_ms),
                 TARGET_SESSION_ATTRS_KEY: self.target_session_attrs or "",
-                "POSTGRES_POOL_SIZE": "4", "POSTGRES_MAX_OVERFLOW": "8"}
+                # One connection kept open, up to 12 on demand (eventsourcing's pool opens its
+                # pool size at once: a CLI command, or each service a test opens, held 4).
+                "POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "11"}
 
     def keywords(self) -> dict[str, Any]:
         """libpq's connection keywords for one session on this store (psycopg's, and the

@@ -3,12 +3,14 @@ on stderr, and only when stderr is a terminal: piped or --json output never carr
 from __future__ import annotations
 
 import json
+import re
 import os
 import pty
 import subprocess
 import sys
 
 from schedfence.infra.application.service import open_service
+from schedfence.infra.cli.output import rate_and_eta
 from schedfence.infra.engines.drain import drain, reporting
 
 from tests.infra.cli.cli_runs import ROOT, run, store  # noqa: F401 (store: a fixture)
@@ -21,13 +23,13 @@ def _fill(store: str, n: int = 3) -> None:  # noqa: F811 (the fixture's value)
             service.rollback("ns", f"s{i}", request_id=f"req-{i}", actor="admin")
 
 
-def _on_a_terminal(store: str, *args: str) -> tuple[str, str]:  # noqa: F811
+def _on_a_terminal(store: str, *args: str, columns: int = 160) -> tuple[str, str]:  # noqa: F811
     """Run the CLI with stderr on a pseudo-terminal; its stdout (a pipe) and what the
     terminal showed."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "schedfence.infra.cli", "--store", store,
                              *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=slave,
-                            env=dict(os.environ, COLUMNS="160"))
+                            env=dict(os.environ, COLUMNS=str(columns)))
     os.close(slave)
     shown = []
     while True:
@@ -118,3 +120,25 @@ def test_migrate_on_a_terminal_counts_driven_and_completed(store: str) -> None: 
     assert doc["phase"] == "done" and doc["counts"]["completed"] == 4
     assert "migrating" in shown and "settled/s" in shown and "ETA" in shown
     assert "4/4" in shown and "driven 4, completed 4" in shown
+
+
+def test_the_rate_and_eta_move_from_the_first_update() -> None:
+    """Over the run so far, not a window of samples: a job whose pages settle tens of seconds
+    apart still shows a rate and an ETA from its first settled schedule."""
+    assert rate_and_eta(0, 100, 5.0, "settled") == ("- settled/s", "-:--:--")
+    assert rate_and_eta(10, 100, 2.0, "settled") == ("5 settled/s", "0:00:18")
+    assert rate_and_eta(100, 10_000, 70.0, "settled") == ("1.4 settled/s", "1:55:30")
+    assert rate_and_eta(5_000, 10_000, 2.0, "settled") == ("2,500 settled/s", "0:00:02")
+    assert rate_and_eta(3, None, 1.0, "events") == ("3 events/s", "-:--:--")
+
+
+def test_migrate_on_an_80_column_terminal_shows_every_count(store: str) -> None:  # noqa: F811
+    with open_service(store, "sim") as service:
+        for i in range(4):
+            service.create_schedule("ns", f"m{i}")
+    _, shown = _on_a_terminal(store, "--destination", "sim", "migrate", "--namespace", "ns",
+                              "--to", "workflow", "--job-id", "jt", "--json", columns=80)
+    last = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown).replace("\r", "\n").split("\n")
+    line = [ln for ln in last if "4/4" in ln][-1]  # the bar when the job ended, on one line
+    assert line.rstrip().endswith("settled/s ETA 0:00:00 driven 4, completed 4"), line
+    assert len(line.rstrip()) <= 80

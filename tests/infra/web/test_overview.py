@@ -165,6 +165,13 @@ def test_a_jobs_page_shows_progress_counts_and_the_unfinished_with_reasons(many:
                                            "in_progress": 0, "blocked": 0, "skipped": 1}
     assert page.text_of("#progress").startswith("29 of 31 decided schedule(s) finished")
     assert page.text_of("#blocked-rounds") == "0 round(s)"  # nothing was blocked
+    # Who asked, and when: done (nothing in progress), so it has an end and a duration.
+    started, ended = page.text_of("#started"), page.text_of("#ended")
+    assert page.text_of("#actor") == "carol"
+    assert datetime.fromisoformat(started) <= datetime.fromisoformat(ended)
+    seconds = (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
+    shown = page.text_of("#duration")
+    assert shown.endswith(" s") and abs(float(shown[:-2]) - seconds) <= 0.051, (shown, seconds)
     unfinished = {r.attrs["data-schedule"]: r.texts() for r in page.rows("table.unfinished")}
     assert unfinished[W.FOREIGN][1:3] == ["parked", "foreign_destination"]
     assert unfinished[W.MISSING][1:3] == ["skipped", "not_found"]

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from eventsourcing.utils import register_topic
 
+from schedfence.infra.application.actor import default_actor
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.rollback.aggregate import _Event
 from schedfence.infra.cli.commands import cli
@@ -216,8 +217,9 @@ def test_cli_text_is_one_block_per_step(f1_store):
     result = cli_run(f1_store, NS, "f1")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert re.match(r"^replay default/f1 migration [0-9a-f-]{36} request id R1, requested by w1: \d+ steps, "
-                    r"version 12$", lines[0])
+    # No actor named: requested by who asked by default (user@host), not the worker id w1.
+    assert re.match(r"^replay default/f1 migration [0-9a-f-]{36} request id R1, requested by "
+                    + re.escape(default_actor()) + r": \d+ steps, version 12$", lines[0])
     heads = [i for i, line in enumerate(lines) if line.startswith("#")]
     for i in heads:  # each block: header, decision, (compared,) state, checks
         block = lines[i + 1:next((h for h in heads if h > i), len(lines) - 3)]
