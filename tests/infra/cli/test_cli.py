@@ -177,7 +177,7 @@ def test_unexpected_exception_is_one_internal_line(store: str, monkeypatch) -> N
         raise RuntimeError("boom\nsecond line")
 
     ok(store, "schedule", "create", "ns", "a")
-    monkeypatch.setattr("schedfence.infra.cli.reads.schedule_list", boom)
+    monkeypatch.setattr("schedfence.infra.cli.listing.read_model_list", boom)
     result = run(store, "list")
     assert result.exit_code == 1
     assert result.stderr == "error: internal: RuntimeError: boom second line\n"
