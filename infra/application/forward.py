@@ -30,6 +30,7 @@ from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.drive import OpenForwards
+from schedfence.infra.application.guards import accept_binding
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -129,7 +130,8 @@ class ForwardCommands:
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
                                        actor or self.worker_id, self.load.epoch(),
                                        seen.identity if seen else "",
-                                       seen.conflict_token if seen else "", job_id)
+                                       seen.conflict_token if seen else "", job_id,
+                                       accept_binding(self.destination, namespace))
         key.open_forward(str(mig.id))
         self.unit.append(mig, key)
         return MigrationResult("accepted", request_id, origin, str(mid))
@@ -185,6 +187,8 @@ class ForwardCommands:
         validate_actor(actor)
         self.require_active()
         st = self.forward_state(namespace, schedule_id, request_id)
+        if st.destination is not None:  # unknown: restored only where our marker is seen
+            self.forward_worker.gate(st)
         fs.check_abortable(st)
         snap = self._snapshot_or_none(st)
         restored = False
@@ -215,6 +219,7 @@ class ForwardCommands:
         validate_actor(actor)
         self.require_active()
         st = self.forward_state(namespace, schedule_id, request_id)
+        self.forward_worker.gate(st)  # the delete it confirms was seen on its own destination
         fs.check_takeover(st, self._snapshot_or_none(st))
         mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
         self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")

@@ -16,6 +16,7 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.source.action import check_registered
 from schedfence.domain.source.program import program_of
 
+from schedfence.infra.adapters.destination.identity import binding_for
 from schedfence.infra.adapters.store.aggregates import Aggregates
 
 
@@ -46,6 +47,16 @@ def predict_rollback(load: Aggregates, destination: Destination, namespace: str,
                                            "sentinel check"))
         return "accepted"
     return outcome
+
+
+def accept_binding(destination: Destination, namespace: str) -> dict[str, str]:
+    """What an accepted migration (or job) of ``namespace`` records as its destination
+    (domain/destination_id.py): read with the checks that accept it, so every later step
+    acts on the system they ran against. The cluster's id unreadable: ``unavailable``."""
+    try:
+        return binding_for(destination, namespace)
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the destination's identity") from exc
 
 
 def rollback_check(destination: Destination, namespace: str, schedule_id: str,

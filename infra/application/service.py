@@ -24,6 +24,7 @@ from schedfence.domain.text import (validate_actor, validate_id, validate_reason
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult
+from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
@@ -110,13 +111,18 @@ class MigrationService(ServiceParts):
         rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
                                                request_id)
         same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
-        sentinel = None
+        sentinel = binding = None
+        if same is not None and same.destination is not None:  # a retry: on its own only
+            check_destination(f"migration {namespace}/{schedule_id}", same.destination,
+                              self.destination)
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
-            from schedfence.infra.application.guards import rollback_check
+            from schedfence.infra.application.guards import accept_binding, rollback_check
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
+            binding = accept_binding(self.destination, namespace)  # what the check ran on
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
-                            epoch=self.epoch(), actor=actor or self.worker_id, job_id=job_id)
+                            epoch=self.epoch(), actor=actor or self.worker_id, job_id=job_id,
+                            destination=binding)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
             assert existing is not None  # a refusal names the migration that decided it

@@ -22,7 +22,9 @@ from eventsourcing.persistence import IntegrityError
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import observe as ob
 from schedfence.domain.rollback import steps as h
-from schedfence.domain.errors import Closed, MigrationPending
+from schedfence.domain.destination_id import (DestinationMismatch, DestinationUnknown,
+                                              bind_hint)
+from schedfence.domain.errors import Closed, DomainError, MigrationPending
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                                      HandoverTarget, RetentionReader, SchedulerGone,
@@ -32,6 +34,7 @@ from schedfence.domain.rollback.evidence import (RETENTION_MARGIN_SECONDS, Claim
 from schedfence.domain.process import AttemptResult, Step, rest_result
 from schedfence.domain.source.schedule import Schedule
 
+from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
@@ -78,6 +81,9 @@ class RollbackEngine:
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
         self._pool: tuple[ThreadPoolExecutor | None, int] = (None, 0)  # see start_pool
+        # Migrations this engine refused to act on, and the one line saying why (the
+        # destination gate): what ``worker --until-idle`` reports.
+        self.refusals: dict[UUID, str] = {}
 
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
         """An engine like this one (store, destination, crash hook, claim grace, retention
@@ -153,6 +159,8 @@ class RollbackEngine:
                 mig = self.app.repository.get(migration_id)
             except (MigrationPending, Closed):
                 return result  # the fence no longer holds this id (I10): change nothing
+            except (DestinationMismatch, DestinationUnknown) as exc:
+                return self.refuse(migration_id, exc)
             if step != "progress":
                 return step if step in ("backoff", "wait") else result
             result = "progress"
@@ -161,6 +169,21 @@ class RollbackEngine:
     def epoch(self) -> int:
         return self.load.epoch()
 
+    def gate(self, st: Any) -> None:
+        """Before any step that writes or calls: this process must serve the destination the
+        migration was accepted against (domain/destination_id.py); refused otherwise."""
+        check_destination(f"migration {st.namespace}/{st.schedule_id}", st.destination,
+                          self.destination, bind_hint(st.namespace, st.schedule_id))
+
+    def refuse(self, migration_id: UUID, exc: DomainError) -> AttemptResult:
+        """A migration this process may not act on: skipped and reported, never retried
+        hot (the due index backs it off like any other non-progress)."""
+        line = f"{exc.code}: {exc.message}"
+        if self.refusals.get(migration_id) != line:
+            LOG.warning("worker %s: %s", self.worker_id, line)
+        self.refusals[migration_id] = line
+        return "refused"
+
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state
         age = _age(mig)
@@ -168,6 +191,10 @@ class RollbackEngine:
         step = h.task_step(st, epoch, in_flight, isinstance(self.destination, HandoverTarget))
         if step.rests:
             return rest_result(step)  # wait: another worker's start may still land: let it
+        try:  # every step below writes or calls: on its own destination only
+            self.gate(st)
+        except DestinationUnavailable:
+            return "backoff"  # the cluster's id could not be read: look again later
         if step is Step.SETTLE:
             return self._settle(mig, attempt)
         if step is Step.CLOSE:

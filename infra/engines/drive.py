@@ -206,13 +206,21 @@ def drain_idle(parts: WorkParts, worker: RollbackEngine, max_attempts: int | Non
         return batched.pop(mid, None) or worker.attempt(mid)
     report = drain(attempt, parts.due().open_ids, max_attempts, retry_for,  # 0: try once
                    progress=progress, wait_for=worker.claim_grace if retry_for > 0 else 0.0)
-    report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
+    report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted,
+                         _refused(worker.refusals, report.blocked))
     if not parts.forward_ids():
         return report
-    forward = drain(parts.forward_worker(parts.worker.worker_id).attempt, parts.forward_ids,
-                    max_attempts, retry_for, progress=progress)
+    fworker = parts.forward_worker(parts.worker.worker_id)
+    forward = drain(fworker.attempt, parts.forward_ids, max_attempts, retry_for,
+                    progress=progress)
     return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
-                       report.exhausted or forward.exhausted)
+                       report.exhausted or forward.exhausted,
+                       report.refused + _refused(fworker.refusals, forward.blocked))
+
+
+def _refused(refusals: dict[UUID, str], blocked: tuple[str, ...]) -> tuple[str, ...]:
+    """The refusal line of each blocked migration the destination gate refused."""
+    return tuple(refusals[UUID(m)] for m in blocked if UUID(m) in refusals)
 
 
 def batch_pass(parts: WorkParts, worker: RollbackEngine) -> dict[UUID, str]:

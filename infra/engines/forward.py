@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 from uuid import UUID
 
+from schedfence.domain.destination_id import DestinationMismatch, DestinationUnknown
 from schedfence.domain.forward import steps as fs
 from schedfence.domain.forward.aggregate import ForwardMigration, forward_marker
 from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
@@ -17,6 +18,7 @@ from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      DestinationUnavailable, ScheduleHost, ScheduleSnapshot)
 from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import AttemptResult
@@ -41,6 +43,14 @@ class ForwardEngine:
         self.app, self.host, self.worker_id = app, host, worker_id
         self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG, prefix="forward.")
         self.epoch = epoch
+        self.refusals: dict[UUID, str] = {}  # refused by the destination gate: why, a line
+
+    def gate(self, st: Any) -> None:
+        """Before any step: this process serves the destination the forward was accepted
+        against (domain/destination_id.py), else ``DestinationMismatch``/``Unknown``."""
+        check_destination(f"forward migration {st.namespace}/{st.schedule_id} (request "
+                          f"{st.request_id})", st.destination, self.host,
+                          "abort it with `schedfence forward abort` (docs/operators.md)")
 
     @property
     def crash_hook(self) -> CrashHook:
@@ -69,6 +79,16 @@ class ForwardEngine:
             st = mig.state
             if not st.is_open:
                 return result
+            try:
+                self.gate(st)
+            except (DestinationMismatch, DestinationUnknown) as exc:
+                line = f"{exc.code}: {exc.message}"
+                if self.refusals.get(migration_id) != line:
+                    LOG.warning("worker %s: %s", self.worker_id, line)
+                self.refusals[migration_id] = line
+                return "refused"
+            except DestinationUnavailable:
+                return "backoff"
             try:
                 step = fs.next_step(st, self._snapshot(st) if fs.needs_snapshot(st) else None)
                 if step.facts:

@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from schedfence.domain.destination_id import DestinationId
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.text import error_line
 from schedfence.domain.ports import (DestinationError, DestinationNotReached, DestinationUnavailable,
@@ -114,6 +115,10 @@ class SharedSimDestination:
 
     def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
         return DestinationUnavailable(f"{call} on {self.label}: {error_line(exc)}")
+
+    def destination_identity(self, with_cluster: bool = False) -> DestinationId:
+        """This shared simulator, by its label (no password; domain/destination_id.py)."""
+        return DestinationId("sim", self.label)
 
     def close(self) -> None:
         self.state.dispose()
