@@ -172,3 +172,28 @@ def test_the_cli_worker_on_another_destination_says_so_in_one_line(store: str,
     history = json.loads(subprocess_cli(store, "history", NS, "pin1", "--json").stdout)
     accepted = next(e for e in history["events"] if e["short_type"] == "RequestIdAssigned")
     assert accepted["data"]["destination"] == SIM and " against sim" in accepted["summary"]
+
+
+def test_the_http_api_shows_and_refuses_by_the_binding(store: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from schedfence.infra.http.app import create_app
+    from schedfence.infra.http.auth import Tokens
+    token = ("ann", "admin", "admin-secret-0123456789abcdef")
+    with open_service(store, "sim") as svc:
+        svc.create_schedule(NS, "h1")
+        svc.rollback(NS, "h1")
+    stranger = Stranger()
+    with MigrationService(open_service(store, "sim").app, stranger) as other:
+        http = TestClient(create_app(other, Tokens([token])),
+                          headers={"Authorization": f"Bearer {token[2]}"})
+        doc = http.get("/v1/schedule", params={"namespace": NS, "schedule_id": "h1"}).json()
+        assert doc["migration"]["destination_binding"] == SIM
+        assert doc["migration"]["destination"] == "sim"
+        refused = http.post("/v1/recover/rearm", json={"namespace": NS, "schedule_id": "h1",
+                                                        "reason": "INC-45"})
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["error"]["code"] == "destination_mismatch"
+        drained = http.post("/v1/worker/drain", json={}).json()
+        assert drained["refused"] and drained["refused"][0].startswith("destination_mismatch")
+        assert stranger.calls == []
