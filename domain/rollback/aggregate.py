@@ -255,11 +255,17 @@ class Migration(EvolvingAggregate):
         id). Saved with the source's ``FenceAdopted``. The migration parks as
         ``adopted_unverified``: an older release may have started the destination with ids we
         never saw, so nothing is started until the operator resolves or re-arms with a
-        confirmed, live-checked absence of a destination run."""
+        confirmed, live-checked absence of a destination run. v2 adds ``destination``: the
+        destination the adopting process serves, which the adoption binds the migration to
+        (the operator's word, as ``DestinationBound``); None on v1: unknown."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.LegacyMigrationAdopted"
+        class_version: ClassVar[int] = 2
         actor: str
         reason: str
+        destination: dict[str, str] | None = None
+
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.no_destination)
 
     class MigrationResolved(_Event):
         """An operator's attested resolution of a parked migration, always followed in the
@@ -354,6 +360,7 @@ def _operator(state: MigrationState, e: Migration.LegacyMigrationAdopted |
     """Operator recovery steps (domain/rollback/recover.py decides when they are allowed)."""
     if isinstance(e, Migration.LegacyMigrationAdopted):
         return updated(state, request_id=e.request_id, origin="adopted", phase="parked",
+                       destination=state.destination or e.destination,
                        claim_armed=False, park_reason="adopted_unverified",
                        park_detail=f"adopted by {e.actor}: an older release may have started "
                                    "the destination with unknown ids")

@@ -131,8 +131,10 @@ def decide_rearm(state: MigrationState, actor: str, reason: str, *, confirmed: b
 
 # -- adopt -------------------------------------------------------------------------------------
 def decide_adopt(state: MigrationState, actor: str, reason: str, request_id: str,
-                 id_taken_by: str | None) -> Facts:
-    """Give an identity-less migration a durable id; it parks until verified (never starts)."""
+                 id_taken_by: str | None, binding: dict[str, str] | None = None) -> Facts:
+    """Give an identity-less migration a durable id; it parks until verified (never starts).
+    ``binding``: the destination the adopting operator's process serves, which the adoption
+    binds it to (domain/destination_id.py; an older release recorded none)."""
     if not state.is_open or state.phase != "legacy_pending" or state.request_id is not None:
         raise RecoveryRefused(f"only an identity-less (legacy_pending) migration can be "
                               f"adopted; migration {state.migration_id} is {state.phase} "
@@ -141,7 +143,7 @@ def decide_adopt(state: MigrationState, actor: str, reason: str, request_id: str
         raise RecoveryRefused(f"request id {request_id} is already used by migration "
                               f"{id_taken_by} of this schedule; choose a new one")
     return [Fact(M.LegacyMigrationAdopted, {"request_id": request_id, "actor": actor,
-                                        "reason": reason})]
+                                            "reason": reason, "destination": binding})]
 
 
 # -- bind --------------------------------------------------------------------------------------

@@ -286,10 +286,12 @@ def adoption_id(source: ScheduleState, request_id: str | None) -> tuple[str, UUI
 
 
 def adopt(source: ScheduleState, mig: MigrationState | None, actor: str, reason: str,
-          request_id: str, id_taken_by: str | None) -> Change:
-    """A durable id for an identity-less migration, on it and on the fence at once (F8)."""
+          request_id: str, id_taken_by: str | None,
+          binding: dict[str, str] | None = None) -> Change:
+    """A durable id for an identity-less migration, on it and on the fence at once (F8),
+    bound to the destination the operator's process serves."""
     mig = _open(source, mig)
-    facts = r.decide_adopt(mig, actor, reason, request_id, id_taken_by)
+    facts = r.decide_adopt(mig, actor, reason, request_id, id_taken_by, binding)
     return change(adopt_fence_facts(source, request_id, mig.migration_id), facts,
                   migration_id=mig.migration_id)
 

@@ -85,7 +85,8 @@ def _adopt(parts: Parts, namespace: str, schedule_id: str, actor: str,
     rid, other_id = h.adoption_id(source.state, request_id)
     other = parts.load.migration(other_id)
     change = h.adopt(source.state, _state_of(mig), actor, reason, rid,
-                     other.state.migration_id if other is not None else None)
+                     other.state.migration_id if other is not None else None,
+                     accept_binding(parts.destination, namespace))
     return _save(parts, "adopt", change, source, mig)  # the id and the fence agree
 
 
@@ -108,9 +109,10 @@ def _gate(parts: Parts, mig: Migration | None) -> None:
 def _rearm(parts: Parts, namespace: str, schedule_id: str, actor: str,
            reason: str, confirmed: bool) -> MigrationView:
     source, mig = _load(parts, namespace, schedule_id)
-    _gate(parts, mig)
     epoch, look = parts.load.epoch(), None
-    if h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch):
+    needs_look = h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch)
+    _gate(parts, mig)  # the protocol's refusals first; then nothing off its destination
+    if needs_look:
         st = mig.state  # type: ignore[union-attr]  # a look is needed only with a migration
         look = r.Look(current=_describe(parts, st.namespace, st.workflow_id))
     change = h.rearm(source.state, _state_of(mig), actor, reason, confirmed=confirmed,
@@ -121,8 +123,8 @@ def _rearm(parts: Parts, namespace: str, schedule_id: str, actor: str,
 def _resolve(parts: Parts, namespace: str, schedule_id: str, actor: str,
              reason: str, resolution: str, first_run_id: str | None) -> MigrationView:
     source, mig = _load(parts, namespace, schedule_id)
-    _gate(parts, mig)
     st = h.resolve_check(source.state, _state_of(mig), resolution, first_run_id)
+    _gate(parts, mig)  # the protocol's refusals first; then nothing off its destination
     look = r.Look(current=_describe(parts, st.namespace, st.workflow_id),
                   named=_describe(parts, st.namespace, st.workflow_id, first_run_id)
                   if first_run_id else None)

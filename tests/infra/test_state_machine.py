@@ -328,7 +328,7 @@ class RollbackMachine(MachineInvariants, RuleBasedStateMachine):
         """What each migration was accepted against: this machine's simulator; a planted
         older release's record reads as unknown (never guessed)."""
         for m in self._migrations():
-            want = None if m.origin in ("legacy", "adopted") else SIM_BINDING
+            want = None if m.origin == "legacy" else SIM_BINDING
             assert m.destination == want, (m.migration_id, m.origin, m.destination)
         for fid in self.svc.open_forward_ids():
             assert self.svc.app.repository.get(fid).state.destination == SIM_BINDING

@@ -83,7 +83,6 @@ def _chains(now: datetime) -> list[list[tuple[Any, ...]]]:
          ("forward", NS, "back", "--request-id", "F1"),
          ("schedule", "create", NS, "legacy"), ("schedule", "create", NS, "foreign"), (PLANT,),
          ("recover", "adopt", NS, "legacy", "--request-id", "NEW-1", *WHO),
-         ("recover", "bind", NS, "legacy", *WHO),  # its destination: unknown until bound
          ("migrate", "--namespace", NS, "--schedule-id", "foreign", "--to", "workflow",
           "--job-id", "JF"),  # its migration parks on the foreign run
          ("recover", "abort", NS, "foreign", *WHO),
@@ -124,8 +123,7 @@ def write_every_kind(store: str) -> None:
             "schedfence.schedule.BackfillRequested", "schedfence.schedule.ProgramUpdated",
             "schedfence.schedule.ActionStarted", "schedfence.migration.LegacyMigrationAdopted",
             "schedfence.migration.MigrationAborted", "schedfence.forward.ForwardCompleted",
-            "schedfence.store_epoch.FailoverRecorded",
-            "schedfence.migration.DestinationBound"} <= topics
+            "schedfence.store_epoch.FailoverRecorded"} <= topics
 
 
 SIM = {"kind": "sim", "address": "store", "namespace": NS, "cluster_id": ""}  # a binding
@@ -133,13 +131,15 @@ READS: dict[str, Callable[[Any], bool]] = {
     "verify": lambda doc: doc["ok"] is True and doc["migrations"] == 4 and doc["events"] > 50,
     "list": lambda doc: {r["schedule_id"] for r in doc["schedules"]} == set(KEYS),
     f"status {NS} legacy": lambda doc: doc["migration"]["park_reason"] == "adopted_unverified"
-    and doc["migration"]["destination_binding"] == SIM,  # bound by the operator
+    and doc["migration"]["destination_binding"] == SIM,  # bound by the adoption
     f"status {NS} foreign": lambda doc: doc["migration"]["destination_binding"] == SIM
     and doc["migration"]["destination"] == "sim",
     f"history {NS} runs": lambda doc: {"Triggered", "ProgramUpdated", "IncarnationStarted"}
     <= {e["short_type"] for e in doc["events"]},
     f"history {NS} legacy": lambda doc: [e["data"]["destination"] for e in doc["events"]
-                                         if e["short_type"] == "DestinationBound"] == [SIM],
+                                         if e["short_type"] in ("RequestIdAssigned",
+                                                                "LegacyMigrationAdopted")]
+    == [None, SIM],  # the v1 record: unknown; the adoption bound it
     "audit --type schedfence.job.Defined": lambda doc: len(doc["entries"]) == 3
     and {e["destination"] for e in doc["entries"]} == {"sim"},
     "audit --type RequestIdAssigned --type ForwardRequested": lambda doc: {
