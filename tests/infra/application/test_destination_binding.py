@@ -17,6 +17,7 @@ from schedfence.domain.ports import DestinationUnavailable
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.infra.application.jobs import RunOptions, run_job
 from schedfence.infra.application.service import MigrationService, open_service
+from tests.helpers import start_foreign
 from tests.infra.cli.cli_runs import subprocess_cli
 
 NS = "default"
@@ -64,8 +65,12 @@ def test_a_worker_serving_another_destination_writes_and_calls_nothing(store: st
     with open_service(store, "sim") as svc:
         svc.create_schedule(NS, "c")
         svc.rollback(NS, "c")
-        svc.run_until_idle()  # c completed, then handed back: a forward is open
-        svc.forward(NS, "c", "F1")
+        svc.create_schedule(NS, "p")
+        start_foreign(svc.destination, "p")  # somebody else's run: it parks, re-armable
+        svc.rollback(NS, "p")
+        svc.run_until_idle()  # c completed, p parked
+        assert svc.migration(NS, "p").state == "parked"
+        svc.forward(NS, "c", "F1")  # c handed back: a forward is open
         for sid in ("a", "b"):  # two rollbacks pending
             svc.create_schedule(NS, sid)
             svc.rollback(NS, sid)
@@ -74,7 +79,7 @@ def test_a_worker_serving_another_destination_writes_and_calls_nothing(store: st
         before = other.event_count()
         report = other.run_until_idle(retry_for=0)
         assert other.event_count() == before and stranger.calls == []
-        assert len(report.refused) == len(report.blocked) == 3
+        assert len(report.refused) == len(report.blocked) == 4  # a, b, p (parked), c's forward
         assert all(line.startswith("destination_mismatch: ") for line in report.refused)
         assert any("forward migration default/c" in line for line in report.refused)
         assert "migration default/a was accepted against sim; this process serves " \
@@ -86,12 +91,13 @@ def test_a_worker_serving_another_destination_writes_and_calls_nothing(store: st
         assert retry.value.code == "destination_mismatch"
         for kind, options in (("rearm", {}), ("resolve", {"resolution": "source_kept"})):
             with pytest.raises(DomainError) as refused:
-                other.recover(kind, NS, "a", **OP, **options)
-            assert refused.value.code == "destination_mismatch"
+                other.recover(kind, NS, "p", **OP, **options)  # allowed on its own one
+            assert refused.value.code == "destination_mismatch", refused.value
         assert other.event_count() == before and stranger.calls == []
     with open_service(store, "sim") as svc:  # its own destination: every one completes
         assert svc.run_until_idle().drained
         assert {svc.migration(NS, s).state for s in ("a", "b")} == {"completed"}
+        assert svc.recover("rearm", NS, "p", **OP).state == "pending"
 
 
 def test_a_job_resumes_only_on_its_own_destination(store: str) -> None:
@@ -119,7 +125,7 @@ def as_older_release(store: str, topic: str, version: int) -> None:
         assert rows
         for rowid, state in rows:
             doc = json.loads(state)
-            assert doc.pop("destination") is not None
+            doc.pop("destination")
             doc["class_version"] = version
             db.execute("UPDATE stored_events SET state = ? WHERE rowid = ?",
                        (json.dumps(doc, separators=(",", ":"), sort_keys=True).encode(), rowid))
@@ -182,7 +188,9 @@ def test_the_http_api_shows_and_refuses_by_the_binding(store: str) -> None:
     token = ("ann", "admin", "admin-secret-0123456789abcdef")
     with open_service(store, "sim") as svc:
         svc.create_schedule(NS, "h1")
+        start_foreign(svc.destination, "h1")
         svc.rollback(NS, "h1")
+        svc.run_until_idle()  # parked: a re-arm is allowed, on its own destination
     stranger = Stranger()
     with MigrationService(open_service(store, "sim").app, stranger) as other:
         http = TestClient(create_app(other, Tokens([token])),
@@ -197,3 +205,26 @@ def test_the_http_api_shows_and_refuses_by_the_binding(store: str) -> None:
         drained = http.post("/v1/worker/drain", json={}).json()
         assert drained["refused"] and drained["refused"][0].startswith("destination_mismatch")
         assert stranger.calls == []
+
+
+def test_an_older_release_adoption_leaves_it_unknown_until_bound(store: str) -> None:
+    """A v1 ``LegacyMigrationAdopted`` (an adoption before bindings) binds nothing: the
+    migration stays unknown, and ``recover bind`` in a process of its own binds it."""
+    from schedfence.infra.demo.legacy import plant_legacy_v1
+    with open_service(store, "sim") as svc:
+        svc.create_schedule(NS, "leg")
+        plant_legacy_v1(svc, NS, "leg")
+        assert svc.recover("adopt", NS, "leg", **OP).destination_binding == SIM
+    as_older_release(store, Migration.LegacyMigrationAdopted.TOPIC, 1)
+    with open_service(store, "sim") as svc:
+        assert svc.migration(NS, "leg").destination_binding is None
+        with pytest.raises(DomainError) as refused:
+            svc.recover("rearm", NS, "leg", confirm_no_destination_run=True, **OP)
+        assert refused.value.code == "destination_unknown"
+    done = subprocess_cli(store, "recover", "bind", NS, "leg", "--actor", "ann", "--reason",
+                          "INC-45", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["destination_binding"] == SIM
+    history = json.loads(subprocess_cli(store, "history", NS, "leg", "--json").stdout)
+    [bound] = [e for e in history["events"] if e["short_type"] == "DestinationBound"]
+    assert bound["data"]["destination"] == SIM and "bound by ann to sim" in bound["summary"]
