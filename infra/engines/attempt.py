@@ -24,7 +24,7 @@ from schedfence.domain.rollback import observe as ob
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.destination_id import (DestinationMismatch, DestinationUnknown,
                                               bind_hint)
-from schedfence.domain.errors import Closed, DomainError, MigrationPending
+from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
                                      HandoverTarget, RetentionReader, SchedulerGone,
@@ -40,6 +40,7 @@ from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.gate import refused
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 # AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
@@ -81,9 +82,7 @@ class RollbackEngine:
         # finished pool's, whose start calls have all returned (``worker --until-idle``).
         self.own_prefix = ""
         self._pool: tuple[ThreadPoolExecutor | None, int] = (None, 0)  # see start_pool
-        # Migrations this engine refused to act on, and the one line saying why (the
-        # destination gate): what ``worker --until-idle`` reports.
-        self.refusals: dict[UUID, str] = {}
+        self.refusals: dict[UUID, str] = {}  # refused by the destination gate: why, a line
 
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
         """An engine like this one (store, destination, crash hook, claim grace, retention
@@ -160,7 +159,7 @@ class RollbackEngine:
             except (MigrationPending, Closed):
                 return result  # the fence no longer holds this id (I10): change nothing
             except (DestinationMismatch, DestinationUnknown) as exc:
-                return self.refuse(migration_id, exc)
+                return refused(self.refusals, migration_id, exc, LOG, self.worker_id)
             if step != "progress":
                 return step if step in ("backoff", "wait") else result
             result = "progress"
@@ -175,14 +174,6 @@ class RollbackEngine:
         check_destination(f"migration {st.namespace}/{st.schedule_id}", st.destination,
                           self.destination, bind_hint(st.namespace, st.schedule_id))
 
-    def refuse(self, migration_id: UUID, exc: DomainError) -> AttemptResult:
-        """A migration this process may not act on: skipped and reported, never retried
-        hot (the due index backs it off like any other non-progress)."""
-        line = f"{exc.code}: {exc.message}"
-        if self.refusals.get(migration_id) != line:
-            LOG.warning("worker %s: %s", self.worker_id, line)
-        self.refusals[migration_id] = line
-        return "refused"
 
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state

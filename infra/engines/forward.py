@@ -23,6 +23,7 @@ from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import AttemptResult
 from schedfence.domain.ports import CrashHook
+from schedfence.infra.engines.gate import refused
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_STEPS = 10
@@ -82,11 +83,7 @@ class ForwardEngine:
             try:
                 self.gate(st)
             except (DestinationMismatch, DestinationUnknown) as exc:
-                line = f"{exc.code}: {exc.message}"
-                if self.refusals.get(migration_id) != line:
-                    LOG.warning("worker %s: %s", self.worker_id, line)
-                self.refusals[migration_id] = line
-                return "refused"
+                return refused(self.refusals, migration_id, exc, LOG, self.worker_id)
             except DestinationUnavailable:
                 return "backoff"
             try:
