@@ -30,7 +30,7 @@ from schedfence.projections import forward_oncall as fo
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.application.views import MigrationResult
 from schedfence.infra.engines.drive import OpenForwards
-from schedfence.infra.application.guards import accept_binding
+from schedfence.infra.application.guards import accept_binding, check_bound
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -188,7 +188,7 @@ class ForwardCommands:
         self.require_active()
         st = self.forward_state(namespace, schedule_id, request_id)
         if st.destination is not None:  # unknown: restored only where our marker is seen
-            self.forward_worker.gate(st)
+            self._gate(st)
         fs.check_abortable(st)
         snap = self._snapshot_or_none(st)
         restored = False
@@ -219,11 +219,15 @@ class ForwardCommands:
         validate_actor(actor)
         self.require_active()
         st = self.forward_state(namespace, schedule_id, request_id)
-        self.forward_worker.gate(st)  # the delete it confirms was seen on its own destination
+        self._gate(st)  # the delete it confirms was seen on its own destination
         fs.check_takeover(st, self._snapshot_or_none(st))
         mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
         self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
         return mig.state
+
+    def _gate(self, st: ForwardState) -> None:
+        check_bound(f"forward migration {st.namespace}/{st.schedule_id} (request "
+                    f"{st.request_id})", st.destination, self.destination)
 
     def _snapshot_or_none(self, st: ForwardState) -> ScheduleSnapshot | None:
         try:

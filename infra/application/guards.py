@@ -6,7 +6,7 @@ what a rollback would answer (a batch job's dry run). The application service
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from schedfence.domain.ids import (destination_workflow_id, migration_aggregate_id,
                                    validate_destination_key)
@@ -16,7 +16,7 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.source.action import check_registered
 from schedfence.domain.source.program import program_of
 
-from schedfence.infra.adapters.destination.identity import binding_for
+from schedfence.infra.adapters.destination.identity import binding_for, check_destination
 from schedfence.infra.adapters.store.aggregates import Aggregates
 
 
@@ -55,6 +55,16 @@ def accept_binding(destination: Destination, namespace: str) -> dict[str, str]:
     acts on the system they ran against. The cluster's id unreadable: ``unavailable``."""
     try:
         return binding_for(destination, namespace)
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the destination's identity") from exc
+
+
+def check_bound(what: str, binding: Mapping[str, Any] | None, destination: Destination,
+                bind_hint: str = "") -> None:
+    """A command's destination gate (domain/destination_id.py): refused unless this process
+    serves what ``what`` was accepted against; the cluster's id unreadable: ``unavailable``."""
+    try:
+        check_destination(what, binding, destination, bind_hint)
     except DestinationUnavailable as exc:
         raise command_error(exc, "the destination's identity") from exc
 

@@ -24,9 +24,8 @@ from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
 from schedfence.domain.destination_id import bind_hint
-from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.store.aggregates import Aggregates
-from schedfence.infra.application.guards import accept_binding
+from schedfence.infra.application.guards import accept_binding, check_bound
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.infra.application.views import MigrationView
@@ -102,8 +101,8 @@ def _gate(parts: Parts, mig: Migration | None) -> None:
     """A recovery that looks at the destination does so only on the migration's own."""
     if mig is not None:
         st = mig.state
-        check_destination(f"migration {st.namespace}/{st.schedule_id}", st.destination,
-                          parts.destination, bind_hint(st.namespace, st.schedule_id))
+        check_bound(f"migration {st.namespace}/{st.schedule_id}", st.destination,
+                    parts.destination, bind_hint(st.namespace, st.schedule_id))
 
 
 def _rearm(parts: Parts, namespace: str, schedule_id: str, actor: str,

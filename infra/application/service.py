@@ -24,7 +24,6 @@ from schedfence.domain.text import (validate_actor, validate_id, validate_reason
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.views import HistoryEntry, MigrationView, MigrationResult
-from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.destination.choose import (default_worker_id,
                                                           open_store_and_destination)
 from schedfence.infra.engines.drain import RETRY_FOR, DrainReport
@@ -113,8 +112,9 @@ class MigrationService(ServiceParts):
         same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
         sentinel = binding = None
         if same is not None and same.destination is not None:  # a retry: on its own only
-            check_destination(f"migration {namespace}/{schedule_id}", same.destination,
-                              self.destination)
+            from schedfence.infra.application.guards import check_bound
+            check_bound(f"migration {namespace}/{schedule_id}", same.destination,
+                        self.destination)
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
             from schedfence.infra.application.guards import accept_binding, rollback_check
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)

@@ -174,7 +174,6 @@ class RollbackEngine:
         check_destination(f"migration {st.namespace}/{st.schedule_id}", st.destination,
                           self.destination, bind_hint(st.namespace, st.schedule_id))
 
-
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state
         age = _age(mig)

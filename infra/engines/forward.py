@@ -51,7 +51,7 @@ class ForwardEngine:
         against (domain/destination_id.py), else ``DestinationMismatch``/``Unknown``."""
         check_destination(f"forward migration {st.namespace}/{st.schedule_id} (request "
                           f"{st.request_id})", st.destination, self.host,
-                          "abort it with `schedfence forward abort` (docs/operators.md)")
+                          "abort it with `schedfence forward-abort` (docs/operators.md)")
 
     @property
     def crash_hook(self) -> CrashHook:
