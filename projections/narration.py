@@ -115,10 +115,10 @@ def _requested(d: dict[str, Any]) -> Line:
     if d.get("request_id") is None:
         return Line("legacy", "pending migration written by an older release (v1): no "
                               "request id, every worker attempt fails closed")
-    return Line("admin", f"rollback accepted{_by(d)}{_job(d)}{_dest(d)}, request id "
+    return Line("admin", f"rollback accepted{_by(d)}{_job(d)}, request id "
                          f"{short(d['request_id'])} "
                          f"({d['origin']}); pre-migration paused={yes_no(d['pre_paused'])}; "
-                         "source paused and fenced in the same append")
+                         "source paused and fenced in the same append" + _dest(d))
 
 
 def _by(d: dict[str, Any]) -> str:
@@ -127,9 +127,10 @@ def _by(d: dict[str, Any]) -> str:
 
 
 def _dest(d: dict[str, Any]) -> str:
-    """`` against DESTINATION`` where the event names what it was accepted against (older
-    records did not: nothing, so their lines read as they always did)."""
-    return f" against {describe_binding(d['destination'])}" if d.get("destination") else ""
+    """``; accepted against DESTINATION`` where the event names what it was accepted against
+    (older records did not: nothing, so their lines read as they always did)."""
+    return f"; accepted against {describe_binding(d['destination'])}" \
+        if d.get("destination") else ""
 
 
 def _job(d: dict[str, Any]) -> str:
@@ -233,8 +234,8 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "Deleted": _operator(lambda d: "schedule deleted"),
     # a forward migration (a Temporal Schedule handed to the source) and its source
     "ForwardRequested": lambda d: Line(
-        "admin", f"forward migration requested by {d['actor']}{_job(d)}{_dest(d)} with "
-                 f"request id {short(d['request_id'])} ({d['request_id_origin']})"),
+        "admin", f"forward migration requested by {d['actor']}{_job(d)} with request id "
+                 f"{short(d['request_id'])} ({d['request_id_origin']})" + _dest(d)),
     "TemporalFenceIssued": lambda d: Line(
         "worker", f"fence issued on the Temporal schedule (token {d['conflict_token']}; before "
                   f"it paused={yes_no(d['pre_paused'])})"),
