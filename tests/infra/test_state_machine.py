@@ -319,7 +319,8 @@ class RollbackMachine(MachineInvariants, RuleBasedStateMachine):
         before = self.svc.event_count()
         report = other.run_until_idle(max_attempts=50, retry_for=0)
         assert self.svc.event_count() == before and stranger.calls == []
-        assert len(report.refused) == len(report.blocked)  # each refused, named
+        # Each refused is named (one that only waits, another's start in flight, is not)
+        assert len(report.refused) <= len(report.blocked)
         assert all(line.startswith(("destination_mismatch: ", "destination_unknown: "))
                    for line in report.refused)
 
