@@ -25,13 +25,14 @@ from __future__ import annotations
 import fnmatch
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, cast, get_args
 
 from schedfence.domain.bounds import check_rate
 from schedfence.domain.direction import SIDES, Side
 from schedfence.domain.errors import AlreadyExists, DomainError, InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
 from schedfence.domain.model import EvolvingAggregate, Fact, Facts
+from schedfence.domain.rollback.upcasts import no_destination
 from schedfence.domain.text import validate_id
 
 Decision = Literal["requested", "skipped", "blocked"]
@@ -128,6 +129,9 @@ class JobState:
     decided: dict[str, dict[str, str]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(get_args(Decision), 0))
     blocked_rounds: int = 0  # rounds that asked the blocked schedules again (BlockedAsked)
+    # The destination its selection was read against (domain/destination_id.py); None:
+    # unknown (defined by an older release).
+    destination: dict[str, str] | None = None
 
     @property
     def selection(self) -> Selection:
@@ -153,6 +157,8 @@ class JobState:
 
 class Job(EvolvingAggregate):
     TOPIC = "schedfence.Job"
+    class_version: ClassVar[int] = 2  # snapshot state v2: destination
+    upcast_v1_v2: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_destination)
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a job begins with ``Defined``."""
@@ -160,16 +166,21 @@ class Job(EvolvingAggregate):
         TOPIC: ClassVar[str] = "schedfence.job.Created"
 
     class Defined(Created):
-        """The job's identity and selection, recorded on its first run."""
+        """The job's identity and selection, recorded on its first run. v2 adds
+        ``destination``: what the job was defined against (domain/destination_id.py); None on
+        v1: unknown, never guessed."""
 
         TOPIC: ClassVar[str] = "schedfence.job.Defined"
-        class_version: ClassVar[int] = 1
+        class_version: ClassVar[int] = 2
         job_id: str
         namespace: str
         direction: Side
         schedule_ids: list[str] | None = None
         match: str | None = None
         actor: str = ""
+        destination: dict[str, str] | None = None
+
+        upcast_v1_v2: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_destination)
 
     class PageDecided(EvolvingAggregate.Event):
         """One page of the selection decided: each schedule's decision, and the cursor of
@@ -209,18 +220,20 @@ class Job(EvolvingAggregate):
         return evolve_job(state, event)
 
     @classmethod
-    def define(cls, job_id: str, selection: Selection, actor: str) -> Job:
+    def define(cls, job_id: str, selection: Selection, actor: str,
+               destination: dict[str, str] | None = None) -> Job:
         return cls._create(cls.Defined, id=job_aggregate_id(job_id), job_id=job_id,
                            namespace=selection.namespace, direction=selection.direction,
                            schedule_ids=selection.schedule_ids, match=selection.match,
-                           actor=actor)
+                           actor=actor, destination=destination)
 
 
 def evolve_job(state: JobState | None, event: object) -> JobState:
     """Pure, total reducer of a job's events. Unknown events raise (never skipped)."""
     if isinstance(event, Job.Defined):
         return JobState(event.job_id, event.namespace, event.direction,
-                        event.schedule_ids, event.match, event.actor)
+                        event.schedule_ids, event.match, event.actor,
+                        destination=event.destination)
     if state is None:
         raise ValueError(f"{type(event).__name__} before the job was defined")
     if isinstance(event, Job.PageDecided):

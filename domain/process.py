@@ -48,8 +48,10 @@ ROLLBACK_STEPS = frozenset({Step.DROP, Step.FAIL_CLOSED, Step.IDLE, Step.WAIT,
 FORWARD_CALLS = frozenset({Step.FENCE, Step.CREATE_SOURCE, Step.DELETE})
 
 # What one attempt came to: it moved the migration on, there was nothing to do, the
-# destination must be looked at later (back off), or another's call may still land (wait).
-AttemptResult = Literal["progress", "idle", "backoff", "wait"]
+# destination must be looked at later (back off), another's call may still land (wait), or
+# this process may not act on it: it serves another destination than the one the migration
+# was accepted against, or that one is unknown (refused; domain/destination_id.py).
+AttemptResult = Literal["progress", "idle", "backoff", "wait", "refused"]
 RetryOutcome = Literal["already_completed", "already_pending"]
 
 

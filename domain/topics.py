@@ -72,7 +72,7 @@ STORED_TOPICS: dict[str, str] = {
               "StartClaimConsumed", "DestinationStartIssued", "DestinationAnswered",
               "ChainVerified", "FailoverReconciled", "OwnershipAccepted", "BoundarySettled",
               "MigrationParked", "LegacyMigrationAdopted", "MigrationResolved",
-              "StartClaimRearmed", "SourceClosed", "MigrationAborted"),
+              "StartClaimRearmed", "SourceClosed", "MigrationAborted", "DestinationBound"),
     # a forward migration (workflow -> source)
     **_family(_FORWARD, "schedfence.forward", "Created", "ForwardRequested",
               "TemporalFenceIssued", "TemporalFenced", "SourceCreated", "TemporalDeleteIssued",

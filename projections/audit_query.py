@@ -22,9 +22,11 @@ from .records import AuditEntry, AuditPage, from_us
 
 @dataclass(frozen=True)
 class AuditRow(AuditEntry):
-    """An audit entry and the reason its event gives (an operator's, or a park's), if any."""
+    """An audit entry and the reason its event gives (an operator's, or a park's), if any,
+    and the destination it names (an accept's or a bind's, domain/destination_id.py)."""
 
     reason: str | None = None
+    destination: str | None = None
 
 
 @dataclass(frozen=True)

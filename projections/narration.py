@@ -14,6 +14,7 @@ from collections import Counter
 from contextvars import ContextVar
 from typing import Any, Callable, NamedTuple
 
+from schedfence.domain.destination_id import describe_binding
 from schedfence.domain.rollback.phases import PARK_MEANING
 
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -117,12 +118,19 @@ def _requested(d: dict[str, Any]) -> Line:
     return Line("admin", f"rollback accepted{_by(d)}{_job(d)}, request id "
                          f"{short(d['request_id'])} "
                          f"({d['origin']}); pre-migration paused={yes_no(d['pre_paused'])}; "
-                         "source paused and fenced in the same append")
+                         "source paused and fenced in the same append" + _dest(d))
 
 
 def _by(d: dict[str, Any]) -> str:
     """`` by ACTOR`` where the event names who asked (older records did not: nothing)."""
     return f" by {d['actor']}" if d.get("actor") else ""
+
+
+def _dest(d: dict[str, Any]) -> str:
+    """``; accepted against DESTINATION`` where the event names what it was accepted against
+    (older records did not: nothing, so their lines read as they always did)."""
+    return f"; accepted against {describe_binding(d['destination'])}" \
+        if d.get("destination") else ""
 
 
 def _job(d: dict[str, Any]) -> str:
@@ -171,6 +179,9 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     "MigrationResolved": lambda d: Line(
         "operator", f"resolved by {d['actor']}: {d['resolution']} ({d['reason']}); attested: "
                     f"{d['attestation']}"),
+    "DestinationBound": lambda d: Line(
+        "operator", f"destination bound by {d['actor']} to {describe_binding(d['destination'])} "
+                    f"({d['reason']}): recorded by no older release, attested"),
     "StartClaimRearmed": lambda d: Line(
         "worker" if d.get("actor") == "worker" else "operator",
         f"start claim re-armed by {d['actor']} ({d['reason']})" + _absence(d.get("absence"))),
@@ -224,7 +235,7 @@ _NARRATE: dict[str, Callable[[dict[str, Any]], Line]] = {
     # a forward migration (a Temporal Schedule handed to the source) and its source
     "ForwardRequested": lambda d: Line(
         "admin", f"forward migration requested by {d['actor']}{_job(d)} with request id "
-                 f"{short(d['request_id'])} ({d['request_id_origin']})"),
+                 f"{short(d['request_id'])} ({d['request_id_origin']})" + _dest(d)),
     "TemporalFenceIssued": lambda d: Line(
         "worker", f"fence issued on the Temporal schedule (token {d['conflict_token']}; before "
                   f"it paused={yes_no(d['pre_paused'])})"),
@@ -261,7 +272,7 @@ def _job_defined(d: dict[str, Any]) -> Line:
     which = f"{len(ids)} named schedule(s)" if ids is not None else "every schedule"
     match = f" matching {d['match']!r}" if d.get("match") else ""
     return Line("admin", f"job {d['job_id']} defined by {d.get('actor') or '-'}: --to "
-                         f"{d['direction']} in {d['namespace']}, {which}{match}")
+                         f"{d['direction']} in {d['namespace']}, {which}{match}{_dest(d)}")
 
 
 def _decision_counts(decisions: list[dict[str, Any]]) -> str:

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from sqlalchemy.engine import Engine
 
+from schedfence.domain.destination_id import describe_binding
 from schedfence.domain.errors import InvalidArgument, UndecodableEvent
 
 from . import audit_query as aq
@@ -108,17 +109,20 @@ class OperatorViews:
         query.check()  # bad arguments fail before any catch-up work
         p = self._fresh()
         page = aq.audit(p.view.engine, query, p.position)
-        reasons = self._reasons(page.entries)
+        reasons, destinations = self._reasons(page.entries)
         # aq.audit's entries are AuditRows (the page's field is typed by its base class)
         return replace(page, entries=[
-            replace(cast(aq.AuditRow, e), reason=reasons.get(e.position)) for e in page.entries])
+            replace(cast(aq.AuditRow, e), reason=reasons.get(e.position),
+                    destination=destinations.get(e.position)) for e in page.entries])
 
-    def _reasons(self, entries: Sequence[Any]) -> dict[int, str]:
-        """The ``reason`` field of the events at these positions, read from the log in runs of
-        nearby positions (the audit index does not hold it)."""
+    def _reasons(self, entries: Sequence[Any]) -> tuple[dict[int, str], dict[int, str]]:
+        """The ``reason`` field of the events at these positions, and the destination an
+        event names (``destination``: an accept's, a bind's), read from the log in runs of
+        nearby positions (the audit index does not hold them)."""
         positions = sorted(e.position for e in entries)
         topics = sorted({e.topic for e in entries})
         found: dict[int, str] = {}
+        bound: dict[int, str] = {}
         wanted = set(positions)
         for first, last in _runs(positions):
             notes = self.app.recorder.select_notifications(
@@ -126,10 +130,14 @@ class OperatorViews:
             for note in notes:
                 if note.id not in wanted:
                     continue
-                reason = getattr(self.app.mapper.to_domain_event(note), "reason", None)
+                event = self.app.mapper.to_domain_event(note)
+                reason = getattr(event, "reason", None)
                 if isinstance(reason, str) and reason:
                     found[note.id] = reason
-        return found
+                if "destination" in getattr(type(event), "model_fields", {}):
+                    named = getattr(event, "destination")  # an audit's: its label already
+                    bound[note.id] = named if isinstance(named, str) else describe_binding(named)
+        return found, bound
 
     def stats(self) -> dict[str, Any]:
         p = self._fresh()

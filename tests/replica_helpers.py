@@ -1,7 +1,7 @@
 """Shared by the replication and failover tests: databases, logs, and their comparison."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import psycopg
 import pytest
@@ -75,9 +75,11 @@ def boundaries(url: str) -> set[int]:
             if after[1] != tx}
 
 
-def populate(url: str, count: int, prefix: str = "s", complete: bool = True) -> None:
-    """``count`` schedules, each rolled back (and migrated if ``complete``): real events."""
-    with open_service(url, SimulatedDestination(), claim_grace=0) as svc:
+def populate(url: str, count: int, prefix: str = "s", complete: bool = True,
+             destination: Any = None) -> None:
+    """``count`` schedules, each rolled back (and migrated if ``complete``): real events,
+    accepted against ``destination`` (default: a simulator of its own)."""
+    with open_service(url, destination or SimulatedDestination(), claim_grace=0) as svc:
         for i in range(count):
             svc.create_schedule("ns", f"{prefix}{i:03d}", notes=f"n{i}")
             svc.rollback("ns", f"{prefix}{i:03d}")

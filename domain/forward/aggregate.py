@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 from schedfence.domain.source.action import upcast_handover_v1_v2
 from schedfence.domain.ids import SCHEDFENCE_NAMESPACE
 from schedfence.domain.model import EvolvingAggregate
-from schedfence.domain.rollback.upcasts import no_job
+from schedfence.domain.rollback.upcasts import no_destination, no_job
 
 PHASES = ("requested", "fence_issued", "fenced", "source_created", "delete_issued",
           "completed", "parked", "aborted")
@@ -72,6 +72,8 @@ class ForwardState:
     park_detail: str = ""
     parked_from: str | None = None  # the phase a park interrupted
     job_id: str | None = None  # the batch job that requested it (None: asked by itself)
+    # The destination it was accepted against (domain/destination_id.py); None: unknown.
+    destination: dict[str, str] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -84,13 +86,15 @@ class ForwardState:
 
 class ForwardMigration(EvolvingAggregate):
     TOPIC = "schedfence.ForwardMigration"
-    class_version: ClassVar[int] = 3  # snapshot state v2: the handover's action whole; v3: job_id
+    # snapshot state v2: the handover's action whole; v3: job_id; v4: destination
+    class_version: ClassVar[int] = 4
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         upcast_handover_v1_v2(state.get("handover"))
 
     upcast_v2_v3: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_job)
+    upcast_v3_v4: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_destination)
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a forward migration begins with ``ForwardRequested``."""
@@ -99,10 +103,12 @@ class ForwardMigration(EvolvingAggregate):
 
     class ForwardRequested(Created):
         """v3 adds ``job_id``: the batch job that requested it (None: asked by itself, and
-        on v2 and older, which did not record it)."""
+        on v2 and older, which did not record it). v4 adds ``destination``: the Temporal
+        server the forward was accepted against, its binding (domain/destination_id.py);
+        None on v3 and older: unknown, never guessed."""
 
         TOPIC: ClassVar[str] = "schedfence.forward.ForwardRequested"
-        class_version: ClassVar[int] = 3
+        class_version: ClassVar[int] = 4
         namespace: str
         schedule_id: str
         request_id: str
@@ -114,12 +120,14 @@ class ForwardMigration(EvolvingAggregate):
         schedule_identity: str = ""
         conflict_token: str = ""
         job_id: str | None = None
+        destination: dict[str, str] | None = None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state.update(schedule_identity="", conflict_token="")
 
         upcast_v2_v3: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_job)
+        upcast_v3_v4: ClassVar[Callable[[dict[str, Any]], None]] = staticmethod(no_destination)
 
     class TemporalFenceIssued(EvolvingAggregate.Event):
         TOPIC: ClassVar[str] = "schedfence.forward.TemporalFenceIssued"
@@ -193,13 +201,15 @@ class ForwardMigration(EvolvingAggregate):
     @classmethod
     def request(cls, namespace: str, schedule_id: str, request_id: str, origin: str,
                 actor: str, epoch: int, schedule_identity: str = "",
-                conflict_token: str = "", job_id: str | None = None) -> ForwardMigration:
+                conflict_token: str = "", job_id: str | None = None,
+                destination: dict[str, str] | None = None) -> ForwardMigration:
         return cls._create(cls.ForwardRequested,
                            id=forward_aggregate_id(namespace, schedule_id, request_id),
                            namespace=namespace, schedule_id=schedule_id,
                            request_id=request_id, request_id_origin=origin, actor=actor,
                            epoch=epoch, schedule_identity=schedule_identity,
-                           conflict_token=conflict_token, job_id=job_id)
+                           conflict_token=conflict_token, job_id=job_id,
+                           destination=destination)
 
 
 F = ForwardMigration
@@ -209,7 +219,7 @@ def evolve_forward(state: ForwardState | None, e: object) -> ForwardState:
     """Pure reducer of a forward migration's events."""
     if isinstance(e, F.ForwardRequested):
         return ForwardState(e.namespace, e.schedule_id, e.request_id, e.request_id_origin,
-                            job_id=e.job_id)
+                            job_id=e.job_id, destination=e.destination)
     assert state is not None, f"{type(e).__name__} before ForwardRequested"
     if isinstance(e, F.TemporalFenceIssued):
         return replace(state, phase="fence_issued", conflict_token=e.conflict_token,

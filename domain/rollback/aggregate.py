@@ -47,6 +47,8 @@ class MigrationState:
     handover: dict[str, Any] | None = None  # what the destination continues (domain/rollback/handover.py)
     boundary_settled: bool = False  # its boundary's times were asked for (BoundarySettled)
     job_id: str | None = None  # the batch job that requested it (None: asked one by one)
+    # The destination it was accepted against (domain/destination_id.py); None: unknown.
+    destination: dict[str, str] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -81,10 +83,12 @@ class _Event(EvolvingAggregate.Event):
 
 class Migration(EvolvingAggregate):
     TOPIC = "schedfence.Migration"
-    class_version: ClassVar[int] = 3  # snapshot state v2: the handover's action whole; v3: job_id
+    # snapshot state v2: the handover's action whole; v3: job_id; v4: destination
+    class_version: ClassVar[int] = 4
 
     upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.migration_state_v1_v2)
     upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.no_job)
+    upcast_v3_v4: ClassVar[Upcaster] = staticmethod(up.no_destination)
 
     class Created(EvolvingAggregate.Created):
         """Abstract: a migration begins with one of the two subclasses below."""
@@ -94,6 +98,8 @@ class Migration(EvolvingAggregate):
     class RequestIdAssigned(Created):
         """The admin rollback was accepted; persisted with the source's pause and fence.
 
+        v7 adds ``destination``: the destination the rollback was accepted against, its
+        binding (domain/destination_id.py); None on v6 and older: unknown, never guessed.
         v6 adds ``job_id``: the batch job (``schedfence migrate``) that requested it; None for
         a rollback asked by itself, and on v5 and older (not recorded).
         v5: the handover's action is whole (domain/source/action.py; a v4 one is upcast).
@@ -113,7 +119,7 @@ class Migration(EvolvingAggregate):
         """
 
         TOPIC: ClassVar[str] = "schedfence.migration.RequestIdAssigned"
-        class_version: ClassVar[int] = 6
+        class_version: ClassVar[int] = 7
         namespace: str
         schedule_id: str
         source_id: str
@@ -129,12 +135,14 @@ class Migration(EvolvingAggregate):
         sentinel_check: dict[str, Any] | None = None
         handover: dict[str, Any] | None = None
         job_id: str | None = None
+        destination: dict[str, str] | None = None
 
         upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v1_v2)
         upcast_v2_v3: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v2_v3)
         upcast_v3_v4: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v3_v4)
         upcast_v4_v5: ClassVar[Upcaster] = staticmethod(up.request_id_assigned_v4_v5)
         upcast_v5_v6: ClassVar[Upcaster] = staticmethod(up.no_job)
+        upcast_v6_v7: ClassVar[Upcaster] = staticmethod(up.no_destination)
 
         @model_validator(mode="after")
         def _identity_consistent(self) -> Self:
@@ -252,11 +260,17 @@ class Migration(EvolvingAggregate):
         id). Saved with the source's ``FenceAdopted``. The migration parks as
         ``adopted_unverified``: an older release may have started the destination with ids we
         never saw, so nothing is started until the operator resolves or re-arms with a
-        confirmed, live-checked absence of a destination run."""
+        confirmed, live-checked absence of a destination run. v2 adds ``destination``: the
+        destination the adopting process serves, which the adoption binds the migration to
+        (the operator's word, as ``DestinationBound``); None on v1: unknown."""
 
         TOPIC: ClassVar[str] = "schedfence.migration.LegacyMigrationAdopted"
+        class_version: ClassVar[int] = 2
         actor: str
         reason: str
+        destination: dict[str, str] | None = None
+
+        upcast_v1_v2: ClassVar[Upcaster] = staticmethod(up.no_destination)
 
     class MigrationResolved(_Event):
         """An operator's attested resolution of a parked migration, always followed in the
@@ -271,6 +285,17 @@ class Migration(EvolvingAggregate):
         attestation: str
         destination_first_run_id: str = ""
         observation: dict[str, Any] = {}
+
+    class DestinationBound(_Event):
+        """An operator bound a migration whose destination is unknown (accepted by an older
+        release) to the one the binding names, attesting it is the one it was accepted
+        against (``schedfence recover bind``, docs/operators.md). Only an unknown binding is
+        ever bound; a recorded one is never replaced."""
+
+        TOPIC: ClassVar[str] = "schedfence.migration.DestinationBound"
+        actor: str
+        reason: str
+        destination: dict[str, str]
 
     class StartClaimRearmed(_Event):
         """The start claim may be used again. v2 adds ``absence``: on a re-arm on absence
@@ -319,6 +344,7 @@ def _created(event: Migration.RequestIdAssigned, *, request_id: str | None, orig
         incarnation=event.incarnation, workflow_id=event.workflow_id, request_id=request_id,
         origin=origin, pre_paused=event.pre_paused, pre_notes=event.pre_notes, phase=phase,
         claim_armed=armed, epoch=event.epoch, handover=event.handover, job_id=event.job_id,
+        destination=event.destination,
     )
 
 
@@ -339,6 +365,7 @@ def _operator(state: MigrationState, e: Migration.LegacyMigrationAdopted |
     """Operator recovery steps (domain/rollback/recover.py decides when they are allowed)."""
     if isinstance(e, Migration.LegacyMigrationAdopted):
         return updated(state, request_id=e.request_id, origin="adopted", phase="parked",
+                       destination=state.destination or e.destination,
                        claim_armed=False, park_reason="adopted_unverified",
                        park_detail=f"adopted by {e.actor}: an older release may have started "
                                    "the destination with unknown ids")
@@ -380,6 +407,8 @@ def evolve_migration(state: MigrationState | None, event: object) -> MigrationSt
                        park_detail=event.detail)
     if isinstance(event, (M.LegacyMigrationAdopted, M.MigrationResolved)):
         return _operator(state, event)
+    if isinstance(event, M.DestinationBound):
+        return updated(state, destination=event.destination)
     if isinstance(event, M.StartClaimRearmed):
         # A re-arm on absence proves the latest start, the one unproven, committed nothing.
         unproven = state.unproven_starts - (1 if event.absence is not None else 0)

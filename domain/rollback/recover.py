@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from schedfence.domain.destination_id import check_bind
 from schedfence.domain.rollback.decide import check_epoch
 from schedfence.domain.errors import InvalidArgument, RecoveryRefused
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
@@ -25,7 +26,7 @@ from schedfence.domain.model import Fact, Facts
 from schedfence.domain.ports import RunDescription
 
 M = Migration
-KINDS = ("rearm", "abort", "adopt", "resolve")
+KINDS = ("rearm", "abort", "adopt", "resolve", "bind")
 RESOLUTIONS = ("source_kept", "destination_owns")
 Resolution = Literal["source_kept", "destination_owns"]
 ATTESTATIONS = {
@@ -130,8 +131,10 @@ def decide_rearm(state: MigrationState, actor: str, reason: str, *, confirmed: b
 
 # -- adopt -------------------------------------------------------------------------------------
 def decide_adopt(state: MigrationState, actor: str, reason: str, request_id: str,
-                 id_taken_by: str | None) -> Facts:
-    """Give an identity-less migration a durable id; it parks until verified (never starts)."""
+                 id_taken_by: str | None, binding: dict[str, str] | None = None) -> Facts:
+    """Give an identity-less migration a durable id; it parks until verified (never starts).
+    ``binding``: the destination the adopting operator's process serves, which the adoption
+    binds it to (domain/destination_id.py; an older release recorded none)."""
     if not state.is_open or state.phase != "legacy_pending" or state.request_id is not None:
         raise RecoveryRefused(f"only an identity-less (legacy_pending) migration can be "
                               f"adopted; migration {state.migration_id} is {state.phase} "
@@ -140,7 +143,22 @@ def decide_adopt(state: MigrationState, actor: str, reason: str, request_id: str
         raise RecoveryRefused(f"request id {request_id} is already used by migration "
                               f"{id_taken_by} of this schedule; choose a new one")
     return [Fact(M.LegacyMigrationAdopted, {"request_id": request_id, "actor": actor,
-                                        "reason": reason})]
+                                            "reason": reason, "destination": binding})]
+
+
+# -- bind --------------------------------------------------------------------------------------
+def decide_bind(state: MigrationState, actor: str, reason: str,
+                binding: dict[str, str]) -> Facts:
+    """Bind an open migration whose destination is unknown (accepted by an older release) to
+    ``binding``, the one the operator's process serves, on the operator's word that it is
+    the one it was accepted against (domain/destination_id.py). A recorded destination is
+    never replaced, and a closed migration has nothing left to bind."""
+    if not state.is_open:
+        raise RecoveryRefused(f"migration {state.migration_id} is {state.phase}: nothing "
+                              "left to bind")
+    check_bind(f"migration {state.namespace}/{state.schedule_id}", state.destination)
+    return [Fact(M.DestinationBound, {"request_id": state.request_id, "actor": actor,
+                                      "reason": reason, "destination": binding})]
 
 
 # -- resolve -----------------------------------------------------------------------------------

@@ -107,10 +107,12 @@ def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str
              migration_id: UUID, *, same: MigrationState | None,
              pending: MigrationState | None, last: MigrationState | None,
              sentinel: dict[str, Any] | None, epoch: int, actor: str,
-             job_id: str | None = None) -> Change:
+             job_id: str | None = None,
+             destination: dict[str, str] | None = None) -> Change:
     """Accept a rollback: the migration's id and armed claim, and the source's fence, in one
     append (F5, F7, F8, F11). ``sentinel`` is the destination check the gate needs; it is
-    only read when the rollback is accepted (see ``decide.rollback_gate``)."""
+    only read when the rollback is accepted (see ``decide.rollback_gate``); ``destination``:
+    the destination both were read from, which binds the migration (domain/destination_id.py)."""
     outcome = d.rollback_gate(source, request_id, same, pending)
     if outcome != "accept":
         existing = same if same is not None else pending
@@ -126,7 +128,7 @@ def rollback(source: ScheduleState, source_id: str, request_id: str, origin: str
         incarnation=source.incarnation, workflow_id=destination_workflow_id(source.schedule_id),
         request_id=request_id, origin=origin, pre_paused=source.paused, pre_notes=source.notes,
         claim_armed=True, actor=actor, epoch=d.claim_epoch(source, last, epoch),
-        sentinel_check=sentinel, job_id=job_id,
+        sentinel_check=sentinel, job_id=job_id, destination=destination,
         handover=None if handover is None else handover.model_dump(mode="json")))
     return change(fence_facts(source, request_id, str(migration_id)), [created],
                   outcome="accepted", migration_id=str(migration_id))
@@ -286,11 +288,21 @@ def adoption_id(source: ScheduleState, request_id: str | None) -> tuple[str, UUI
 
 
 def adopt(source: ScheduleState, mig: MigrationState | None, actor: str, reason: str,
-          request_id: str, id_taken_by: str | None) -> Change:
-    """A durable id for an identity-less migration, on it and on the fence at once (F8)."""
+          request_id: str, id_taken_by: str | None,
+          binding: dict[str, str] | None = None) -> Change:
+    """A durable id for an identity-less migration, on it and on the fence at once (F8),
+    bound to the destination the operator's process serves."""
     mig = _open(source, mig)
-    facts = r.decide_adopt(mig, actor, reason, request_id, id_taken_by)
+    facts = r.decide_adopt(mig, actor, reason, request_id, id_taken_by, binding)
     return change(adopt_fence_facts(source, request_id, mig.migration_id), facts,
+                  migration_id=mig.migration_id)
+
+
+def bind(source: ScheduleState, mig: MigrationState | None, actor: str, reason: str,
+         binding: dict[str, str]) -> Change:
+    """Bind an unknown migration to the destination the operator serves (recover.py)."""
+    mig = _open(source, mig)
+    return change((), r.decide_bind(mig, actor, reason, binding),
                   migration_id=mig.migration_id)
 
 

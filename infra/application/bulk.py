@@ -27,7 +27,7 @@ from schedfence.domain.text import validate_actor
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.application.actor import actor_or_default
-from schedfence.infra.application.guards import rollback_check
+from schedfence.infra.application.guards import accept_binding, rollback_check
 from schedfence.infra.application.views import MigrationResult, Origin, Outcome
 from schedfence.infra.engines.attempt import CONCURRENCY
 from schedfence.infra.engines.unit_of_work import UnitOfWork
@@ -106,6 +106,7 @@ class _Loaded:
     pending: Any = None  # the migration the source's fence holds, if any
     last: Any = None  # the source's last migration, if any
     sentinel: Any = None  # the destination check, when the gate would accept (or its error)
+    binding: Any = None  # the destination it is accepted against (domain/destination_id.py)
 
 
 def _load(parts: Parts, namespace: str, schedule_ids: list[str],
@@ -166,7 +167,7 @@ def _decide_one(namespace: str, sid: str, one: _Loaded, epoch: int,
         raise one.sentinel  # what this schedule's own check raised, in its place
     change = h.rollback(st, str(one.source.id), rid, origin, mid, same=one.same,
                         pending=one.pending, last=one.last, sentinel=one.sentinel, epoch=epoch,
-                        actor=actor, job_id=job_id)
+                        actor=actor, job_id=job_id, destination=one.binding)
     if change.outcome != "accepted":
         existing = one.same if one.same is not None else one.pending
         return MigrationResult(cast(Outcome, change.outcome), rid,
@@ -188,6 +189,7 @@ def _check_destination(parts: Parts, namespace: str,
         try:
             one.sentinel = rollback_check(parts.destination, namespace, sid,
                                           one.source.state)
+            one.binding = accept_binding(parts.destination, namespace)
         except Exception as exc:  # noqa: BLE001 - re-raised by that schedule's decision
             one.sentinel = exc
     if len(wanted) == 1:

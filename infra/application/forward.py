@@ -32,6 +32,7 @@ from schedfence.infra.application.actor import actor_or_default
 from schedfence.infra.application.views import MigrationResult, Origin
 from schedfence.infra.engines.drain import RETRY_FOR, drain
 from schedfence.infra.engines.drive import OpenForwards
+from schedfence.infra.application.guards import accept_binding, check_bound
 from schedfence.infra.engines.forward import CLOSED_TOPICS, PARKED_TOPICS, ForwardEngine
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
@@ -132,7 +133,8 @@ class ForwardCommands:
         mig = ForwardMigration.request(namespace, schedule_id, request_id, origin,
                                        actor_or_default(actor), self.load.epoch(),
                                        seen.identity if seen else "",
-                                       seen.conflict_token if seen else "", job_id)
+                                       seen.conflict_token if seen else "", job_id,
+                                       accept_binding(self.destination, namespace))
         key.open_forward(str(mig.id))
         self.unit.append(mig, key)
         return MigrationResult("accepted", request_id, origin, str(mid))
@@ -213,6 +215,8 @@ class ForwardCommands:
     def _abort_once(self, namespace: str, schedule_id: str, request_id: str, reason: str,
                     actor: str, restored: list[bool]) -> ForwardState:
         st = self.forward_state(namespace, schedule_id, request_id)
+        if st.destination is not None:  # unknown: restored only where our marker is seen
+            self._gate(st)
         fs.check_abortable(st)
         snap = self._snapshot_or_none(st)
         if snap is not None and fs.fenced_by_us(st, snap):
@@ -244,12 +248,17 @@ class ForwardCommands:
 
         def once() -> ForwardState:
             st = self.forward_state(namespace, schedule_id, request_id)
+            self._gate(st)  # the delete it confirms was seen on its own destination
             fs.check_takeover(st, self._snapshot_or_none(st))
             mig: ForwardMigration = self.app.repository.get(UUID(st.migration_id))
             self.forward_worker.complete(mig, f"an operator ({actor}) confirmed the delete")
             return mig.state
 
         return retry_call(once, **self.unit.on_conflict(_racing()))
+
+    def _gate(self, st: ForwardState) -> None:
+        check_bound(f"forward migration {st.namespace}/{st.schedule_id} (request "
+                    f"{st.request_id})", st.destination, self.destination)
 
     def _snapshot_or_none(self, st: ForwardState) -> ScheduleSnapshot | None:
         try:

@@ -6,7 +6,7 @@ what a rollback would answer (a batch job's dry run). The application service
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from schedfence.domain.ids import (destination_workflow_id, migration_aggregate_id,
                                    validate_destination_key)
@@ -17,6 +17,7 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.source.action import check_registered
 from schedfence.domain.source.program import program_of
 
+from schedfence.infra.adapters.destination.identity import binding_for, check_destination
 from schedfence.infra.adapters.store.aggregates import Aggregates
 
 
@@ -58,6 +59,26 @@ def predict_rollback(load: Aggregates, destination: Destination, namespace: str,
                                            "sentinel check"))
         return "accepted"
     return outcome
+
+
+def accept_binding(destination: Destination, namespace: str) -> dict[str, str]:
+    """What an accepted migration (or job) of ``namespace`` records as its destination
+    (domain/destination_id.py): read with the checks that accept it, so every later step
+    acts on the system they ran against. The cluster's id unreadable: ``unavailable``."""
+    try:
+        return binding_for(destination, namespace)
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the destination's identity") from exc
+
+
+def check_bound(what: str, binding: Mapping[str, Any] | None, destination: Destination,
+                bind_hint: str = "") -> None:
+    """A command's destination gate (domain/destination_id.py): refused unless this process
+    serves what ``what`` was accepted against; the cluster's id unreadable: ``unavailable``."""
+    try:
+        check_destination(what, binding, destination, bind_hint)
+    except DestinationUnavailable as exc:
+        raise command_error(exc, "the destination's identity") from exc
 
 
 def rollback_check(destination: Destination, namespace: str, schedule_id: str,

@@ -20,6 +20,12 @@ from schedfence.domain.text import validate_id
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.adapters.store.bulk import load_many
 from schedfence.infra.application.ports import Commands
+from schedfence.infra.application.guards import accept_binding, check_bound
+
+# An unknown job (defined by an older release) is never resumed: its requests finish as they
+# are, a new job takes what is left (docs/operators.md).
+JOB_BIND_HINT = ("the migrations it requested finish as they are; run a new job id for the "
+                 "rest (docs/operators.md)")
 
 
 def load_job(service: Commands, job_id: str) -> j.Job:
@@ -36,10 +42,13 @@ def open_job(service: Commands, job_id: str, sel: j.Selection, actor: str,
         job = service.app.find(j.job_aggregate_id(job_id))
         if job is not None:
             j.check_definition(job.state, sel)
+            check_bound(f"job {job_id}", job.state.destination, service.destination,
+                        JOB_BIND_HINT)  # resumed only on what it was defined against
             return job
         if dry_run:
             return None
-        job = j.Job.define(job_id, sel, actor)
+        job = j.Job.define(job_id, sel, actor, accept_binding(service.destination,
+                                                              sel.namespace))
         service.unit.save("job_define", job)  # a crash point, like every append
         return job
 

@@ -23,7 +23,9 @@ from schedfence.domain.ports import (Destination, DestinationNotFound, Destinati
 from schedfence.domain.source.schedule import Schedule
 from schedfence.domain.text import validate_actor, validate_reason
 
+from schedfence.domain.destination_id import bind_hint
 from schedfence.infra.adapters.store.aggregates import Aggregates
+from schedfence.infra.application.guards import accept_binding, check_bound
 from schedfence.infra.pacing import retry_call
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 from schedfence.infra.application.views import MigrationView
@@ -60,6 +62,7 @@ def recover(parts: Parts, kind: str, namespace: str, schedule_id: str, *,
         "adopt": partial(_adopt, *args, request_id),
         "rearm": partial(_rearm, *args, confirm_no_destination_run),
         "resolve": partial(_resolve, *args, resolution or "", first_run_id),
+        "bind": partial(_bind, *args),
     }
     return retry_call(steps[kind], **parts.unit.on_conflict(RecoveryRefused(
         "the migration kept changing under a running worker; retry")))
@@ -81,15 +84,34 @@ def _adopt(parts: Parts, namespace: str, schedule_id: str, actor: str,
     rid, other_id = h.adoption_id(source.state, request_id)
     other = parts.load.migration(other_id)
     change = h.adopt(source.state, _state_of(mig), actor, reason, rid,
-                     other.state.migration_id if other is not None else None)
+                     other.state.migration_id if other is not None else None,
+                     accept_binding(parts.destination, namespace))
     return _save(parts, "adopt", change, source, mig)  # the id and the fence agree
+
+
+def _bind(parts: Parts, namespace: str, schedule_id: str, actor: str,
+          reason: str) -> MigrationView:
+    source, mig = _load(parts, namespace, schedule_id)
+    binding = accept_binding(parts.destination, namespace)
+    change = h.bind(source.state, _state_of(mig), actor, reason, binding)
+    return _save(parts, "bind", change, source, mig)
+
+
+def _gate(parts: Parts, mig: Migration | None) -> None:
+    """A recovery that looks at the destination does so only on the migration's own."""
+    if mig is not None:
+        st = mig.state
+        check_bound(f"migration {st.namespace}/{st.schedule_id}", st.destination,
+                    parts.destination, bind_hint(st.namespace, st.schedule_id))
 
 
 def _rearm(parts: Parts, namespace: str, schedule_id: str, actor: str,
            reason: str, confirmed: bool) -> MigrationView:
     source, mig = _load(parts, namespace, schedule_id)
     epoch, look = parts.load.epoch(), None
-    if h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch):
+    needs_look = h.rearm_needs_look(source.state, _state_of(mig), confirmed, epoch)
+    _gate(parts, mig)  # the protocol's refusals first; then nothing off its destination
+    if needs_look:
         st = mig.state  # type: ignore[union-attr]  # a look is needed only with a migration
         look = r.Look(current=_describe(parts, st.namespace, st.workflow_id))
     change = h.rearm(source.state, _state_of(mig), actor, reason, confirmed=confirmed,
@@ -101,6 +123,7 @@ def _resolve(parts: Parts, namespace: str, schedule_id: str, actor: str,
              reason: str, resolution: str, first_run_id: str | None) -> MigrationView:
     source, mig = _load(parts, namespace, schedule_id)
     st = h.resolve_check(source.state, _state_of(mig), resolution, first_run_id)
+    _gate(parts, mig)  # the protocol's refusals first; then nothing off its destination
     look = r.Look(current=_describe(parts, st.namespace, st.workflow_id),
                   named=_describe(parts, st.namespace, st.workflow_id, first_run_id)
                   if first_run_id else None)

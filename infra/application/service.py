@@ -113,13 +113,19 @@ class MigrationService(ServiceParts):
         rid, origin, mid = h.rollback_identity(namespace, schedule_id, st.incarnation,
                                                request_id)
         same, pending = self.load.migration_state(mid), self.load.migration_state(st.fence_migration_id)
-        sentinel = None
+        sentinel = binding = None
+        if same is not None and same.destination is not None:  # a retry: on its own only
+            from schedfence.infra.application.guards import check_bound
+            check_bound(f"migration {namespace}/{schedule_id}", same.destination,
+                        self.destination)
         if d.rollback_gate(st, rid, same, pending) == "accept":  # only then ask the destination
-            from schedfence.infra.application.guards import rollback_check
+            from schedfence.infra.application.guards import accept_binding, rollback_check
             sentinel = rollback_check(self.destination, namespace, schedule_id, st)
+            binding = accept_binding(self.destination, namespace)  # what the check ran on
         change = h.rollback(st, str(source.id), rid, origin, mid, same=same, pending=pending,
                             last=self.load.migration_state(st.last_migration_id), sentinel=sentinel,
-                            epoch=self.epoch(), actor=actor_or_default(actor), job_id=job_id)
+                            epoch=self.epoch(), actor=actor_or_default(actor), job_id=job_id,
+                            destination=binding)
         if change.outcome != "accepted":
             existing = same if same is not None else pending
             assert existing is not None  # a refusal names the migration that decided it

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 from uuid import UUID
 
+from schedfence.domain.destination_id import describe_binding
 from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id, validate_id
 from schedfence.domain.read_shape import read_shape
 from schedfence.domain.source.state import ScheduleState
@@ -80,8 +81,10 @@ def _status(rows: StatusRows, latest: Latest, namespace: str,
         # read_shape takes a MigrationState; a namespace of its stored fields reads the same
         # names without building the pydantic model this path keeps out of the process.
         shape = read_shape(SimpleNamespace(**state))  # type: ignore[arg-type]  # see above
+        binding = state.get("destination")  # absent: folded from an older release's
         migration = MigrationView(**shape, last_answer=state["last_answer"],
-                                  version=version).to_dict()
+                                  version=version, destination=describe_binding(binding),
+                                  destination_binding=binding).to_dict()
     if latest(list(read)) != read:
         return None  # a row behind its aggregate: the projection has not applied it yet
     return {"schedule": views[0].to_dict(), "migration": migration}

@@ -6,6 +6,7 @@ from copy import deepcopy
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from schedfence.domain.destination_id import describe_binding
 from schedfence.domain.errors import NotFound
 from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.read_shape import ReadShape, read_shape
@@ -115,10 +116,16 @@ class MigrationView(ReadShape):
 
     last_answer: dict | None
     version: int
+    # What it was accepted against (domain/destination_id.py): one line, and the binding
+    # itself (None: unknown, accepted by an older release).
+    destination: str = ""
+    destination_binding: dict[str, str] | None = None
 
     @classmethod
     def of(cls, m: MigrationState, version: int) -> MigrationView:
-        return cls(**read_shape(m), last_answer=m.last_answer, version=version)
+        return cls(**read_shape(m), last_answer=m.last_answer, version=version,
+                   destination=describe_binding(m.destination),
+                   destination_binding=m.destination)
 
 
 @dataclass(frozen=True)

@@ -33,5 +33,6 @@ def migration_lines(view: dict[str, Any] | None) -> list[str]:
              ("destination first run", view["destination_first_run_id"]),
              ("claim armed", view["claim_armed"]), ("starts issued", view["starts_issued"]),
              ("attempts", view["attempts"]), ("last answer", answer.get("kind")),
+             ("destination", view.get("destination") or None),
              ("version", view["version"])]
     return kv_block(f"migration {view['migration_id']}", pairs)

@@ -21,7 +21,9 @@ def recover() -> None:
     rearm: re-arm the start claim (only if no start can have committed);
     abort: cancel and restore the source (only if no start can have committed);
     adopt: give a legacy (identity-less) migration a durable id; it stays parked;
-    resolve: end a parked migration after a manual check (source_kept | destination_owns)."""
+    resolve: end a parked migration after a manual check (source_kept | destination_owns);
+    bind: bind a migration whose destination is unknown (an older release's) to the one
+    this process serves (--destination), after checking it is the one it was accepted on."""
 
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -93,3 +95,13 @@ def resolve(namespace: str, schedule_id: str, actor: str, reason: str, as_json: 
     destination_owns needs --first-run-id naming an existing scheduler chain head."""
     _run("resolve", namespace, schedule_id, as_json, actor=actor, reason=reason,
          resolution=resolution, first_run_id=first_run_id)
+
+
+@recover.command("bind")
+@_common
+def bind(namespace: str, schedule_id: str, actor: str, reason: str, as_json: bool) -> None:
+    """Bind a migration accepted by an older release (destination unknown) to the destination
+    this process serves (--destination), on your word that it was accepted there.
+
+    Refused for a migration whose destination is recorded (never replaced) or closed."""
+    _run("bind", namespace, schedule_id, as_json, actor=actor, reason=reason)

@@ -122,7 +122,9 @@ def replay_lines(doc: dict[str, Any]) -> list[str]:
     st = doc["state"] or {}
     lines.append(f"state at v{doc['version']}: phase {st.get('phase')}, claim_armed "
                  f"{value(st.get('claim_armed'))}, receipt {value(st.get('receipt'))}, "
-                 f"park_reason {value(st.get('park_reason'))}; next step: {doc['next_step']}")
+                 f"park_reason {value(st.get('park_reason'))}; next step: {doc['next_step']}"
+                 + (f"; accepted against {doc['destination']}" if doc.get("destination")
+                    else ""))
     if doc["at"] is None:
         lines.append(checks_line(doc["final_checks"]).replace("  checks:", "final checks:"))
     n = len(doc["violations"])

@@ -22,6 +22,8 @@ from eventsourcing.persistence import IntegrityError
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import observe as ob
 from schedfence.domain.rollback import steps as h
+from schedfence.domain.destination_id import (DestinationMismatch, DestinationUnknown,
+                                              bind_hint)
 from schedfence.domain.errors import Closed, MigrationPending
 from schedfence.domain.rollback.aggregate import Migration
 from schedfence.domain.ports import (Destination, DestinationError, DestinationNotFound,
@@ -32,6 +34,7 @@ from schedfence.domain.rollback.evidence import (RETENTION_MARGIN_SECONDS, Claim
 from schedfence.domain.process import AttemptResult, Step, rest_result
 from schedfence.domain.source.schedule import Schedule
 
+from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.adapters.store.aggregates import Aggregates
@@ -39,6 +42,7 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.pacing import AdaptiveLimit
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.failures import FailureNotes
+from schedfence.infra.engines.gate import refused
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 # AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
@@ -113,6 +117,7 @@ class RollbackEngine:
         self.own_prefix = ""
         self._pool: tuple[ThreadPoolExecutor | None, int] = (None, 0)  # see start_pool
         self.notes = FailureNotes()  # each attempt's last failed call (infra/engines/failures.py)
+        self.refusals: dict[UUID, str] = {}  # refused by the destination gate: why, a line
 
     def as_worker(self, worker_id: str, claim_grace: float | None = None) -> Self:
         """An engine like this one (store, destination, crash hook, claim grace, retention
@@ -195,6 +200,8 @@ class RollbackEngine:
                 mig = self.app.repository.get(migration_id)
             except (MigrationPending, Closed):
                 return result  # the fence no longer holds this id (I10): change nothing
+            except (DestinationMismatch, DestinationUnknown) as exc:
+                return refused(self.refusals, migration_id, exc, LOG, self.worker_id)
             if step != "progress":
                 return step if step in ("backoff", "wait") else result
             result = "progress"
@@ -203,6 +210,12 @@ class RollbackEngine:
     def epoch(self) -> int:
         return self.load.epoch()
 
+    def gate(self, st: Any) -> None:
+        """Before any step that writes or calls: this process must serve the destination the
+        migration was accepted against (domain/destination_id.py); refused otherwise."""
+        check_destination(f"migration {st.namespace}/{st.schedule_id}", st.destination,
+                          self.destination, bind_hint(st.namespace, st.schedule_id))
+
     def _step(self, mig: Migration, attempt: int, epoch: int) -> AttemptResult:
         st = mig.state
         age = _age(mig)
@@ -210,6 +223,10 @@ class RollbackEngine:
         step = h.task_step(st, epoch, in_flight, isinstance(self.destination, HandoverTarget))
         if step.rests:
             return rest_result(step)  # wait: another worker's start may still land: let it
+        try:  # every step below writes or calls: on its own destination only
+            self.gate(st)
+        except DestinationUnavailable:
+            return "backoff"  # the cluster's id could not be read: look again later
         if step is Step.SETTLE:
             return self._settle(mig, attempt)
         if step is Step.CLOSE:

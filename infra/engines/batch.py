@@ -28,11 +28,13 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from schedfence.domain.destination_id import DestinationMismatch, DestinationUnknown
 from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.errors import DomainError
 from schedfence.domain.rollback.aggregate import Migration
-from schedfence.domain.ports import DestinationUnavailable, HandoverTarget, NamespaceNotServed
+from schedfence.domain.ports import (DestinationError, DestinationUnavailable, HandoverTarget,
+                                     NamespaceNotServed)
 from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
 
@@ -86,11 +88,20 @@ def _claimable(engine: RollbackEngine, ids: list[UUID]) -> list[_Item]:
     for mig in load_many(engine.app, ids).values():
         st = mig.state
         in_flight = h.claim_in_flight(_age(mig), engine.claim_grace, engine.is_own(st.last_worker))
-        if h.task_step(st, epoch, in_flight) is Step.CLAIM_AND_START:
+        if h.task_step(st, epoch, in_flight) is Step.CLAIM_AND_START and _ours(engine, st):
             ready.append(mig)
     sources = load_many(engine.app, [UUID(m.state.source_id) for m in ready])
     return [_Item(m, sources[UUID(m.state.source_id)], m.state.attempts + 1)
             for m in ready if UUID(m.state.source_id) in sources]
+
+
+def _ours(engine: RollbackEngine, st: Any) -> bool:
+    """Accepted against the destination this engine serves (else its attempt refuses it)."""
+    try:
+        engine.gate(st)
+    except (DestinationMismatch, DestinationUnknown, DestinationError):
+        return False
+    return True
 
 
 def _claim_all(engine: RollbackEngine, items: list[_Item]) -> None:

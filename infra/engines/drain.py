@@ -47,11 +47,12 @@ class DrainReport(int):
 
     blocked: tuple[str, ...]
     exhausted: bool
+    refused: tuple[str, ...]  # why blocked ones were refused (the destination gate), a line each
 
     def __new__(cls, attempts: int, blocked: tuple[str, ...] = (),
-                exhausted: bool = False) -> "DrainReport":
+                exhausted: bool = False, refused: tuple[str, ...] = ()) -> "DrainReport":
         report = super().__new__(cls, attempts)
-        report.blocked, report.exhausted = blocked, exhausted
+        report.blocked, report.exhausted, report.refused = blocked, exhausted, refused
         return report
 
     @property
@@ -64,7 +65,8 @@ class DrainReport(int):
 
     def to_dict(self) -> dict[str, Any]:
         return {"attempts": int(self), "drained": self.drained,
-                "blocked": list(self.blocked), "exhausted": self.exhausted}
+                "blocked": list(self.blocked), "exhausted": self.exhausted,
+                "refused": list(self.refused)}
 
 
 class NotDrained(DomainError):
@@ -74,10 +76,11 @@ class NotDrained(DomainError):
 
     @classmethod
     def of(cls, report: DrainReport) -> "NotDrained":
-        parts = []
-        if report.blocked:
+        parts = list(report.refused)  # each: "destination_mismatch: migration NS/ID ..."
+        if len(report.blocked) > len(report.refused):
             shown = ", ".join(report.blocked[:5]) + (" ..." if len(report.blocked) > 5 else "")
-            parts.append(f"{len(report.blocked)} migration(s) could not progress after "
+            parts.append(f"{len(report.blocked) - len(report.refused)} migration(s) could "
+                         "not progress after "
                          f"their retries (destination unavailable, or a start still in "
                          f"flight): {shown}")
         if report.exhausted:
@@ -145,6 +148,10 @@ def _drain(attempt: Callable[[UUID], str], open_ids: Callable[[], list[UUID]],
                 return DrainReport(attempts, _ids(blocked | set(waiting)), exhausted=True)
             attempts += 1
             result = attempt(mid)
+            if result == "refused":  # not this process's destination: never retried here
+                blocked.add(mid)
+                waiting.pop(mid, None)
+                continue
             if result not in ("backoff", "wait"):
                 progressed |= result == "progress"
                 waiting.pop(mid, None)

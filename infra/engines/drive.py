@@ -211,21 +211,28 @@ def drain_idle(parts: WorkParts, worker: RollbackEngine, max_attempts: int | Non
         return result
     report = drain(attempt, parts.due().open_ids, max_attempts, retry_for,  # 0: try once
                    progress=progress, wait_for=worker.claim_grace if retry_for > 0 else 0.0)
-    report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted)
+    report = DrainReport(int(report) + len(unseen), report.blocked, report.exhausted,
+                         _refused(worker.refusals, report.blocked))
     if not parts.forward_ids():
         stalls.prune(parts.due().open_ids())
         return report
-    engine = parts.forward_worker(parts.worker.worker_id)
+    fworker = parts.forward_worker(parts.worker.worker_id)
 
     def forward_attempt(mid: UUID) -> str:
-        result = engine.attempt(mid)
-        after_attempt(stalls, engine.notes, mid, result, "forward")
+        result = fworker.attempt(mid)
+        after_attempt(stalls, fworker.notes, mid, result, "forward")
         return result
     forward = drain(forward_attempt, parts.forward_ids, max_attempts, retry_for,
                     progress=progress)
     stalls.prune(parts.due().open_ids() + parts.forward_ids())
     return DrainReport(int(report) + int(forward), report.blocked + forward.blocked,
-                       report.exhausted or forward.exhausted)
+                       report.exhausted or forward.exhausted,
+                       report.refused + _refused(fworker.refusals, forward.blocked))
+
+
+def _refused(refusals: dict[UUID, str], blocked: tuple[str, ...]) -> tuple[str, ...]:
+    """The refusal line of each blocked migration the destination gate refused."""
+    return tuple(refusals[UUID(m)] for m in blocked if UUID(m) in refusals)
 
 
 def batch_pass(parts: WorkParts, worker: RollbackEngine) -> dict[UUID, str]:

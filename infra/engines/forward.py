@@ -12,6 +12,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from schedfence.domain.destination_id import DestinationMismatch, DestinationUnknown
 from schedfence.domain.forward import steps as fs
 from schedfence.domain.forward.aggregate import ForwardMigration, forward_marker
 from schedfence.domain.ids import schedule_aggregate_id, schedule_key_id
@@ -20,11 +21,13 @@ from schedfence.domain.ports import (ConflictTokenMoved, DestinationNotFound,
                                      DestinationUnavailable, ScheduleHost, ScheduleSnapshot)
 from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
+from schedfence.infra.adapters.destination.identity import check_destination
 from schedfence.infra.adapters.observability.calls import latency_of
 from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import AttemptResult
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.failures import FailureNotes
+from schedfence.infra.engines.gate import refused
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_STEPS = 10
@@ -46,6 +49,14 @@ class ForwardEngine:
         self.unit = UnitOfWork.of(app, worker_id, crash_hook, LOG, prefix="forward.")
         self.epoch = epoch
         self.notes = FailureNotes()  # each attempt's last failed call (infra/engines/failures.py)
+        self.refusals: dict[UUID, str] = {}  # refused by the destination gate: why, a line
+
+    def gate(self, st: Any) -> None:
+        """Before any step: this process serves the destination the forward was accepted
+        against (domain/destination_id.py), else ``DestinationMismatch``/``Unknown``."""
+        check_destination(f"forward migration {st.namespace}/{st.schedule_id} (request "
+                          f"{st.request_id})", st.destination, self.host,
+                          "abort it with `schedfence forward-abort` (docs/operators.md)")
 
     @property
     def crash_hook(self) -> CrashHook:
@@ -80,6 +91,12 @@ class ForwardEngine:
             st = mig.state
             if not st.is_open:
                 return result
+            try:
+                self.gate(st)
+            except (DestinationMismatch, DestinationUnknown) as exc:
+                return refused(self.refusals, migration_id, exc, LOG, self.worker_id)
+            except DestinationUnavailable:
+                return "backoff"
             try:
                 step = fs.next_step(st, self._snapshot(st) if fs.needs_snapshot(st) else None)
                 if step.facts:

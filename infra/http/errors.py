@@ -42,6 +42,8 @@ STATUS: dict[str, int] = {
     "sentinel_blocked": 409,
     "phase_blocked": 409,
     "not_drained": 409,
+    "destination_mismatch": 409,  # accepted against another destination (or an unknown one)
+    "destination_unknown": 409,
     "request_too_large": 413,
     "resource_exhausted": 429,
     # The store holds what this code cannot read: an operator must look (never a retry).
@@ -77,7 +79,8 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
               "cookie-signed write from another origin"),
         (404, "not_found"),
         (409, "the state refuses it: already_exists, closed, migration_pending, "
-              "failed_precondition, sentinel_blocked, phase_blocked"),
+              "failed_precondition, sentinel_blocked, phase_blocked, destination_mismatch, "
+              "destination_unknown"),
         (413, "request_too_large"),
         (422, "invalid_argument: the request does not match this schema"),
         (429, "resource_exhausted: over the token's rate limit (Retry-After)"),

@@ -40,16 +40,18 @@ def abort(request: Request, principal: Operator, body: b.Abort) -> dict[str, Any
                                            principal.name).to_dict())
 
 
-@router.post("/recover/{kind}", summary="Operator recovery: rearm | abort | adopt | resolve")
+@router.post("/recover/{kind}",
+             summary="Operator recovery: rearm | abort | adopt | resolve | bind")
 def recover(request: Request, principal: Operator,
-            kind: Literal["rearm", "abort", "adopt", "resolve"],
+            kind: Literal["rearm", "abort", "adopt", "resolve", "bind"],
             body: b.Recover) -> dict[str, Any]:
     """The options of ``schedfence recover KIND``: ``confirm_no_destination_run`` (rearm),
     ``request_id`` (adopt), ``resolution`` and ``first_run_id`` (resolve)."""
     by_kind: dict[str, dict[str, Any]] = {
         "rearm": {"confirm_no_destination_run": body.confirm_no_destination_run},
         "abort": {}, "adopt": {"request_id": body.request_id},
-        "resolve": {"resolution": body.resolution, "first_run_id": body.first_run_id}}
+        "resolve": {"resolution": body.resolution, "first_run_id": body.first_run_id},
+        "bind": {}}
     options = by_kind[kind]
     return call(request, lambda s: s.recover(kind, body.namespace, body.schedule_id,
                                              actor=principal.name, reason=body.reason,

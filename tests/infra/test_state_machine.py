@@ -24,8 +24,8 @@ from uuid import UUID
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+                                 rule, run_state_machine_as_test)
 
 from schedfence.domain.source.action import make_action, make_policies
 from schedfence.domain.errors import DomainError, MigrationPending, SentinelBlocked
@@ -33,7 +33,8 @@ from schedfence.domain.ids import (DUMMY_WORKFLOW_TYPE, SCHEDULER_WORKFLOW_TYPE,
                                    destination_workflow_id, schedule_aggregate_id)
 from schedfence.domain.source.invoker import OVERLAPS
 from schedfence.domain.source.spec import make_spec
-from schedfence.domain.ports import DestinationError, StartWorkflow
+from schedfence.domain.destination_id import DestinationId
+from schedfence.domain.ports import DestinationError, DestinationUnavailable, StartWorkflow
 from schedfence.infra.demo.legacy import plant_legacy_v1
 from schedfence.infra.application.service import MigrationService, open_service
 from schedfence.infra.application.views import ScheduleView
@@ -50,6 +51,26 @@ OCCUPANTS = (None, None, SCHEDULER_WORKFLOW_TYPE, "user-workflow", DUMMY_WORKFLO
 EXAMPLES = int(os.environ.get("SCHEDFENCE_HYPOTHESIS_EXAMPLES", "200"))
 START = datetime(2026, 1, 5, 12, 0, 30, tzinfo=timezone.utc)  # every example's first instant
 ACTION_PREFIX = "act"
+
+
+SIM_BINDING = {"kind": "sim", "address": "store", "namespace": NS, "cluster_id": ""}
+
+
+class Stranger:
+    """A destination of another kind and cluster: every call it is asked is recorded (and
+    fails), so a test sees that none was made."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def destination_identity(self, with_cluster: bool = False) -> DestinationId:
+        return DestinationId("temporal", "10.0.0.9:7233", (NS,), "another-cluster")
+
+    def __getattr__(self, name: str):
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            raise DestinationUnavailable(f"stranger: {name}")
+        return call
 
 
 class RollbackMachine(MachineInvariants, RuleBasedStateMachine):
@@ -288,6 +309,30 @@ class RollbackMachine(MachineInvariants, RuleBasedStateMachine):
         # inside its grace, after a crash restarted the process) waits for a later step
         # instead of the drain sleeping in real time.
         self._call(self.svc.run_until_idle, max_attempts=50, retry_for=0)
+
+    @rule()
+    def stranger_worker(self):
+        """A worker on the same store serving another destination (issue 45, item 1): it
+        writes nothing and calls nothing there, whatever is open."""
+        stranger = Stranger()
+        other = MigrationService(self.svc.app, stranger, worker_id="stranger")
+        before = self.svc.event_count()
+        report = other.run_until_idle(max_attempts=50, retry_for=0)
+        assert self.svc.event_count() == before and stranger.calls == []
+        # Each refused is named (one that only waits, another's start in flight, is not)
+        assert len(report.refused) <= len(report.blocked)
+        assert all(line.startswith(("destination_mismatch: ", "destination_unknown: "))
+                   for line in report.refused)
+
+    @invariant()
+    def every_migration_is_bound_to_its_destination(self):
+        """What each migration was accepted against: this machine's simulator; a planted
+        older release's record reads as unknown (never guessed)."""
+        for m in self._migrations():
+            want = None if m.origin == "legacy" else SIM_BINDING
+            assert m.destination == want, (m.migration_id, m.origin, m.destination)
+        for fid in self.svc.open_forward_ids():
+            assert self.svc.app.repository.get(fid).state.destination == SIM_BINDING
 
     @rule(point=st.sampled_from(BOUNDARIES))
     def arm_crash(self, point):

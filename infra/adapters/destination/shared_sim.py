@@ -9,11 +9,14 @@ database must exist.
 """
 from __future__ import annotations
 
+import os
+
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from schedfence.domain.destination_id import DestinationId
 from schedfence.domain.errors import InvalidArgument
 from schedfence.domain.text import error_line
 from schedfence.domain.ports import (DestinationError, DestinationNotReached, DestinationUnavailable,
@@ -54,6 +57,11 @@ class SharedSimDestination:
         if store.pg is not None:
             store.pg.ensure_schema()  # StoreUnavailable (without password) if unreachable
         self.label = f"{PREFIX}{store.redacted}"
+        # Where its rows live (domain/destination_id.py): the database and schema, or the
+        # file; never a user, password or connection option (a lock timeout, say).
+        self.address = (f"{PREFIX}postgresql://{store.pg.libpq_host}:{store.pg.libpq_port}/"
+                        f"{store.pg.dbname}?schema={store.pg.schema}" if store.pg is not None
+                        else f"{PREFIX}sqlite:///{os.path.abspath(store.path or store.url)}")
         self.state = SqlSimState(store.url)
         self.simulator = SimulatedDestination(self.state)
 
@@ -114,6 +122,10 @@ class SharedSimDestination:
 
     def _unavailable(self, call: str, exc: Exception) -> DestinationUnavailable:
         return DestinationUnavailable(f"{call} on {self.label}: {error_line(exc)}")
+
+    def destination_identity(self, with_cluster: bool = False) -> DestinationId:
+        """This shared simulator, by where its rows live (domain/destination_id.py)."""
+        return DestinationId("sim", self.address)
 
     def close(self) -> None:
         self.state.dispose()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence, TypeVar
 from datetime import datetime, timezone
 
+from schedfence.domain.destination_id import STORE_SIM, DestinationId
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE, WORKFLOW_ID_PREFIX
 from schedfence.domain.source.action import StartWorkflowAction
 from schedfence.domain.text import error_line
@@ -74,6 +75,10 @@ class SimulatedDestination(SimSchedules, SimScheduleHost, SimInventory, SimListi
     """Implements ``domain.ports.ActionRunner``, ``HandoverTarget``, ``ScheduleHost`` and
     ``ScheduleInventory`` over a
     ``SimState``, plus environment operations."""
+
+    def destination_identity(self, with_cluster: bool = False) -> DestinationId:
+        """The simulator kept in the store (domain/destination_id.py)."""
+        return DestinationId("sim", STORE_SIM)
 
     def __init__(
         self, state: SimState | None = None, *, seed: int = 0, faults: FaultRates | None = None,

@@ -20,6 +20,7 @@ from temporalio.api.common.v1 import Payloads, WorkflowExecution, WorkflowType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (DescribeNamespaceRequest,
                                                DescribeWorkflowExecutionRequest,
+                                               GetClusterInfoRequest,
                                                RequestCancelWorkflowExecutionRequest,
                                                StartWorkflowExecutionRequest,
                                                TerminateWorkflowExecutionRequest)
@@ -27,6 +28,7 @@ from temporalio.client import Client
 from temporalio.converter import default as default_converter
 from temporalio.service import RPCError
 
+from schedfence.domain.destination_id import DestinationId
 from schedfence.domain.ids import SCHEDULER_WORKFLOW_TYPE
 from schedfence.domain.ports import (DestinationNotFound, DestinationUnavailable,
                                      NamespaceNotServed, RunDescription, Settled,
@@ -104,6 +106,19 @@ class TemporalDestination(TemporalScheduleHost, TemporalInventory):
         self._client: Client | None = None
         self._connecting = asyncio.Lock()  # callers on several threads share one client
         self._converter = default_converter().payload_converter
+        self._cluster_id: str | None = None  # GetClusterInfo's, read once when needed
+
+    def destination_identity(self, with_cluster: bool = False) -> DestinationId:
+        """This server as domain/destination_id.py names it; ``with_cluster``: with the
+        cluster's own id (one GetClusterInfo per adapter; ``DestinationUnavailable`` when it
+        cannot be read)."""
+        if with_cluster and self._cluster_id is None:
+            resp = self._rpc("cluster info", "get_cluster_info", GetClusterInfoRequest(),
+                             lambda exc: DestinationUnavailable(
+                                 f"cluster info: {exc.status.name}: {exc.message}"))
+            self._cluster_id = str(resp.cluster_id)
+        served = ("*",) if "*" in self.namespaces else tuple(sorted(self.namespaces))
+        return DestinationId("temporal", self.target, served, self._cluster_id)
 
     # -- plumbing ---------------------------------------------------------------------------
     async def _connected(self) -> Client:

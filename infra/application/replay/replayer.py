@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
+from schedfence.domain.destination_id import describe_binding
 from schedfence.domain.errors import InvalidArgument, NotFound
 from schedfence.domain.ids import schedule_aggregate_id
 from schedfence.domain.invariants.checker import Checker, Violation
@@ -177,6 +178,8 @@ def replay_migration(events: Iterable[tuple[int, Any]], migration_id: str,
         "requested_by": next((s["actor"] for s in steps if s["role"] == "migration"
                               and s["version"] == 1), None),
         "at": at, "version": version, "steps": steps, "state": as_dict(state),
+        # What it was accepted against (domain/destination_id.py), one line.
+        "destination": describe_binding(state.destination) if state else None,
         "next_step": next_step(state) if state else None,
         "final_checks": [v.to_dict() for v in final], "violations": violations,
         "ok": not violations,

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import httpx
 import pytest
 
+from schedfence.domain.destination_id import describe_binding
 from schedfence.domain.ids import destination_workflow_id, schedule_aggregate_id
 from schedfence.domain.topics import STORED_TOPICS
 from schedfence.infra.http.app import create_app
@@ -125,17 +126,30 @@ def write_every_kind(store: str) -> None:
             "schedfence.store_epoch.FailoverRecorded"} <= topics
 
 
+SIM = {"kind": "sim", "address": "store", "namespace": NS, "cluster_id": ""}  # a binding
 READS: dict[str, Callable[[Any], bool]] = {
     "verify": lambda doc: doc["ok"] is True and doc["migrations"] == 4 and doc["events"] > 50,
     "list": lambda doc: {r["schedule_id"] for r in doc["schedules"]} == set(KEYS),
-    f"status {NS} legacy": lambda doc: doc["migration"]["park_reason"] == "adopted_unverified",
+    f"status {NS} legacy": lambda doc: doc["migration"]["park_reason"] == "adopted_unverified"
+    and doc["migration"]["destination_binding"] == SIM,  # bound by the adoption
+    f"status {NS} foreign": lambda doc: doc["migration"]["destination_binding"] == SIM
+    and doc["migration"]["destination"] == "sim",
     f"history {NS} runs": lambda doc: {"Triggered", "ProgramUpdated", "IncarnationStarted"}
     <= {e["short_type"] for e in doc["events"]},
-    "audit --type schedfence.job.Defined": lambda doc: len(doc["entries"]) == 3,
+    f"history {NS} legacy": lambda doc: [e["data"]["destination"] for e in doc["events"]
+                                         if e["short_type"] in ("RequestIdAssigned",
+                                                                "LegacyMigrationAdopted")]
+    == [None, SIM],  # the v1 record: unknown; the adoption bound it
+    "audit --type schedfence.job.Defined": lambda doc: len(doc["entries"]) == 3
+    and {e["destination"] for e in doc["entries"]} == {"sim"},
+    "audit --type RequestIdAssigned --type ForwardRequested": lambda doc: {
+        e["destination"] for e in doc["entries"]} == {"sim", describe_binding(None)},
     "oncall": lambda doc: "legacy" in json.dumps(doc["items"]),
     "stats": lambda doc: doc["migrations"] == 4 and doc["by_state"]["completed"] == 1,
     "migrations": lambda doc: len(doc["migrations"]) == 4,
-    f"replay {NS} back": lambda doc: doc["request_id"] == "F1" and len(doc["steps"]) >= 3,
+    f"replay {NS} back": lambda doc: doc["request_id"] == "F1" and len(doc["steps"]) >= 3
+    and doc["state"]["destination"] == SIM,
+    f"replay {NS} foreign": lambda doc: doc["state"]["destination"] == SIM,
 }
 
 

@@ -19,7 +19,7 @@ def invoke(*args: str):
 def test_a_standby_acts_only_after_promote(tmp_path: Path) -> None:
     source, standby = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
     dest = "sim+sqlite:///" + str(tmp_path / "dest.db")
-    populate(source, 2, complete=False)
+    populate(source, 2, complete=False, destination=dest)  # the one both stores share
     assert invoke("replicate", "--from", source, "--to", standby).exit_code == 0
     with open_service(standby, "sim") as svc:
         before = svc.event_count()

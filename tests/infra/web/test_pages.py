@@ -196,6 +196,7 @@ def test_the_migration_view_is_its_replay(shown: World, reader: TestClient) -> N
     assert [int(r["position"]) for r in shown_page.rows] == [s["position"] for s in doc["steps"]]
     assert "parked foreign_destination" in shown_page.text
     assert f"next step {doc['next_step']}" in shown_page.text
+    assert doc["destination"] and f"destination {doc['destination']}" in shown_page.text
 
 
 def test_the_timeline_filters_by_migration_and_time(shown: World, reader: TestClient) -> None:

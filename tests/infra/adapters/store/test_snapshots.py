@@ -104,19 +104,23 @@ def test_old_snapshot_state_is_upcast_and_newer_is_refused(tmp_path, monkeypatch
     with svc:
         mig = svc.app.repository.get(_long_migration(svc, "s1"))
         snapshot = Migration.Snapshot.take(mig)
-        assert snapshot.state_version == Migration.class_version == 3
-        older = {k: v for k, v in snapshot.state.items() if k != "job_id"}  # before job ids
+        assert snapshot.state_version == Migration.class_version == 4
+        assert snapshot.state["destination"]["kind"] == "sim"  # what it was accepted on
+        older = {k: v for k, v in snapshot.state.items()
+                 if k not in ("job_id", "destination")}  # before job ids and bindings
         old = snapshot.model_copy(update={"state_version": 2, "state": older})
-        assert old.mutate(None).state.job_id is None  # the real upcast_v2_v3
+        # the real upcast_v2_v3 and upcast_v3_v4: no job, and an unknown destination
+        assert (old.mutate(None).state.job_id, old.mutate(None).state.destination) == (None,
+                                                                                     None)
 
-        def upcast_v3_v4(fields: dict) -> None:
+        def upcast_v4_v5(fields: dict) -> None:
             fields["park_detail"] = "upcast"
 
-        monkeypatch.setattr(Migration, "class_version", 4, raising=False)
-        monkeypatch.setattr(Migration, "upcast_v3_v4", staticmethod(upcast_v3_v4),
+        monkeypatch.setattr(Migration, "class_version", 5, raising=False)
+        monkeypatch.setattr(Migration, "upcast_v4_v5", staticmethod(upcast_v4_v5),
                             raising=False)
         assert snapshot.mutate(None).state.park_detail == "upcast"
-        newer = snapshot.model_copy(update={"state_version": 5})
+        newer = snapshot.model_copy(update={"state_version": 6})
         with pytest.raises(ValueError, match="newer than this code"):
             newer.mutate(None)
 
