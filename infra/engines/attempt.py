@@ -84,14 +84,12 @@ def covering_grace(claim_grace: float, destination: Any) -> float:
 
 
 def start_pacer(destination: Any) -> AdaptiveLimit:
-    """The limit of a worker's start calls in flight (infra/pacing.py): against a destination
-    with a deadline, it starts at 4 and adapts, so a server that slows down gets fewer calls
-    instead of calls that run out their deadline (an unknown outcome: the claim grace);
-    answers slower than half the deadline lower it. Elsewhere (the simulator) it is fixed."""
-    deadline = getattr(destination, "rpc_timeout", None)
-    if not isinstance(deadline, (int, float)):
-        return AdaptiveLimit(CONCURRENCY)
-    return AdaptiveLimit(CONCURRENCY, initial=4, slow_after=float(deadline) / 2)
+    """The limit of a worker's start calls in flight (infra/pacing.py): the destination's own,
+    fed by every call's answer time (a Temporal adapter's: it starts at 4 and adapts, so a
+    server that slows down gets fewer calls instead of calls that run out their deadline);
+    elsewhere (the simulator) a fixed one."""
+    found = getattr(destination, "pacer", None)
+    return found if isinstance(found, AdaptiveLimit) else AdaptiveLimit(CONCURRENCY)
 
 
 class RollbackEngine:

@@ -19,7 +19,6 @@ attempt's is; an answer save that fails is recorded one by one, never dropped.
 """
 from __future__ import annotations
 
-import time
 from concurrent.futures import wait
 from dataclasses import dataclass
 from threading import Event
@@ -33,8 +32,7 @@ from schedfence.domain.rollback import decide as d
 from schedfence.domain.rollback import steps as h
 from schedfence.domain.errors import DomainError
 from schedfence.domain.rollback.aggregate import Migration
-from schedfence.domain.ports import (DestinationError, DestinationUnavailable, HandoverTarget,
-                                     NamespaceNotServed)
+from schedfence.domain.ports import DestinationError, HandoverTarget
 from schedfence.domain.process import Step
 from schedfence.domain.source.schedule import Schedule
 
@@ -133,12 +131,7 @@ def _claim_all(engine: RollbackEngine, items: list[_Item]) -> None:
 def _start_all(engine: RollbackEngine, items: list[_Item]) -> None:
     """Each claimed migration's one start, concurrently (bounded)."""
     def start(item: _Item) -> None:  # not sent too late: then its attempt waits (F16)
-        began = time.monotonic()
         answer = engine.start_in_time(item.mig)
-        if answer is not None:  # how fast the destination answered: the start limit adapts
-            engine.pacer.observe(time.monotonic() - began,
-                                 isinstance(answer, DestinationUnavailable) and
-                                 not isinstance(answer, NamespaceNotServed))
         item.outcome = None if answer is None else d.outcome_of_start(answer)
     futures = [engine.start_pool().submit(start, i) for i in items]
     wait(futures)  # every start returns before the batch goes on, even past a crash

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Awaitable, Callable, Sequence, TypeVar, get_args
 
@@ -41,6 +42,7 @@ from schedfence.infra.adapters.destination.temporal_schedule import create_sched
 from schedfence.infra.adapters.destination.temporal_watch import run_statuses
 from schedfence.infra.adapters.destination.temporal_forward import TemporalScheduleHost
 from schedfence.infra.adapters.destination.temporal_inventory import TemporalInventory
+from schedfence.infra.pacing import AdaptiveLimit
 from schedfence.infra.adapters.destination.temporal_wire import (cancel_request_id,
                                                                  create_request_id,
                                                                  describe_error,
@@ -52,6 +54,8 @@ from schedfence.infra.adapters.destination.temporal_wire import (cancel_request_
 # per-namespace task queue"): it is reserved for the server's own workers, so ours differs.
 DEFAULT_TASK_QUEUE = "schedfence-destination"
 DEFAULT_RPC_TIMEOUT = 5.0
+MAX_STARTS_IN_FLIGHT = 50  # a worker batch's start calls (infra/engines/attempt.py CONCURRENCY)
+SLOW_ANSWER = 0.75  # of the deadline: an answer slower than that lowers the start limit
 
 T = TypeVar("T")
 STOP_KINDS: tuple[str, ...] = get_args(StopKind)
@@ -107,6 +111,11 @@ class TemporalDestination(TemporalScheduleHost, TemporalInventory):
         self._connecting = asyncio.Lock()  # callers on several threads share one client
         self._converter = default_converter().payload_converter
         self._cluster_id: str | None = None  # GetClusterInfo's, read once when needed
+        # How many start calls a worker's batches keep in flight (infra/pacing.py): every
+        # call's answer time feeds it, so a server that slows down gets fewer calls before
+        # they run out their deadline (an unknown outcome: the claim grace).
+        self.pacer = AdaptiveLimit(MAX_STARTS_IN_FLIGHT, initial=4,
+                                   slow_after=SLOW_ANSWER * rpc_timeout)
 
     def destination_identity(self, with_cluster: bool = False) -> DestinationId:
         """This server as domain/destination_id.py names it; ``with_cluster``: with the
@@ -148,11 +157,21 @@ class TemporalDestination(TemporalScheduleHost, TemporalInventory):
 
         async def call() -> T:
             return await fn(await self._connected())
+        began = time.monotonic()
         try:
             # The gRPC deadline is rpc_timeout; the extra second covers connect and scheduling.
-            return self._loop.run(call, self.rpc_timeout + 1.0)
+            answer = self._loop.run(call, self.rpc_timeout + 1.0)
         except concurrent.futures.TimeoutError:
+            self.pacer.observe(self.rpc_timeout, failed=True)
             raise DestinationUnavailable(f"{what}: no answer within {self.rpc_timeout}s") from None
+        except DestinationUnavailable:  # no answer: a deadline the server ran out, or none
+            self.pacer.observe(time.monotonic() - began, failed=True)
+            raise
+        except Exception:  # an answer all the same (not found, already started, refused)
+            self.pacer.observe(time.monotonic() - began)
+            raise
+        self.pacer.observe(time.monotonic() - began)
+        return answer
 
     def serves(self, namespace: str) -> bool:
         return "*" in self.namespaces or namespace in self.namespaces
