@@ -42,7 +42,7 @@ from schedfence.infra.adapters.store.eventstore import FenceApplication
 from schedfence.infra.pacing import AdaptiveLimit
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.failures import FailureNotes
-from schedfence.infra.engines.gate import refused
+from schedfence.infra.engines.gate import IDENTIFY, refused
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 # AttemptResult (domain/process.py): "wait": another start may still land (the claim grace);
@@ -222,7 +222,7 @@ class RollbackEngine:
         if step.rests:
             return rest_result(step)  # wait: another worker's start may still land: let it
         try:  # every step below writes or calls: on its own destination only
-            self.gate(st)
+            self.notes.calling(IDENTIFY, lambda: self.gate(st))
         except DestinationUnavailable:
             return "backoff"  # the cluster's id could not be read: look again later
         if step is Step.SETTLE:

@@ -27,7 +27,7 @@ from schedfence.infra.adapters.observability.logs import get_logger
 from schedfence.infra.engines.attempt import AttemptResult
 from schedfence.domain.ports import CrashHook
 from schedfence.infra.engines.failures import FailureNotes
-from schedfence.infra.engines.gate import refused
+from schedfence.infra.engines.gate import IDENTIFY, refused
 from schedfence.infra.engines.unit_of_work import UnitOfWork
 
 MAX_STEPS = 10
@@ -92,7 +92,7 @@ class ForwardEngine:
             if not st.is_open:
                 return result
             try:
-                self.gate(st)
+                self.notes.calling(IDENTIFY, lambda: self.gate(st))
             except (DestinationMismatch, DestinationUnknown) as exc:
                 return refused(self.refusals, migration_id, exc, LOG, self.worker_id)
             except DestinationUnavailable:

@@ -8,6 +8,10 @@ from uuid import UUID
 from schedfence.domain.errors import DomainError
 from schedfence.domain.process import AttemptResult
 
+# The step a stall names when the gate could not read which destination serves (a Temporal
+# cluster's id unanswered): what oncall shows as the failing step.
+IDENTIFY = "destination identity"
+
 
 def refused(refusals: dict[UUID, str], migration_id: UUID, exc: DomainError, log: Logger,
             worker_id: str) -> AttemptResult:

@@ -73,12 +73,14 @@ def test_a_settle_the_server_holds_shows_in_oncall_with_its_error(
             time.sleep(0.5)
         (item,) = items
         stall = item["stall"]
-        assert stall["step"] == "settle" and stall["failures"] >= 2
+        # A fresh worker first reads the cluster's id for the destination gate: the proxy may
+        # hold that call before the settle's describe; either is the step that is stuck.
+        assert stall["step"] in ("settle", "destination identity") and stall["failures"] >= 2
         assert stall["error"].startswith("DestinationUnavailable"), stall
         print("settle's last error:", stall["error"])
         assert f"last error: {stall['error']}" in item["actions"][0]
         text = cli(env, "oncall", "--stuck-after", "1")
-        assert "failed attempt(s) at settle" in text.stdout
+        assert f"failed attempt(s) at {stall['step']}" in text.stdout
 
         proxy.release()
         done = cli(env, "worker", "--until-idle", "--retry-for", "30", "--json")

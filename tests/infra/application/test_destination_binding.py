@@ -34,6 +34,9 @@ class Stranger:
     def destination_identity(self, with_cluster: bool = False) -> DestinationId:
         return DestinationId("temporal", "10.0.0.9:7233", (NS,), "other")
 
+    def serves(self, namespace: str) -> bool:  # asked before a job reads a page
+        return namespace == NS
+
     def __getattr__(self, name: str):
         def call(*args, **kwargs):
             self.calls.append(name)

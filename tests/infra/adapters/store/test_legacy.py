@@ -85,8 +85,9 @@ def test_new_records_carry_the_class_version_marker(world):
     record = stored_records(w.service, mid)[0]
     raw = json.loads(record.state)
     assert (raw["class_version"], raw["request_id"], raw["origin"], raw["claim_armed"]) == \
-        (6, "R1", "caller", True)
+        (7, "R1", "caller", True)
     assert (raw["epoch"], raw["sentinel_check"]["current"]) == (0, None)
+    assert raw["destination"]["namespace"] == NS  # v7: what it was accepted against
     event = w.service.app.mapper.to_domain_event(record)
     assert (event.request_id, event.origin) == ("R1", "caller")
 
