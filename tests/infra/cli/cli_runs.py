@@ -58,6 +58,20 @@ def subprocess_cli(store: str, *args: str, **kw) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
 
 
+def modules_of_command(store: str, *args: str) -> tuple[str, set[str]]:
+    """A ``schedfence --store STORE ARGS...`` run in a fresh interpreter (it must exit 0): its
+    stdout, and every module it had loaded by the end."""
+    code = ("import json, sys\n"
+            f"sys.argv = ['schedfence', '--store', {store!r}, *{list(args)!r}]\n"
+            "from schedfence.infra.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout, set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
 def stops_on_sigint(proc: subprocess.Popen, settle: float = 0.3) -> tuple[str, str]:
     """Ctrl-C a long-running command ``settle`` seconds from now: it exits 0 within 30 s
     without a traceback; its stdout and stderr from then on."""

@@ -6,8 +6,6 @@ eventsourcing or SQLAlchemy."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +15,7 @@ from schedfence.infra.application.list_read import read_model_list
 from schedfence.infra.application.offline import open_offline
 from schedfence.infra.application.views import schedule_list
 
-from tests.infra.cli.cli_runs import ROOT, ok, subprocess_cli
+from tests.infra.cli.cli_runs import modules_of_command, ok, subprocess_cli
 from tests.infra.cli.test_status_read_model import CREATE, KEYS, _populate
 
 # (namespace, limit) pages walked to the end through their cursors.
@@ -104,16 +102,8 @@ def test_list_from_the_projection_loads_no_event_class_or_sqlalchemy(
     ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
     ok(store, "--destination", "sim", "rollback", "ns", "s")
     ok(store, "projection", "catch-up")
-    code = ("import json, sys\n"
-            f"sys.argv = ['schedfence', '--store', {store!r}, 'list']\n"
-            "from schedfence.infra.cli import main\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
-            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "pending" in done.stdout.splitlines()[-1]
-    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    stdout, loaded = modules_of_command(store, "list")
+    assert "pending" in stdout.splitlines()[-1]
     assert {m.split(".")[0] for m in loaded} & {"pydantic", "eventsourcing", "sqlalchemy",
                                                  "rich"} == set()
     assert "schedfence.infra.cli.output" not in loaded

@@ -7,8 +7,6 @@ where none loads: both answer alike)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
 import pytest
@@ -20,7 +18,7 @@ from schedfence.infra.application.offline import open_offline
 from schedfence.infra.adapters.store import libpq
 from schedfence.infra.adapters.store.eventstore import event_table
 
-from tests.infra.cli.cli_runs import ROOT, ok, subprocess_cli
+from tests.infra.cli.cli_runs import modules_of_command, ok, subprocess_cli
 
 CREATE = ("--interval", "1h", "--workflow-type", "W", "--task-queue", "q")
 # Keys in every shape status shows: no migration, an open one, a completed one, paused
@@ -105,16 +103,8 @@ def test_status_from_the_projection_loads_no_event_class(file_store_url: str,
     ok(store, "--destination", "sim", "schedule", "create", "ns", "s", *CREATE)
     ok(store, "--destination", "sim", "rollback", "ns", "s")
     ok(store, "projection", "catch-up")
-    code = ("import json, sys\n"
-            f"sys.argv = ['schedfence', '--store', {store!r}, 'status', 'ns', 's']\n"
-            "from schedfence.infra.cli import main\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
-            "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "migration pending  yes" in done.stdout
-    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    stdout, loaded = modules_of_command(store, "status", "ns", "s")
+    assert "migration pending  yes" in stdout
     heavy = {m.split(".")[0] for m in loaded} & {"pydantic", "pydantic_core", "eventsourcing",
                                                  "sqlalchemy", "psycopg"}
     assert heavy == ({"psycopg"} if store_kind == "postgres" and libpq.load() is None
